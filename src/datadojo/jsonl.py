@@ -1,0 +1,214 @@
+"""Streaming JSONL: read record by record, append record by record, survive crashes.
+
+Every DataDojo stage writes its output as JSONL so that a run can be stopped and resumed and a file can
+be inspected with ordinary tools. Two guarantees matter:
+
+* **Appending never loads the file.** :class:`JsonlAppender` opens in append mode and writes one line per
+  record, flushed (and optionally fsync'ed) at once, so a crash loses at most the record being written.
+* **A crash leaves a readable file.** A record is one line; a process killed mid-write leaves an
+  unterminated last line. Readers skip (and report) such a tail; :class:`JsonlAppender` cuts it off
+  before appending so the file never holds a line glued to the next record.
+
+A malformed line anywhere but the unterminated tail is a real error and is reported with its file and
+line number.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from datadojo.types import Task, Trajectory
+
+__all__ = [
+    "JsonlAppender",
+    "JsonlError",
+    "append_jsonl",
+    "iter_jsonl",
+    "read_models",
+    "read_tasks",
+    "read_trajectories",
+    "repair_tail",
+    "write_jsonl_atomic",
+]
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class JsonlError(ValueError):
+    """A JSONL file holds a line that is not a valid record; the message names the file and line."""
+
+    def __init__(self, path: str | Path, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line of a JSONL file, without loading it whole.
+
+    An unterminated, unparsable last line (what a crash mid-write leaves) is skipped with a warning when
+    ``skip_partial_tail`` is true; any other bad line raises :class:`JsonlError`.
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            terminated = raw.endswith(b"\n")
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                value = json.loads(text)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                if not terminated and skip_partial_tail:
+                    log.warning("%s:%d: skipping an unterminated last line (interrupted write)", path, lineno)
+                    return
+                raise JsonlError(path, lineno, f"not valid JSON ({exc})") from exc
+            yield lineno, value
+
+
+def read_models(path: str | Path, model: type[M]) -> Iterator[M]:
+    """Stream a JSONL file as pydantic models; a record that does not validate names file, line and field."""
+    for lineno, value in iter_jsonl(path):
+        try:
+            yield model.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(record)"
+            raise JsonlError(
+                path, lineno, f"field {field!r}: {first['msg']} ({exc.error_count()} error(s) in this record)"
+            ) from exc
+
+
+def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task]:
+    """Stream tasks from a JSONL file; relative data-file paths are resolved against the file's folder."""
+    base = Path(path).resolve().parent
+    for task in read_models(path, Task):
+        if resolve_paths:
+            for f in task.files:
+                p = Path(f.path)
+                if not p.is_absolute():
+                    f.path = str(base / p)
+        yield task
+
+
+def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
+    """Stream trajectories from a JSONL file."""
+    return read_models(path, Trajectory)
+
+
+def repair_tail(path: str | Path) -> int:
+    """Cut an unterminated last line off a JSONL file (left by a crash); return the bytes removed.
+
+    Only the tail after the last newline is inspected, so this is O(1) in the file size.
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        block = 1 << 16
+        pos = size
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            if pos == size and chunk.endswith(b"\n"):
+                return 0
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                cut = start + idx + 1
+                break
+            pos = start
+        else:
+            cut = 0
+        fh.truncate(cut)
+    removed = size - cut
+    if removed:
+        log.warning("%s: removed an unterminated last line of %d bytes (interrupted write)", path, removed)
+    return removed
+
+
+def _dumps(record: Any) -> str:
+    if isinstance(record, BaseModel):
+        return record.model_dump_json()
+    return json.dumps(record, ensure_ascii=False, default=str)
+
+
+class JsonlAppender:
+    """Append records to a JSONL file one line at a time, each flushed as soon as it is written.
+
+    Opening repairs an unterminated tail left by an earlier crash. ``fsync=True`` also forces each line to
+    disk (slower; use when the machine itself may die).
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_tail(self.path)
+        self._fh = self.path.open("a", encoding="utf-8")
+        self.count = 0
+
+    def write(self, record: Any) -> None:
+        line = _dumps(record)
+        if "\n" in line:  # json.dumps never emits raw newlines; guard against custom encoders
+            raise ValueError("a JSONL record must serialise to a single line")
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        if self.fsync:
+            os.fsync(self._fh.fileno())
+        self.count += 1
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def append_jsonl(path: str | Path, records: Iterable[Any], *, fsync: bool = False) -> int:
+    """Append records (dicts or pydantic models) to a JSONL file; return how many were written."""
+    with JsonlAppender(path, fsync=fsync) as out:
+        for r in records:
+            out.write(r)
+        return out.count
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[Any]) -> int:
+    """Write a whole JSONL file via a temporary file and a rename, so readers never see half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    n = 0
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for r in records:
+                fh.write(_dumps(r) + "\n")
+                n += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return n
