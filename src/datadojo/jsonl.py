@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -78,11 +78,17 @@ def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[
             yield lineno, value
 
 
-def read_models(path: str | Path, model: type[M]) -> Iterator[M]:
-    """Stream a JSONL file as pydantic models; a record that does not validate names file, line and field."""
+def read_models(
+    path: str | Path, model: type[M], *, prepare: Callable[[Any], Any] | None = None
+) -> Iterator[M]:
+    """Stream a JSONL file as pydantic models; a record that does not validate names file, line and field.
+
+    ``prepare`` rewrites each raw JSON value before validation (e.g. resolving relative paths, which
+    must happen before a validator inspects the file system).
+    """
     for lineno, value in iter_jsonl(path):
         try:
-            yield model.model_validate(value)
+            yield model.model_validate(prepare(value) if prepare is not None else value)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "(record)"
@@ -92,15 +98,25 @@ def read_models(path: str | Path, model: type[M]) -> Iterator[M]:
 
 
 def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task]:
-    """Stream tasks from a JSONL file; relative data-file paths are resolved against the file's folder."""
+    """Stream tasks from a JSONL file; relative data-file paths are resolved against the file's folder.
+
+    Paths are resolved in the raw record, before validation, because :class:`~datadojo.types.DataFile`
+    infers a missing ``kind`` by looking at the path (a suffix-less folder is ``dir`` only if it exists),
+    and a relative path must be looked up next to the task file, not in the current directory.
+    """
     base = Path(path).resolve().parent
-    for task in read_models(path, Task):
-        if resolve_paths:
-            for f in task.files:
-                p = Path(f.path)
-                if not p.is_absolute():
-                    f.path = str(base / p)
-        yield task
+
+    def resolve(value: Any) -> Any:
+        if not isinstance(value, dict) or not isinstance(value.get("files"), list):
+            return value
+        files = []
+        for f in value["files"]:
+            if isinstance(f, dict) and isinstance(f.get("path"), str) and not Path(f["path"]).is_absolute():
+                f = {**f, "path": str(base / f["path"])}
+            files.append(f)
+        return {**value, "files": files}
+
+    return read_models(path, Task, prepare=resolve if resolve_paths else None)
 
 
 def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
@@ -111,7 +127,9 @@ def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
 def repair_tail(path: str | Path) -> int:
     """Cut an unterminated last line off a JSONL file (left by a crash); return the bytes removed.
 
-    Only the tail after the last newline is inspected, so this is O(1) in the file size.
+    Only the tail after the last newline is inspected, so this is O(1) in the file size. A tail that is a
+    complete JSON value (a file written without a final newline) is kept and given its newline instead:
+    a record cut mid-write is never valid JSON, since every record is an object and loses its ``}``.
     """
     path = Path(path)
     if not path.exists():
@@ -135,11 +153,24 @@ def repair_tail(path: str | Path) -> int:
             pos = start
         else:
             cut = 0
+        fh.seek(cut)
+        if _is_json(fh.read()):
+            # A complete record that merely lacks its newline (a hand-written file): keep it.
+            fh.write(b"\n")
+            return 0
         fh.truncate(cut)
     removed = size - cut
     if removed:
         log.warning("%s: removed an unterminated last line of %d bytes (interrupted write)", path, removed)
     return removed
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return True
 
 
 def _dumps(record: Any) -> str:

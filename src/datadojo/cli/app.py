@@ -12,7 +12,10 @@ import typer
 
 from datadojo import __version__
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "agent",
+    "corpus",
+)
 
 app = typer.Typer(
     name="datadojo",

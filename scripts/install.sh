@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything DataDojo needs to run and to be tested, on a Debian-like machine or any machine with pip.
+#
+#   bash scripts/install.sh            # sandbox tool (if root and apt-get exists), torch (CPU), package + all extras
+#
+# Environment knobs:
+#   DATADOJO_TORCH=skip        keep the torch you already have (e.g. a CUDA build you installed yourself)
+#   DATADOJO_TORCH_SPEC=...    the torch requirement to install (default: torch==2.13.0, a CPU build)
+#   DATADOJO_NO_APT=1          do not try to install Debian packages (bubblewrap for the sandbox)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if [ "${DATADOJO_NO_APT:-0}" != 1 ] && ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[install] installing bubblewrap (sandbox isolation)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "[install] bubblewrap (bwrap) not found and cannot install it here: the sandbox will run with reduced isolation" >&2
+  fi
+fi
+
+if [ "${DATADOJO_TORCH:-}" != skip ]; then
+  # Installed first and pinned, so the 'train' extra below is satisfied without pulling a multi-GB CUDA build.
+  "$PY" -m pip install -q "${DATADOJO_TORCH_SPEC:-torch==2.13.0}"
+fi
+"$PY" -m pip install -q -e ".[dev,train]"
+echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"

@@ -1,0 +1,58 @@
+"""Settings of the ReAct agent loop, with the papers' defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from datadojo.llm.base import SamplingParams
+
+__all__ = ["AgentConfig"]
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """How one agent episode runs.
+
+    * ``max_turns`` — the turn budget T: DataMind stops after T = 10 rounds (§3.1, "Problem
+      Formalization"); SciDataSailor evaluates with ReAct-step budgets of 12 and 24 (§5.1).
+    * ``dialect`` — the tag protocol (``datamind`` or ``sailor``, see :mod:`datadojo.protocol`).
+    * ``reserve_final_turn`` — when one turn is left, tell the model to answer now. Off by default (DataMind
+      does not do it); SciDataSailor's case study (App. C.1) shows agents spending the whole budget
+      exploring and never answering, which this prevents.
+    * ``max_invalid_turns`` — stop with ``invalid`` after this many *consecutive* malformed turns (each one
+      gets a corrective message first). Our choice; the papers do not say.
+    * ``sampling`` — temperature / top-p / max tokens per request. DataMind evaluates at temperature 0.7,
+      top-p 0.95 (§5.1); SciDataSailor at 0.6 / 0.95 (§5.1).
+    * ``language`` — how unfenced code blocks are read: ``python``, ``sql`` or ``auto`` (SQL only for
+      tasks whose data are all SQLite, see :func:`datadojo.protocol.default_language_for_task`).
+    * ``strict_parse`` — parse turns with the strict parser (text outside tags is an error) instead of the
+      lenient one (tolerated and recorded as a warning).
+    * ``profile_chars`` — budget for the data description in the system prompt.
+    * ``system_template`` — a path to a prompt template overriding the dialect's default (see
+      ``agent/prompts/*.md``; placeholders ``{{files}}``, ``{{description}}``, ``{{tools}}``,
+      ``{{code_note}}``, ``{{max_turns}}``, ``{{answer_format}}``).
+    """
+
+    max_turns: int = 10
+    dialect: str = "datamind"
+    reserve_final_turn: bool = False
+    max_invalid_turns: int = 3
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
+    language: Literal["auto", "python", "sql"] | None = None
+    strict_parse: bool = False
+    profile_chars: int = 6000
+    system_template: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.max_invalid_turns < 1:
+            raise ValueError(f"max_invalid_turns must be >= 1, got {self.max_invalid_turns}")
+        if self.profile_chars < 0:
+            raise ValueError(f"profile_chars must be >= 0, got {self.profile_chars}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sampling"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["sampling"].items()}
+        return d

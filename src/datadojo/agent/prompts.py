@@ -1,0 +1,112 @@
+"""The opening messages of an episode: a system prompt stating the contract, then the question.
+
+Templates are data (``agent/prompts/<dialect>.md``) so users can override them (``AgentConfig.system_template``)
+without touching code. The contract follows DataMind's ReAct formulation (§3.1: thought, then one action —
+code or answer — per turn, execution feedback as the observation, at most T turns) and SciDataSailor's
+execution protocol (§5.1, App. B.1: Python as the only tool, ``<python>``/``<result>`` tags, a single final
+answer), in our own words.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from datadojo.protocol import Dialect
+from datadojo.types import Task
+
+__all__ = ["build_prompt", "describe_files", "load_template", "render_template"]
+
+log = logging.getLogger(__name__)
+
+_TOOLS_PYTHON = (
+    "Python 3 with pandas, numpy and the standard library. Files you write stay in the working directory. "
+    "There is no internet access."
+)
+_TOOLS_SQL = (
+    "SQL (SQLite, read-only) against the database: start the code block with a ```sql fence, or write a bare "
+    "SELECT; the result comes back as a table."
+)
+
+
+def load_template(dialect: Dialect, path: str | Path | None = None) -> str:
+    """The system-prompt template: ``path`` if given, else the dialect's bundled template."""
+    if path is not None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the system prompt template {path}: {exc.strerror}") from exc
+    name = f"{dialect.name}.md"
+    files = resources.files("datadojo.agent") / "prompts"
+    if not (files / name).is_file():
+        name = "datamind.md"
+    return (files / name).read_text(encoding="utf-8")
+
+
+def render_template(template: str, values: dict[str, Any]) -> str:
+    """Replace ``{{name}}`` placeholders; unknown placeholders are an error (a typo must not reach a model)."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{{" + key + "}}", str(value))
+    if "{{" in out and "}}" in out[out.index("{{") :]:
+        start = out.index("{{")
+        end = out.index("}}", start)
+        raise ValueError(f"system prompt template has an unknown placeholder {out[start : end + 2]!r}")
+    return out
+
+
+def describe_files(task: Task, budget_chars: int) -> str:
+    """A bullet list of the task's files, each with a profile (columns, types, sample rows) within budget.
+
+    The profile is the metadata text *d* of DataMind §3.1 ("Metadata extraction"), produced by
+    :func:`datadojo.corpus.profile_text`. A file that cannot be profiled is still listed, with the reason.
+    """
+    if not task.files:
+        return "(no data files)"
+    lines: list[str] = []
+    per_file = budget_chars // max(1, len(task.files))
+    for f in task.files:
+        header = f"- `{f.visible_name}` ({f.kind})" + (f": {f.description}" if f.description else "")
+        lines.append(header)
+        if per_file <= 0:
+            continue
+        try:
+            from datadojo.corpus import profile_text
+
+            profile = profile_text(f.path, budget_chars=per_file)
+        except Exception as exc:  # a profile is a courtesy; the agent can still inspect the file itself
+            log.debug("no profile for %s: %s", f.path, exc)
+            continue
+        if profile:
+            lines.append("\n".join("  " + ln for ln in profile.splitlines()))
+    return "\n".join(lines)
+
+
+def build_prompt(task: Task, dialect: Dialect, *, max_turns: int, template: str, profile_chars: int) -> list[dict]:
+    """The system and user messages that open an episode of ``task``."""
+    has_db = any(f.kind == "sqlite" for f in task.files)
+    sql_ok = has_db and any("sql" in t.languages for t in dialect.code_tags)
+    tools = _TOOLS_PYTHON + (" " + _TOOLS_SQL if sql_ok else "")
+    code_note = "Python by default; SQL when fenced with ```sql." if sql_ok else "Python."
+    answer_format = ""
+    fmt = task.extra.get("answer_format") if task.extra else None
+    if fmt:
+        answer_format = f"\nFormat of the final answer: {fmt}"
+    description = f"## About the data\n{task.description}" if task.description else ""
+    system = render_template(
+        template,
+        {
+            "files": describe_files(task, profile_chars),
+            "description": description,
+            "tools": tools,
+            "code_note": code_note,
+            "max_turns": max_turns,
+            "answer_format": answer_format,
+        },
+    )
+    system = "\n".join(line.rstrip() for line in system.strip().splitlines())
+    while "\n\n\n" in system:
+        system = system.replace("\n\n\n", "\n\n")
+    return [{"role": "system", "content": system}, {"role": "user", "content": task.question}]

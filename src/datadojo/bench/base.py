@@ -1,0 +1,136 @@
+"""What a benchmark is: a loader, an official scorer and defaults (the shape every ``bench`` module fills).
+
+A :class:`Benchmark` reads the benchmark's files from a local path in their official layout and yields
+:class:`~datadojo.types.Task` records (``answer``, ``answer_kind`` and ``extra`` carry what its scorer
+needs), scores one prediction with the benchmark's own rule (:class:`ItemScore`), aggregates item scores
+into the benchmark's official totals, and says how an agent should be run on it
+(:class:`BenchmarkDefaults`: turn budget, tool language).
+
+Scores are credit in [0, 1] under the official metric (TableBench's ROUGE-L and multi-answer EM give
+partial credit); ``correct`` is full credit, which is what pass@k counts.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from datadojo.types import Task
+
+__all__ = ["Benchmark", "BenchmarkDefaults", "BenchmarkError", "ItemScore", "missing_prediction", "unique_id"]
+
+log = logging.getLogger(__name__)
+
+
+class BenchmarkError(ValueError):
+    """A benchmark's files are missing or malformed; the message names the file (and line or record)."""
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    """One prediction scored under a benchmark's official rule.
+
+    ``score`` is the credit in [0, 1]; ``correct`` is full credit; ``parsed`` the answer the scorer
+    extracted from the prediction (``None`` when nothing could be); ``reason`` one line saying why;
+    ``metric`` the rule applied (``EM``, ``EX``, ``ROUGE-L``, …); ``parts`` sub-results (DABench
+    sub-answers, Spider's table comparison).
+    """
+
+    score: float
+    correct: bool
+    parsed: str | None
+    reason: str
+    metric: str
+    parts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "correct": self.correct,
+            "parsed": self.parsed,
+            "reason": self.reason,
+            "metric": self.metric,
+            "parts": self.parts,
+        }
+
+
+def missing_prediction(metric: str) -> ItemScore:
+    """The score of a task nobody answered: wrong, with the reason saying so."""
+    return ItemScore(0.0, False, None, "no prediction", metric)
+
+
+@dataclass(frozen=True)
+class BenchmarkDefaults:
+    """How to run an agent on a benchmark: turn budget, tool language, tag dialect, answer format hint.
+
+    ``max_turns`` is DataMind's T = 10 (§3.1) unless a benchmark says otherwise; ``language`` is the tool
+    the agent gets (``python`` for files, ``sql`` for databases); ``answer_format`` is appended to the
+    question so the answer can be scored (e.g. DABench's ``@name[value]``).
+    """
+
+    max_turns: int = 10
+    language: Literal["python", "sql"] = "python"
+    dialect: str = "datamind"
+    answer_format: str | None = None
+
+
+def unique_id(seen: dict[str, int], raw_id: str, where: str) -> str:
+    """``raw_id``, or ``raw_id~N`` for its N-th repeat (with a warning naming ``where``).
+
+    Released benchmark files occasionally repeat an id (TableBench has one id under two subtypes); the
+    second record must still be addressable, and the first keeps the official id.
+    """
+    n = seen.get(raw_id, 0) + 1
+    seen[raw_id] = n
+    if n == 1:
+        return raw_id
+    new = f"{raw_id}~{n}"
+    log.warning("%s: id %r repeats; this record gets the id %r", where, raw_id, new)
+    return new
+
+
+class Benchmark(abc.ABC):
+    """A benchmark: ``load`` (local path → tasks), ``score`` (official rule), ``totals``, ``defaults``."""
+
+    name: str = ""
+    description: str = ""
+    metric: str = "accuracy"
+    defaults: BenchmarkDefaults = BenchmarkDefaults()
+
+    @abc.abstractmethod
+    def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:
+        """Tasks from the benchmark's files at ``path`` (its official layout; see the module).
+
+        ``require_files`` makes a task whose data file is missing an error; scoring alone (``datadojo
+        score``) passes ``False`` since it only needs the answers.
+        """
+
+    @abc.abstractmethod
+    def score(self, task: Task, prediction: str | None) -> ItemScore:
+        """Score ``prediction`` (``None`` = no prediction) for ``task`` with the official rule."""
+
+    def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
+        """The benchmark's official aggregate figures over one prediction per task (fractions in [0, 1]).
+
+        The base gives ``accuracy`` (mean score) and ``exact`` (share of full-credit items); benchmarks
+        add their own (DABench's three accuracies, TableBench's per-type metrics, …).
+        """
+        if not items:
+            return {"accuracy": 0.0, "exact": 0.0}
+        n = len(items)
+        return {
+            "accuracy": sum(s.score for _, s in items) / n,
+            "exact": sum(s.correct for _, s in items) / n,
+        }
+
+    def _require(self, path: Path, what: str) -> Path:
+        if not path.exists():
+            raise BenchmarkError(f"{self.name}: {what} not found: {path}")
+        return path
+
+    def __repr__(self) -> str:
+        return f"<benchmark {self.name}>"

@@ -1,0 +1,249 @@
+"""``datadojo ask`` and ``datadojo rollout``: run the agent on your files, or on a task file at scale."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
+from datadojo.jsonl import JsonlAppender, read_tasks
+from datadojo.llm.base import SamplingParams
+from datadojo.types import DataFile, Task, Trajectory, Turn
+
+__all__ = ["register"]
+
+MODEL_HELP = (
+    "Model spec: `openai:MODEL@BASE_URL` for any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, "
+    "hosted APIs; key from $OPENAI_API_KEY), or `hf:/path/to/checkpoint` for a local transformers model. "
+    "Defaults to $DATADOJO_MODEL."
+)
+
+
+def _agent_config(max_turns: int, dialect: str, temperature: float, top_p: float, max_tokens: int | None,
+                  reserve_final_turn: bool) -> AgentConfig:
+    try:
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        return AgentConfig(max_turns=max_turns, dialect=dialect, sampling=sampling,
+                           reserve_final_turn=reserve_final_turn)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _model_spec(model: str | None) -> str:
+    spec = model or os.environ.get("DATADOJO_MODEL")
+    if not spec:
+        raise typer.BadParameter("no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model")
+    return spec
+
+
+def _sandbox_config(mode: str, isolation: str):  # -> SandboxConfig (imported lazily: sandbox start-up is heavy)
+    from datadojo.sandbox import SandboxConfig
+
+    return SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
+
+
+def _show_turn(console: Console, index: int, turn: Turn, dialect: str) -> None:
+    if turn.thought:
+        console.print(Panel(turn.thought.strip(), title=f"turn {index + 1} · thought", border_style="cyan"))
+    kind = turn.action.kind
+    if kind in ("code", "sql"):
+        lexer = "python" if kind == "code" else "sql"
+        console.print(Panel(Syntax(turn.action.text, lexer, word_wrap=True), title=f"{kind}", border_style="blue"))
+    elif kind == "answer":
+        console.print(Panel(turn.action.text.strip(), title="answer", border_style="green"))
+    else:
+        console.print(Panel(turn.raw.strip() or "(empty reply)", title="malformed turn", border_style="red"))
+    if turn.observation is not None:
+        style = "yellow" if turn.observation.error or turn.observation.status == "feedback" else "white"
+        console.print(Panel(turn.observation.text.rstrip() or "(no output)",
+                            title=f"observation · {turn.observation.status}", border_style=style))
+
+
+def _summary_table(summary: RolloutSummary) -> Table:
+    table = Table(title="Rollout summary", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("trajectories written", str(summary.finished))
+    table.add_row("skipped (already done)", str(summary.skipped))
+    for reason, count in sorted(summary.stop_reasons.items()):
+        table.add_row(f"  stop: {reason}", str(count))
+    avg = summary.turns / summary.finished if summary.finished else 0.0
+    table.add_row("turns (avg per trajectory)", f"{summary.turns} ({avg:.2f})")
+    table.add_row("malformed turns", str(summary.invalid_turns))
+    table.add_row("tokens (prompt / completion)", f"{summary.prompt_tokens} / {summary.completion_tokens}")
+    table.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
+    table.add_row("throughput", f"{summary.trajectories_per_s:.2f} traj/s, {summary.turns_per_s:.2f} turns/s")
+    if summary.interrupted:
+        table.add_row("status", "[red]interrupted — rerun the same command to resume[/red]")
+    return table
+
+
+def ask(
+    args: list[str] = typer.Argument(..., metavar="FILE... QUESTION",
+                                     help="One or more data files (or dataset folders), then the question."),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Append the trajectory to this JSONL file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of the live view."),
+    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
+    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
+    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
+    isolation: str = typer.Option("auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."),
+    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
+    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
+    reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn",
+                                            help="Tell the model to answer when one turn is left."),
+) -> None:
+    """Ask a question about data files; watch the agent think, run code and answer.
+
+    Example: datadojo ask examples/data/sales.csv "Which region had the most units?" --model openai:qwen@http://localhost:8000/v1
+    """
+    if len(args) < 2:
+        raise typer.BadParameter("give at least one data file and then the question", param_hint="FILE... QUESTION")
+    *paths, question = args
+    files: list[DataFile] = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise typer.BadParameter(f"{p}: no such file or folder", param_hint="FILE")
+        try:
+            files.append(DataFile.from_path(path.resolve()))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="FILE") from exc
+    spec = _model_spec(model)
+    cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
+    task = Task(id=f"ask-{uuid.uuid4().hex[:8]}", question=question, files=files, source="ask")
+    console = Console(stderr=as_json)
+
+    def on_event(event: AgentEvent) -> None:
+        if as_json:
+            return
+        if event.kind == "turn":
+            index, turn = event.data
+            _show_turn(console, index, turn, dialect)
+
+    async def main() -> Trajectory:
+        from datadojo.llm import load_backend
+        from datadojo.sandbox import Sandbox
+
+        backend = load_backend(spec)
+        try:
+            async with await Sandbox.create(files, _sandbox_config(mode, isolation)) as sandbox:
+                return await run_agent(task, backend, sandbox, cfg, on_event=on_event)
+        finally:
+            await backend.aclose()
+
+    try:
+        traj = asyncio.run(main())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if out is not None:
+        with JsonlAppender(out) as w:
+            w.write(traj)
+    if as_json:
+        sys.stdout.write(traj.model_dump_json(indent=2) + "\n")
+        return
+    if traj.final_answer is not None:
+        console.print(f"[bold green]Final answer:[/bold green] {traj.final_answer}")
+    else:
+        console.print(f"[bold red]No answer[/bold red] (stop reason: {traj.stop_reason}"
+                      + (f": {traj.error}" if traj.error else "") + ")")
+    if out is not None:
+        console.print(f"trajectory appended to {out}")
+
+
+def rollout(
+    tasks_file: Path = typer.Argument(..., metavar="TASKS.jsonl", help="Tasks, one JSON object per line."),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
+    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
+    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
+    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
+    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
+    isolation: str = typer.Option("auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."),
+    temperature: float = typer.Option(0.7, "--temperature"),
+    top_p: float = typer.Option(0.95, "--top-p"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn"),
+    seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
+) -> None:
+    """Run the agent on every task of a JSONL file, n samples each, concurrently; resumable.
+
+    Trajectories are appended to OUT/trajectories.jsonl as they finish. Rerunning the same command skips
+    (task, sample) pairs already there, so an interrupted run resumes where it stopped.
+    """
+    if not tasks_file.is_file():
+        raise typer.BadParameter(f"{tasks_file}: no such file", param_hint="TASKS.jsonl")
+    spec = _model_spec(model)
+    cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
+    out.mkdir(parents=True, exist_ok=True)
+    traj_path = out / "trajectories.jsonl"
+    try:
+        tasks = list(read_tasks(tasks_file))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="TASKS.jsonl") from exc
+    if limit is not None:
+        tasks = tasks[:limit]
+    console = Console(stderr=True)
+    total = len(tasks) * n
+
+    async def main() -> RolloutSummary:
+        from datadojo.llm import load_backend
+        from datadojo.sandbox import SandboxPool
+
+        backend = load_backend(spec)
+        pool = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
+        with Progress(
+            TextColumn("[bold]rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[rate]}"), console=console, transient=False,
+        ) as progress:
+            bar = progress.add_task("rollout", total=total, rate="")
+
+            def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
+                progress.update(bar, completed=s.finished + s.skipped,
+                                rate=f"{s.trajectories_per_s:.2f} traj/s · {s.turns_per_s:.1f} turns/s · "
+                                     f"errors {s.errors}")
+
+            try:
+                summary = await run_rollouts(
+                    tasks, backend, traj_path, n_samples=n, config=cfg, concurrency=concurrency,
+                    sandboxes=lambda task: pool.session(task.files), seed=seed, on_trajectory=on_trajectory,
+                )
+                progress.update(bar, completed=summary.finished + summary.skipped)
+                return summary
+            finally:
+                await pool.close()
+                await backend.aclose()
+
+    try:
+        summary = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
+        raise typer.Exit(130) from None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out / "summary.json")
+    console.print(_summary_table(summary))
+    console.print(f"trajectories: {traj_path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask)
+    app.command("rollout")(rollout)

@@ -1,0 +1,177 @@
+"""``datadojo corpus``: scan, filter and profile data files (``scan``, ``show``, ``overlap``).
+
+Thin over :mod:`datadojo.corpus`: ``scan`` runs :func:`~datadojo.corpus.scan_corpus` with a progress bar
+and prints accepted files per format and rejections per reason; ``show`` prints the profile text *d* of a
+file or folder (or its JSON); ``overlap`` prints the header-overlap contamination ratio (DataMind App. H).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+corpus_app = typer.Typer(
+    name="corpus",
+    help="Load, filter and profile data files and dataset folders (DataMind §3.1 file collection).",
+    no_args_is_help=True,
+)
+
+
+def _bound(value: str | None, name: str) -> int | None:
+    if value is None or value.lower() in ("none", "off", ""):
+        return None
+    try:
+        n = int(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"expected a whole number or 'none', got {value!r}", param_hint=name) from exc
+    if n < 0:
+        raise typer.BadParameter("must be >= 0", param_hint=name)
+    return n
+
+
+@corpus_app.command("scan")
+def scan_cmd(
+    paths: list[Path] = typer.Argument(..., help="Folders (walked recursively) and files to scan."),
+    out: Path = typer.Option(Path("corpus.jsonl"), "--out", "-o", help="JSONL output, appended and resumable."),
+    min_rows: str = typer.Option("20", help="Fewest data rows (DataMind §3.1: 20); 'none' for no bound."),
+    max_rows: str = typer.Option("1000", help="Most data rows (DataMind §3.1: 1,000); 'none' for no bound."),
+    sqlite_min_rows: str = typer.Option("20", help="Fewest rows for SQLite databases; 'none' for no bound."),
+    sqlite_max_rows: str = typer.Option("none", help="Most rows for SQLite databases; 'none' for no bound."),
+    row_scope: str = typer.Option("largest", help="Which tables the row bound checks: largest | every | total."),
+    dedupe: bool = typer.Option(True, "--dedupe/--no-dedupe", help="Reject files whose content was already accepted."),
+    profile_chars: int = typer.Option(4000, help="Budget of the profile text stored per file."),
+    include_hidden: bool = typer.Option(False, help="Also scan hidden files and folders."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
+) -> None:
+    """Filter and profile every file under PATHS into a corpus JSONL (one record per file)."""
+    from pydantic import ValidationError
+
+    from datadojo.corpus import FilterConfig, ScanConfig, scan_corpus
+    from datadojo.jsonl import JsonlError
+
+    missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATHS")
+    try:
+        filters = FilterConfig(
+            min_rows=_bound(min_rows, "--min-rows"),
+            max_rows=_bound(max_rows, "--max-rows"),
+            sqlite_min_rows=_bound(sqlite_min_rows, "--sqlite-min-rows"),
+            sqlite_max_rows=_bound(sqlite_max_rows, "--sqlite-max-rows"),
+            row_scope=row_scope,  # type: ignore[arg-type]
+            dedupe=dedupe,
+        )
+        config = ScanConfig(filters=filters, profile_chars=profile_chars, include_hidden=include_hidden)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc).splitlines()[-1] if str(exc) else "invalid settings") from exc
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("[bold]scanning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[current]}", style="dim"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not progress,
+        transient=False,
+    )
+    task_id = bar.add_task("scan", total=None, current="")
+    try:
+        with bar:
+            summary = scan_corpus(
+                paths,
+                out,
+                config,
+                on_total=lambda n: bar.update(task_id, total=n),
+                on_file=lambda p, _r: bar.update(task_id, advance=1, current=p.name[:40]),
+            )
+    except JsonlError as exc:
+        console.print(f"[red]cannot resume from {out}: {exc}[/red]")
+        raise typer.Exit(1) from exc
+    if as_json:
+        typer.echo(json.dumps({**summary.model_dump(), "files_per_second": round(summary.files_per_second, 2)}))
+        return
+    out_console = Console()
+    t = Table(title=f"Corpus scan → {out}")
+    t.add_column("accepted per format")
+    t.add_column("files", justify="right")
+    for kind, n in summary.accepted_by_kind.items():
+        t.add_row(kind, str(n))
+    t.add_row("[bold]total accepted", f"[bold]{summary.accepted}")
+    out_console.print(t)
+    r = Table()
+    r.add_column("rejections per reason")
+    r.add_column("files", justify="right")
+    for reason, n in summary.rejected_by_reason.items():
+        r.add_row(reason, str(n))
+    r.add_row("[bold]total rejected", f"[bold]{summary.rejected}")
+    out_console.print(r)
+    out_console.print(
+        f"{summary.seen} files found, {summary.processed} scanned, {summary.skipped} already in {out} "
+        f"({summary.seconds:.1f} s, {summary.files_per_second:.1f} files/s)"
+    )
+
+
+@corpus_app.command("show")
+def show_cmd(
+    path: Path = typer.Argument(..., help="A data file or a dataset folder."),
+    budget: int = typer.Option(4000, "--budget", "-b", min=50, help="Most characters of profile text."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full profile as JSON."),
+) -> None:
+    """Print the profile (metadata text d) of a file or folder; exit status 1 if a file cannot be read."""
+    from datadojo.corpus import profile_file, profile_folder, render_file_profile, render_folder_profile
+
+    if not path.exists() and not path.is_symlink():
+        raise typer.BadParameter(f"no such file or folder: {path}", param_hint="PATH")
+    if path.is_dir():
+        folder = profile_folder(path)
+        typer.echo(folder.model_dump_json(indent=2) if as_json else render_folder_profile(folder, budget))
+        return
+    fp = profile_file(path)
+    typer.echo(fp.model_dump_json(indent=2) if as_json else render_file_profile(fp, budget))
+    if fp.error and fp.kind not in ("readme", "metadata", "fasta", "genbank", "image", "text"):
+        raise typer.Exit(1)
+
+
+@corpus_app.command("overlap")
+def overlap_cmd(
+    train: list[Path] = typer.Option(..., "--train", help="Training corpus: corpus.jsonl, folders or files."),
+    bench: list[Path] = typer.Option(..., "--bench", help="Benchmark: corpus.jsonl, folders or files."),
+    unit: str = typer.Option("table", help="table (share of benchmark tables) | column (share of names)."),
+    match: str = typer.Option("exact", help="exact | jaccard | containment."),
+    threshold: float = typer.Option(0.8, help="Similarity needed for jaccard / containment."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Header-overlap ratio between a training corpus and a benchmark (DataMind Appendix H)."""
+    from pydantic import ValidationError
+
+    from datadojo.corpus import OverlapConfig, collect_headers, header_overlap
+
+    try:
+        cfg = OverlapConfig(unit=unit, match=match, threshold=threshold)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc).splitlines()[-1]) from exc
+    report = header_overlap(collect_headers(train), collect_headers(bench), cfg)
+    if as_json:
+        typer.echo(report.model_dump_json())
+        return
+    typer.echo(
+        f"header overlap: {report.percent()} ({report.n_overlapping} of {report.n_bench} benchmark "
+        f"{'tables' if report.unit == 'table' else 'column names'}; {report.n_train} training "
+        f"{'tables' if report.unit == 'table' else 'names'}; match={report.match})"
+    )
+    for b, t, score in report.matches[:20]:
+        typer.echo(f"  {b}  ~  {t}" + (f"  ({score:.2f})" if score < 1 else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``corpus`` command group to the ``datadojo`` app."""
+    app.add_typer(corpus_app, name="corpus")

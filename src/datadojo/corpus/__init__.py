@@ -1,0 +1,97 @@
+"""Corpus: load, filter and profile data files and dataset folders (``datadojo corpus``).
+
+Every recipe starts from data files: DataMind (§3.1) filters Kaggle CSV/XLSX and BIRD/OmniSQL SQLite files
+and describes each with a metadata text *d* (§3.2, Step 1); SciDataSailor (§1, §4) starts from whole,
+nested dataset folders; the agent's system prompt needs the same description. The pieces:
+
+* :func:`load` — one entry point from a path to typed :class:`Table` objects (or a :class:`LoadError`
+  naming file, problem and place); :func:`sniff` tells file kinds by content;
+* :func:`filter_file`, :class:`FilterConfig` — DataMind's filters with a reason for each rejection;
+* :func:`profile_file`, :func:`column_roles`, :func:`profile_text` — the profile *d* as data and as text
+  within a budget;
+* :func:`profile_folder` — a dataset folder's tree, kinds and file profiles;
+* :func:`scan_corpus` — filter and profile many files into a resumable ``corpus.jsonl``;
+* :func:`header_overlap` — the contamination check of DataMind Appendix H.
+
+The two calls other stages need::
+
+    from datadojo.corpus import load, column_roles, profile_text
+    db = load("shop.sqlite")                      # tables with primary_key, foreign_keys, ddl
+    roles = column_roles(db.table("orders"))      # {"order_id": "key", "status": "category", ...}
+    d = profile_text("shop.sqlite", budget_chars=3000)
+"""
+
+from datadojo.corpus.contamination import HeaderSet, OverlapConfig, OverlapReport, collect_headers, header_overlap
+from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, FilterConfig, Verdict, filter_file
+from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
+from datadojo.corpus.profile import (
+    COLUMN_ROLES,
+    ColumnProfile,
+    FileProfile,
+    TableProfile,
+    column_role,
+    column_roles,
+    profile_file,
+    profile_loaded,
+    profile_table,
+)
+from datadojo.corpus.readers import load, load_sniffed
+from datadojo.corpus.render import profile_text, render_file_profile, render_folder_profile
+from datadojo.corpus.scan import CorpusRecord, ScanConfig, ScanSummary, scan_corpus
+from datadojo.corpus.sniff import FILE_KINDS, TABULAR_KINDS, Sniffed, sniff
+from datadojo.corpus.tables import (
+    COLUMN_TYPES,
+    LOAD_ERROR_REASONS,
+    ForeignKey,
+    LoadedFile,
+    LoadError,
+    ReadOptions,
+    Table,
+    infer_column_type,
+)
+
+__all__ = [
+    "COLUMN_ROLES",
+    "COLUMN_TYPES",
+    "FILE_KINDS",
+    "LOAD_ERROR_REASONS",
+    "REJECT_REASONS",
+    "TABULAR_KINDS",
+    "ColumnProfile",
+    "CorpusRecord",
+    "DuplicateFilter",
+    "FileProfile",
+    "FilterConfig",
+    "FolderProfile",
+    "ForeignKey",
+    "HeaderSet",
+    "LoadError",
+    "LoadedFile",
+    "OverlapConfig",
+    "OverlapReport",
+    "ReadOptions",
+    "ScanConfig",
+    "ScanSummary",
+    "Sniffed",
+    "Table",
+    "TableProfile",
+    "TreeEntry",
+    "Verdict",
+    "collect_headers",
+    "column_role",
+    "column_roles",
+    "filter_file",
+    "header_overlap",
+    "infer_column_type",
+    "load",
+    "load_sniffed",
+    "profile_file",
+    "profile_folder",
+    "profile_loaded",
+    "profile_table",
+    "profile_text",
+    "render_file_profile",
+    "render_folder_profile",
+    "scan_corpus",
+    "sniff",
+]

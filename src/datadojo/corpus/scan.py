@@ -1,0 +1,303 @@
+"""Corpus scan: filter and profile every file under some folders into a resumable ``corpus.jsonl``.
+
+This is DataMind's file collection step (§3.1) as a pipeline stage: each file is sniffed, loaded under
+the row bound, passed through the filters (:mod:`datadojo.corpus.filters`), de-duplicated by content hash,
+and written as one :class:`CorpusRecord` — path, kind, SHA-256, accepted or the rejection reason, a
+summary of its tables and the rendered profile text *d* (§3.2, Step 1) that query synthesis will read.
+
+The output is append-only JSONL (:class:`datadojo.jsonl.JsonlAppender`): each record is flushed as soon as
+the file is done, so an interrupted scan loses at most one file. Rerunning skips files already recorded
+with the same content: a file whose path, size and modification time match its record is skipped without
+being read again; otherwise its SHA-256 is computed and compared with the recorded one. Accepted files of
+earlier runs still count for duplicate detection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from datadojo.corpus.filters import DuplicateFilter, FilterConfig, Verdict, filter_file
+from datadojo.corpus.folder import walk_folder
+from datadojo.corpus.other_kinds import summarize
+from datadojo.corpus.profile import FileProfile, profile_loaded
+from datadojo.corpus.render import render_file_profile
+from datadojo.corpus.sniff import Sniffed, sniff
+from datadojo.jsonl import JsonlAppender, iter_jsonl, read_models
+
+__all__ = [
+    "CorpusRecord",
+    "ScanConfig",
+    "ScanSummary",
+    "TableSummary",
+    "list_corpus_files",
+    "read_corpus",
+    "scan_corpus",
+    "scan_file",
+    "sha256_file",
+]
+
+_NO_CONTENT = ("missing", "special", "dir")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TableSummary(_Model):
+    """A table in one line of ``corpus.jsonl``: name, row count, column names and inferred types."""
+
+    name: str
+    rows: int
+    rows_lower_bound: bool = False
+    columns: list[str] = Field(default_factory=list)
+    column_types: list[str] = Field(default_factory=list)
+
+
+class CorpusRecord(_Model):
+    """One file of a corpus scan. ``reason`` is one of :data:`~datadojo.corpus.filters.REJECT_REASONS`
+    when ``accepted`` is false; ``duplicate_of`` names the first accepted copy for duplicates."""
+
+    path: str
+    kind: str
+    size: int = 0
+    mtime_ns: int = 0
+    sha256: str | None = None
+    accepted: bool
+    reason: str | None = None
+    detail: str | None = None
+    duplicate_of: str | None = None
+    tables: list[TableSummary] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    profile: str = ""
+    seconds: float = 0.0
+
+
+class ScanConfig(_Model):
+    """Settings of a corpus scan: the filters, the profile budget, what to walk."""
+
+    filters: FilterConfig = Field(default_factory=FilterConfig)
+    profile_chars: int = Field(4000, ge=200, description="budget of the rendered profile text per file")
+    profile_rejected: bool = Field(True, description="also profile files rejected after loading")
+    include_hidden: bool = False
+
+
+class ScanSummary(_Model):
+    """Counts of one scan run (``skipped``: already in the output from an earlier run)."""
+
+    out: str
+    seen: int = 0
+    processed: int = 0
+    skipped: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    accepted_by_kind: dict[str, int] = Field(default_factory=dict)
+    rejected_by_reason: dict[str, int] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def files_per_second(self) -> float:
+        return self.processed / self.seconds if self.seconds > 0 else 0.0
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's content, read in 1 MiB chunks (constant memory, any size)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def list_corpus_files(roots: Iterable[str | Path], *, include_hidden: bool = False) -> list[tuple[Path, Sniffed]]:
+    """Every file under ``roots`` (a root may itself be a file), absolute, each once, with its sniff.
+
+    Symbolic links to directories are listed (and later rejected as ``not_a_file``), never followed.
+    """
+    seen: set[str] = set()
+    out: list[tuple[Path, Sniffed]] = []
+
+    def add(p: Path, sn: Sniffed | None) -> None:
+        key = os.path.abspath(p)
+        if key not in seen:
+            seen.add(key)
+            out.append((Path(key), sn or sniff(Path(key))))
+
+    for root in roots:
+        r = Path(os.path.abspath(root))
+        if r.is_dir() and not r.is_symlink():
+            listing, _ = walk_folder(r, include_hidden=include_hidden)
+            for entry, sn in listing:
+                if sn is not None or entry.is_symlink:
+                    add(r / entry.path, sn)
+        else:
+            add(r, None)
+    return out
+
+
+def _table_summaries(verdict: Verdict) -> list[TableSummary]:
+    if verdict.loaded is None:
+        return []
+    return [
+        TableSummary(
+            name=t.name,
+            rows=t.row_count,
+            rows_lower_bound=t.row_count_is_lower_bound,
+            columns=t.columns[:500],
+            column_types=[t.column_types.get(c, "") for c in t.columns[:500]],
+        )
+        for t in verdict.loaded.tables
+    ]
+
+
+def _profile_text(verdict: Verdict, sn: Sniffed, config: ScanConfig) -> str:
+    if not verdict.accepted and not config.profile_rejected:
+        return ""
+    if verdict.loaded is not None:
+        fp = profile_loaded(verdict.loaded, detail=sn.detail)
+    elif sn.kind in _NO_CONTENT or sn.kind in ("empty", "binary"):
+        return ""
+    else:
+        fp = FileProfile(
+            path=str(sn.path),
+            name=sn.path.name,
+            kind=sn.kind,
+            size_bytes=sn.size,
+            detail=sn.detail,
+            summary=summarize(sn),
+            error=None if verdict.reason == "not_tabular" else verdict.detail,
+            error_reason=None if verdict.reason == "not_tabular" else verdict.reason,
+        )
+    return render_file_profile(fp, config.profile_chars)
+
+
+def scan_file(
+    path: Path,
+    config: ScanConfig,
+    dupes: DuplicateFilter | None = None,
+    *,
+    sniffed: Sniffed | None = None,
+    sha256: str | None = None,
+) -> CorpusRecord:
+    """Filter and profile one file into a :class:`CorpusRecord` (never raises for a bad file)."""
+    t0 = time.perf_counter()
+    sn = sniffed or sniff(path)
+    try:
+        st = path.stat()
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError:
+        size, mtime = 0, 0
+    if sha256 is None and sn.kind not in _NO_CONTENT:
+        try:
+            sha256 = sha256_file(path)
+        except OSError:
+            sha256 = None
+    verdict = filter_file(path, config.filters, sniffed=sn)
+    duplicate_of = None
+    if verdict.accepted and dupes is not None and config.filters.dedupe and sha256:
+        first = dupes.seen(sha256)
+        if first is not None and first != str(path):
+            verdict.accepted, verdict.reason = False, "duplicate"
+            verdict.detail = f"same content (sha256 {sha256[:12]}…) as {first}"
+            duplicate_of = first
+        else:
+            dupes.add(sha256, str(path))
+    return CorpusRecord(
+        path=str(path),
+        kind=verdict.kind,
+        size=size,
+        mtime_ns=mtime,
+        sha256=sha256,
+        accepted=verdict.accepted,
+        reason=verdict.reason,
+        detail=verdict.detail,
+        duplicate_of=duplicate_of,
+        tables=_table_summaries(verdict),
+        warnings=verdict.warnings[:20],
+        profile=_profile_text(verdict, sn, config),
+        seconds=round(time.perf_counter() - t0, 4),
+    )
+
+
+def read_corpus(path: str | Path) -> Iterator[CorpusRecord]:
+    """Stream the records of a ``corpus.jsonl``."""
+    return read_models(path, CorpusRecord)
+
+
+def scan_corpus(
+    roots: Iterable[str | Path],
+    out: str | Path,
+    config: ScanConfig | None = None,
+    *,
+    on_total: Callable[[int], None] | None = None,
+    on_file: Callable[[Path, CorpusRecord | None], None] | None = None,
+) -> ScanSummary:
+    """Scan files and folders into ``out`` (appending; files already recorded are skipped).
+
+    ``on_total(n)`` is called once with the number of files found, ``on_file(path, record)`` after each
+    file (``record`` is ``None`` for a file skipped because an earlier run recorded it) — the CLI hangs
+    its progress bar on these.
+    """
+    config = config or ScanConfig()
+    out = Path(out)
+    t0 = time.perf_counter()
+    by_path: dict[str, tuple[int, int, str | None]] = {}
+    done: set[tuple[str, str | None]] = set()
+    dupes = DuplicateFilter()
+    if out.exists():
+        for _, raw in iter_jsonl(out):
+            rec = CorpusRecord.model_validate(raw)
+            by_path[rec.path] = (rec.size, rec.mtime_ns, rec.sha256)
+            done.add((rec.path, rec.sha256))
+            if rec.accepted and rec.sha256:
+                dupes.add(rec.sha256, rec.path)
+    files = list_corpus_files(roots, include_hidden=config.include_hidden)
+    if on_total is not None:
+        on_total(len(files))
+    summary = ScanSummary(out=str(out), seen=len(files))
+    kinds: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    with JsonlAppender(out) as sink:
+        for path, sn in files:
+            key = str(path)
+            sha = None
+            if key in by_path and sn.kind not in _NO_CONTENT:
+                size, mtime, recorded = by_path[key]
+                try:
+                    st = path.stat()
+                    if (st.st_size, st.st_mtime_ns) == (size, mtime):
+                        sha = recorded
+                except OSError:
+                    pass
+            if sha is None and sn.kind not in _NO_CONTENT:
+                try:
+                    sha = sha256_file(path)
+                except OSError:
+                    sha = None
+            if (key, sha) in done:
+                summary.skipped += 1
+                if on_file is not None:
+                    on_file(path, None)
+                continue
+            record = scan_file(path, config, dupes, sniffed=sn, sha256=sha)
+            sink.write(record)
+            done.add((key, sha))
+            summary.processed += 1
+            if record.accepted:
+                summary.accepted += 1
+                kinds[record.kind] += 1
+            else:
+                summary.rejected += 1
+                reasons[record.reason or "unknown"] += 1
+            if on_file is not None:
+                on_file(path, record)
+    summary.accepted_by_kind = dict(kinds.most_common())
+    summary.rejected_by_reason = dict(reasons.most_common())
+    summary.seconds = round(time.perf_counter() - t0, 3)
+    return summary

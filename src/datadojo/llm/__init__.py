@@ -1,0 +1,36 @@
+"""LLM backends behind one small protocol (see :mod:`datadojo.llm.base` and ``docs/llm.md``).
+
+``load_backend("openai:MODEL@http://localhost:8000/v1")`` or ``load_backend("hf:/path/to/ckpt")`` gives a
+:class:`ChatBackend`; the loopback test server lives in :mod:`datadojo.llm.testing` and the transformers
+backend in :mod:`datadojo.llm.hf_backend` (imported lazily: it needs torch).
+"""
+
+from datadojo.llm.base import (
+    ChatBackend,
+    Completion,
+    LLMError,
+    SamplingParams,
+    UsageStats,
+    apply_stop,
+    approx_message_tokens,
+    approx_token_count,
+    approx_tokenize,
+)
+from datadojo.llm.openai_backend import OpenAIBackend
+from datadojo.llm.spec import ModelSpec, load_backend, parse_model_spec
+
+__all__ = [
+    "ChatBackend",
+    "Completion",
+    "LLMError",
+    "ModelSpec",
+    "OpenAIBackend",
+    "SamplingParams",
+    "UsageStats",
+    "apply_stop",
+    "approx_message_tokens",
+    "approx_token_count",
+    "approx_tokenize",
+    "load_backend",
+    "parse_model_spec",
+]

@@ -1,0 +1,378 @@
+"""The one small protocol every LLM backend speaks: :class:`ChatBackend`.
+
+Why a protocol of our own rather than passing an ``openai`` client around: the agent loop, the
+synthesis pipelines and evaluation must not know whether a completion came from a vLLM server, a
+hosted API or a local transformers checkpoint (see ``docs/architecture.md``). They only need
+"messages in, ``n`` completions out", a way to tell whether the next request still fits the context
+window, and one exception type for a request that finally failed.
+
+Everything a caller needs is here:
+
+* :class:`SamplingParams` — temperature / top-p / max tokens / n / seed / stop, validated once;
+* :class:`Completion` — the text, why generation stopped, token counts and latency;
+* :class:`LLMError` — a final failure, with ``retryable`` telling callers whether trying later may help;
+* :class:`UsageStats` — running totals a backend keeps (requests, retries, tokens);
+* :func:`approx_tokenize` / :func:`approx_message_tokens` — the documented token approximation used
+  when no exact tokenizer is available (the OpenAI backend by default, and the loopback test server).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+__all__ = [
+    "ChatBackend",
+    "Completion",
+    "FinishReason",
+    "LLMError",
+    "Message",
+    "SamplingParams",
+    "TokenCounter",
+    "UsageStats",
+    "apply_stop",
+    "approx_message_tokens",
+    "approx_token_count",
+    "approx_tokenize",
+    "normalize_stop",
+    "validate_messages",
+]
+
+Message = dict[str, Any]
+FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "unknown"]
+TokenCounter = Callable[[str], int]
+
+_ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one request.
+
+    Defaults follow DataMind §5.1 ("all models use temperature 0.7, top-p 0.95" at inference).
+    ``max_tokens=None`` leaves the cap to the backend (the server's default for OpenAI-compatible
+    servers, ``default_max_tokens`` for local models). ``temperature=0`` means greedy decoding.
+    ``seed`` asks the backend for reproducible sampling where it supports it (vLLM, SGLang, transformers).
+    """
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int | None = None
+    n: int = 1
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number, got {self.temperature!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (isinstance(self.top_p, int | float) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 1):
+            raise ValueError(f"max_tokens must be a positive integer or None, got {self.max_tokens!r}")
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ValueError(f"n must be a positive integer, got {self.n!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
+            raise ValueError(f"seed must be an integer or None, got {self.seed!r}")
+        object.__setattr__(self, "stop", normalize_stop(self.stop))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def normalize_stop(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Stop sequences as a tuple of distinct non-empty strings, in the order given.
+
+    OpenAI-compatible servers accept a single string or a list; an empty string would stop every
+    completion immediately, so it is an error rather than silently ignored.
+    """
+    if stop is None:
+        return ()
+    items = [stop] if isinstance(stop, str) else list(stop)
+    out: list[str] = []
+    for s in items:
+        if not isinstance(s, str):
+            raise ValueError(f"stop sequences must be strings, got {s!r}")
+        if not s:
+            raise ValueError("stop sequences must not be empty strings")
+        if s not in out:
+            out.append(s)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated choice.
+
+    ``text`` never contains the stop sequence that ended it (OpenAI semantics); ``stop_sequence`` names
+    it when the backend knows (the transformers backend always does; OpenAI-compatible servers report it
+    through vLLM's ``stop_reason`` / SGLang's ``matched_stop`` fields, hosted APIs do not).
+    ``prompt_tokens`` is the request's prompt size; ``completion_tokens`` is this choice's share of the
+    generated tokens. ``latency_s`` is the wall time of the whole request, retries included.
+    """
+
+    text: str
+    finish_reason: str
+    stop_sequence: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class LLMError(RuntimeError):
+    """A request that finally failed (after the backend's own retries, if any).
+
+    ``retryable`` says whether the cause was transient (rate limit, server error, timeout, dropped
+    connection): a caller may try the whole task again later. ``context_overflow`` marks a request the
+    server rejected because the prompt does not fit the model's window, so the agent loop can stop with
+    ``context_limit`` rather than ``llm_error``. The message never contains credentials.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        attempts: int = 1,
+        status: int | None = None,
+        context_overflow: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.attempts = attempts
+        self.status = status
+        self.context_overflow = context_overflow
+
+
+@dataclass
+class UsageStats:
+    """Running totals for one backend; all counts are cumulative since the backend was created."""
+
+    requests: int = 0
+    completions: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def record(self, completions: Sequence[Completion], latency_s: float) -> None:
+        self.requests += 1
+        self.completions += len(completions)
+        if completions:
+            self.prompt_tokens += completions[0].prompt_tokens
+        self.completion_tokens += sum(c.completion_tokens for c in completions)
+        self.latency_s += latency_s
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def validate_messages(messages: Sequence[Message]) -> list[Message]:
+    """Check a chat is a non-empty list of ``{"role", "content"}`` dicts; name the bad message.
+
+    Done once in :meth:`ChatBackend.chat` so a malformed conversation fails here with the index of the
+    offending message, not as an opaque HTTP 400 or a Jinja error inside a chat template.
+    """
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise ValueError(f"messages must be a list of dicts, got {type(messages).__name__}")
+    if not messages:
+        raise ValueError("messages must not be empty")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise ValueError(
+                f"message {i}: expected a dict with 'role' and 'content', got {type(m).__name__}"
+            )
+        role = m.get("role")
+        if role not in _ROLES:
+            raise ValueError(f"message {i}: role must be one of {sorted(_ROLES)}, got {role!r}")
+        content = m.get("content")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i} ({role}): content must be a string, got {type(content).__name__}")
+        out.append(m)
+    return out
+
+
+def apply_stop(text: str, stop: Iterable[str]) -> tuple[str, str | None]:
+    """Cut ``text`` before the earliest occurrence of any stop string, as OpenAI-compatible servers do.
+
+    Returns the kept text and the stop string that matched (``None`` when none occurs). When two stop
+    strings start at the same place the longer one is reported.
+    """
+    best: tuple[int, int, str] | None = None
+    for s in stop:
+        i = text.find(s)
+        if i >= 0 and (best is None or (i, -len(s)) < (best[0], best[1])):
+            best = (i, -len(s), s)
+    if best is None:
+        return text, None
+    return text[: best[0]], best[2]
+
+
+# --- token approximation ---------------------------------------------------------------------------
+#
+# Used when no exact tokenizer is at hand. BPE vocabularies of current chat models (Qwen2.5, Llama 3,
+# GPT-4o) give common English words one token and split long identifiers; Qwen tokenises every digit
+# separately. The pieces below mimic that coarsely and err on the side of *more* tokens for code and
+# numbers, so a context-window check made with them stops early rather than overflowing. Pieces always
+# concatenate back to the input, which lets the test server cut a reply at ``max_tokens`` pieces.
+_APPROX_PIECE = re.compile(
+    r"""
+    [ ]?[A-Za-z]{1,6}            # a word, or a 6-letter chunk of a longer one, with its leading space
+   |\d                           # one digit
+   |[ ]?[^\sA-Za-z\d]{1,2}       # one or two symbols / non-ASCII characters
+   |\s+?(?=[ ]\S)                # whitespace before a space-led piece keeps that space for the piece
+   |\s+                          # any other run of whitespace
+    """,
+    re.VERBOSE,
+)
+
+# Per-message framing overhead, as in OpenAI's published counting recipe for chat models:
+# every message costs ``<|start|>{role}\n ... <|end|>\n`` (about 4 tokens) and the reply is primed with 3.
+_MESSAGE_OVERHEAD = 4
+_REPLY_PRIMING = 3
+
+
+def approx_tokenize(text: str) -> list[str]:
+    """Split ``text`` into approximate tokens; ``"".join(approx_tokenize(t)) == t`` always holds."""
+    return _APPROX_PIECE.findall(text)
+
+
+def approx_token_count(text: str) -> int:
+    """Approximate token count of ``text`` (see :func:`approx_tokenize`)."""
+    return len(_APPROX_PIECE.findall(text))
+
+
+def approx_message_tokens(messages: Sequence[Message], counter: TokenCounter = approx_token_count) -> int:
+    """Approximate prompt size of a chat: content tokens plus per-message framing and reply priming."""
+    total = _REPLY_PRIMING
+    for m in messages:
+        total += _MESSAGE_OVERHEAD + counter(str(m.get("content") or ""))
+    return total
+
+
+# --- the protocol ------------------------------------------------------------------------------------
+
+
+class ChatBackend(abc.ABC):
+    """Base class of every backend: validate inputs, time the request, keep :class:`UsageStats`.
+
+    Subclasses implement :meth:`_generate` (the request itself) and :meth:`count_tokens`, and set
+    ``model_id`` and ``context_window`` (``None`` when unknown). Backends are async context managers;
+    :meth:`aclose` releases connections or model memory.
+    """
+
+    model_id: str
+    context_window: int | None
+    default_params: SamplingParams
+
+    def __init__(self, *, model_id: str, context_window: int | None = None) -> None:
+        if context_window is not None and (not isinstance(context_window, int) or context_window < 1):
+            raise ValueError(f"context_window must be a positive integer or None, got {context_window!r}")
+        self.model_id = model_id
+        self.context_window = context_window
+        self.default_params = SamplingParams()
+        self.usage = UsageStats()
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        n: int = 1,
+        stop: str | Sequence[str] | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        params: SamplingParams | None = None,
+    ) -> list[Completion]:
+        """Generate ``n`` completions for ``messages``.
+
+        Keyword arguments override ``params`` (or :attr:`default_params` when ``params`` is None), so a
+        caller can hold one :class:`SamplingParams` and still vary ``n`` per call. Raises
+        :class:`LLMError` when the request finally fails and ``ValueError`` for malformed input.
+        """
+        base = params if params is not None else self.default_params
+        overrides: dict[str, Any] = {"n": n}
+        if stop is not None:
+            overrides["stop"] = stop
+        if temperature is not None:
+            overrides["temperature"] = temperature
+        if top_p is not None:
+            overrides["top_p"] = top_p
+        if max_tokens is not None:
+            overrides["max_tokens"] = max_tokens
+        if seed is not None:
+            overrides["seed"] = seed
+        sp = replace(base, **overrides)
+        msgs = validate_messages(messages)
+        t0 = time.perf_counter()
+        try:
+            completions = await self._generate(msgs, sp)
+        except LLMError:
+            self.usage.failures += 1
+            raise
+        latency = time.perf_counter() - t0
+        completions = [c if c.latency_s else replace(c, latency_s=latency) for c in completions]
+        self.usage.record(completions, latency)
+        return completions
+
+    def chat_sync(self, messages: Sequence[Message], **kwargs: Any) -> list[Completion]:
+        """Blocking :meth:`chat` for scripts and notebooks without an event loop of their own."""
+        return asyncio.run(self.chat(messages, **kwargs))
+
+    @abc.abstractmethod
+    async def _generate(self, messages: list[Message], params: SamplingParams) -> list[Completion]:
+        """Run one request; return exactly ``params.n`` completions or raise :class:`LLMError`."""
+
+    @abc.abstractmethod
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens ``messages`` would take, generation prompt included (exact or documented estimate)."""
+
+    def fits(self, messages: Sequence[Message], max_tokens: int = 0) -> bool:
+        """Whether ``messages`` plus ``max_tokens`` of reply fit :attr:`context_window` (True if unknown)."""
+        if self.context_window is None:
+            return True
+        return self.count_tokens(messages) + max_tokens <= self.context_window
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op for stateless backends
+        """Release connections / model memory. Safe to call twice."""
+
+    async def __aenter__(self) -> ChatBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_id={self.model_id!r}, context_window={self.context_window!r})"
+
+
+def split_total(total: int, weights: Sequence[int]) -> list[int]:
+    """Split an integer ``total`` in proportion to ``weights`` (largest remainder; sums to ``total``).
+
+    OpenAI-compatible servers report one ``completion_tokens`` for all ``n`` choices of a request; this
+    gives each choice a share proportional to its approximate length so per-turn counts add up exactly.
+    """
+    if not weights:
+        return []
+    wsum = sum(max(w, 0) for w in weights)
+    if wsum == 0:
+        weights = [1] * len(weights)
+        wsum = len(weights)
+    raw = [total * max(w, 0) / wsum for w in weights]
+    floors = [math.floor(r) for r in raw]
+    rest = total - sum(floors)
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - floors[i], reverse=True)
+    for i in order[:rest]:
+        floors[i] += 1
+    return floors

@@ -1,0 +1,243 @@
+"""One model spec string everywhere: ``openai:MODEL@BASE_URL?opts`` or ``hf:PATH?opts``.
+
+Why a string: the same model has to be named on the CLI, in run configs, in trajectory provenance and
+in reports; a single string that :func:`parse_model_spec` validates (and :class:`ModelSpec` prints back
+canonically) keeps those in agreement. Secrets never appear in it: API keys come from environment
+variables named by ``api_key_env``, and a spec that tries to carry one is rejected.
+
+Forms::
+
+    openai:Qwen2.5-Coder-7B-Instruct@http://localhost:8000/v1
+    openai:gpt-4o-mini                                  # base URL from $OPENAI_BASE_URL, else api.openai.com
+    openai:my-model@http://10.0.0.5:30000/v1?api_key_env=MY_KEY&context_window=32768&max_concurrency=64
+    hf:/path/to/checkpoint?device=cuda&dtype=bfloat16
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from datadojo.llm.base import ChatBackend
+
+__all__ = ["BACKENDS", "DEFAULT_OPENAI_BASE_URL", "ModelSpec", "load_backend", "parse_model_spec"]
+
+BACKENDS: tuple[str, ...] = ("openai", "hf")
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+_SECRET_KEYS = frozenset({"api_key", "key", "token", "password", "secret", "authorization"})
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        out = int(value)
+    except ValueError:
+        raise ValueError(f"option {name}={value!r}: expected an integer") from None
+    if out < 0:
+        raise ValueError(f"option {name}={value!r}: must not be negative")
+    return out
+
+
+def _float(name: str, value: str) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        raise ValueError(f"option {name}={value!r}: expected a number") from None
+    if not out >= 0:
+        raise ValueError(f"option {name}={value!r}: must be a non-negative number")
+    return out
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"option {name}={value!r}: expected true or false")
+
+
+def _str(name: str, value: str) -> str:
+    if not value:
+        raise ValueError(f"option {name}: empty value")
+    return value
+
+
+def _env_name(name: str, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"option {name}={value!r}: expected an environment variable name")
+    return value
+
+
+# option name -> converter; the names are the backends' constructor keywords.
+_OPTIONS: dict[str, dict[str, Callable[[str, str], Any]]] = {
+    "openai": {
+        "api_key_env": _env_name,
+        "context_window": _int,
+        "max_concurrency": _int,
+        "timeout": _float,
+        "connect_timeout": _float,
+        "max_retries": _int,
+        "backoff_base": _float,
+        "backoff_max": _float,
+        "max_retry_after": _float,
+        "tokenizer": _str,
+        "split_n": _bool,
+    },
+    "hf": {
+        "device": _str,
+        "dtype": _str,
+        "context_window": _int,
+        "max_batch_size": _int,
+        "default_max_tokens": _int,
+        "batch_wait_s": _float,
+        "trust_remote_code": _bool,
+    },
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec. ``model`` is the served model name (openai) or checkpoint path (hf);
+    ``options`` holds typed values of the query parameters, keyed by backend constructor keyword."""
+
+    backend: Literal["openai", "hf"]
+    model: str
+    base_url: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        out = f"{self.backend}:{self.model}"
+        if self.base_url:
+            out += f"@{self.base_url}"
+        if self.options:
+            out += "?" + "&".join(
+                f"{k}={quote(_fmt(v), safe='/:.-_')}" for k, v in sorted(self.options.items())
+            )
+        return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+_SCHEME_AT = re.compile(r"@(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Parse a model spec string; raise ``ValueError`` saying what is wrong and what the form is."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError("empty model spec; expected openai:MODEL[@BASE_URL][?opts] or hf:PATH[?opts]")
+    spec = spec.strip()
+    backend, sep, rest = spec.partition(":")
+    if not sep or backend not in BACKENDS:
+        raise ValueError(
+            f"model spec {spec!r}: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)} "
+            "(e.g. openai:MODEL@http://localhost:8000/v1 or hf:/path/to/checkpoint)"
+        )
+    body, _, query = rest.partition("?")
+    options = _parse_options(spec, backend, query)
+    if backend == "hf":
+        if not body:
+            raise ValueError(f"model spec {spec!r}: missing checkpoint path after 'hf:'")
+        return ModelSpec("hf", body, None, options)
+    m = _SCHEME_AT.search(body)
+    if m:
+        model, base_url = body[: m.start()], body[m.end() :]
+        _check_url(spec, base_url)
+    else:
+        model, base_url = body, None
+        tail = body.rpartition("@")[2] if "@" in body else ""
+        if tail and ("/" in tail or ":" in tail):
+            raise ValueError(
+                f"model spec {spec!r}: base URL {tail!r} needs a scheme, e.g. openai:MODEL@http://{tail}"
+            )
+    if not model:
+        raise ValueError(f"model spec {spec!r}: missing model name after 'openai:'")
+    return ModelSpec("openai", model, base_url, options)
+
+
+def _check_url(spec: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"model spec {spec!r}: base URL {url!r} must be http(s)://HOST[:PORT]/PATH")
+    if parts.username or parts.password:
+        raise ValueError(
+            f"model spec {spec!r}: do not put credentials in the base URL; set an environment variable "
+            "and name it with ?api_key_env=VAR"
+        )
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValueError(f"model spec {spec!r}: bad port in base URL {url!r}") from None
+
+
+def _parse_options(spec: str, backend: str, query: str) -> dict[str, Any]:
+    if not query:
+        return {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise ValueError(
+            f"model spec {spec!r}: malformed options {query!r}; expected key=value&key=value"
+        ) from None
+    allowed = _OPTIONS[backend]
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key.lower() in _SECRET_KEYS:
+            raise ValueError(
+                f"model spec {spec!r}: never put credentials in a model spec (option {key!r}); "
+                "export them in an environment variable and pass ?api_key_env=VAR"
+            )
+        if key not in allowed:
+            raise ValueError(
+                f"model spec {spec!r}: unknown option {key!r} for the {backend} backend; "
+                f"known: {', '.join(sorted(allowed))}"
+            )
+        if key in out:
+            raise ValueError(f"model spec {spec!r}: option {key!r} given twice")
+        try:
+            out[key] = allowed[key](key, value)
+        except ValueError as e:
+            raise ValueError(f"model spec {spec!r}: {e}") from None
+    return out
+
+
+def load_backend(spec: str | ModelSpec, **overrides: Any) -> ChatBackend:
+    """Build the backend a spec names; keyword ``overrides`` win over the spec's options.
+
+    Overrides are the backend constructor's keywords (see :class:`~datadojo.llm.openai_backend.OpenAIBackend`
+    and :class:`~datadojo.llm.hf_backend.HFBackend`), so Python callers can pass what a string cannot
+    (a tokenizer object, ``extra_body``). For ``openai:MODEL`` without a URL the base URL comes from
+    ``$OPENAI_BASE_URL``, else the hosted OpenAI API.
+    """
+    ms = parse_model_spec(spec) if isinstance(spec, str) else spec
+    kwargs = {**ms.options, **overrides}
+    if ms.backend == "openai":
+        from datadojo.llm.openai_backend import OpenAIBackend
+
+        base_url = kwargs.pop("base_url", None) or ms.base_url
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL
+        _check_kwargs(OpenAIBackend, kwargs, ms)
+        return OpenAIBackend(ms.model, base_url, **kwargs)
+    from datadojo.llm.hf_backend import HFBackend
+
+    _check_kwargs(HFBackend, kwargs, ms)
+    return HFBackend(ms.model, **kwargs)
+
+
+def _check_kwargs(cls: type, kwargs: Mapping[str, Any], ms: ModelSpec) -> None:
+    params = inspect.signature(cls.__init__).parameters
+    valid = {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    unknown = sorted(set(kwargs) - valid)
+    if unknown:
+        raise ValueError(
+            f"{ms.backend} backend for {ms.model!r}: unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(valid))}"
+        )

@@ -1,0 +1,58 @@
+"""Rewards and answer checking: DataMind's reward, the tolerant matcher, the LLM judge, judge agreement.
+
+* :mod:`~datadojo.reward.datamind`: r_format, r_answer, r_length and the composite R (DataMind §4);
+* :mod:`~datadojo.reward.matchers`: the deterministic tolerant matcher for synthesised tasks;
+* :mod:`~datadojo.reward.tables`: DataMind's table comparison (BIRD-style result tables);
+* :mod:`~datadojo.reward.judge`: the LLM judge (DataMind rules, SciDataSailor rubrics), cached;
+* :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside;
+* :mod:`~datadojo.reward.text`: normalisation, ROUGE-L and number parsing shared by all scorers.
+
+The official benchmark scorers live in :mod:`datadojo.bench`; ``docs/scoring.md`` describes every rule.
+"""
+
+from datadojo.reward.agreement import AgreementReport, agreement_report, pearson
+from datadojo.reward.datamind import (
+    L_MAX,
+    L_MIN,
+    MALFORMED_PENALTY,
+    DataMindReward,
+    RewardBreakdown,
+    composite_reward,
+    default_answer_check,
+    format_reward,
+    length_reward,
+    token_counter,
+)
+from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge, parse_verdict
+from datadojo.reward.matchers import MatchConfig, MatchResult, match_answer, match_task
+from datadojo.reward.tables import TableMatch, compare_tables
+from datadojo.reward.text import normalize_text, parse_number, rouge_l
+
+__all__ = [
+    "L_MAX",
+    "L_MIN",
+    "MALFORMED_PENALTY",
+    "AgreementReport",
+    "DataMindReward",
+    "JudgeCache",
+    "JudgeError",
+    "JudgeVerdict",
+    "LLMJudge",
+    "MatchConfig",
+    "MatchResult",
+    "RewardBreakdown",
+    "TableMatch",
+    "agreement_report",
+    "compare_tables",
+    "composite_reward",
+    "default_answer_check",
+    "format_reward",
+    "length_reward",
+    "match_answer",
+    "match_task",
+    "normalize_text",
+    "parse_number",
+    "pearson",
+    "rouge_l",
+    "token_counter",
+]

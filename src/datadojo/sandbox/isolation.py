@@ -1,0 +1,325 @@
+"""How a sandbox worker is started: bubblewrap when it works, otherwise resource limits + the static policy.
+
+**With bubblewrap** (``isolation == "bwrap"``) the worker runs in new PID, network, IPC, UTS and cgroup
+namespaces (no network at all; it sees only its own processes) on a root file system built from
+read-only binds of what Python needs (``/usr``, the interpreter's prefix, the ``sys.path`` entries, a few
+files of ``/etc``), a fresh ``/proc`` and ``/dev``, a private size-limited ``/tmp``, the workspace
+(read-write, at ``/workspace``) and the data files (read-only, at ``/inputs``). The environment is cleared
+(no harness variables such as ``OPENAI_API_KEY`` leak) and rebuilt from a short allow-list.
+
+Which user runs the agent's code matters because ``RLIMIT_NPROC`` (the fork-bomb guard) counts processes
+per user and is not enforced at all for root:
+
+* *Harness runs as root*: bubblewrap runs in its privileged mode (no user namespace) and keeps only
+  ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL`` for the worker, which stays root inside the sandbox.
+  Every cell process switches to a **dedicated uid** (one per sandbox, from a high range no real account
+  uses) and so has no capabilities, cannot signal or trace the worker, and its process count is its own.
+* *Harness runs as an ordinary user*: bubblewrap creates a user namespace (and forbids nested ones);
+  process counts are per user namespace, hence again per sandbox. The worker and the cells share the uid,
+  so a cell can kill its own worker; the harness notices and restarts it.
+
+**Reduced isolation** (no usable bubblewrap, or ``isolation="none"``) keeps the separate process, the
+cleared environment, every resource limit, the process sweep after each cell and the static policy, and
+copies the data files into the workspace. It cannot stop network access, writes outside the workspace or
+reads of other files by code that gets past the policy, which is why every result records ``reduced``
+and a warning is logged once per process. Under root the cells use a dedicated uid only when the Python
+installation is readable by other users; otherwise they run as root, ``RLIMIT_NPROC`` cannot apply and
+the worker counts the cell's processes itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datadojo.sandbox.workspace import INPUTS_MOUNT, WORKSPACE_MOUNT, Workspace
+
+__all__ = [
+    "BOOTSTRAP",
+    "IsolationUnavailable",
+    "LaunchPlan",
+    "allocate_uid",
+    "build_launch",
+    "bwrap_available",
+    "python_paths",
+    "resolve_isolation",
+]
+
+log = logging.getLogger("datadojo.sandbox")
+
+#: Run by ``python -I -B -c``: put the harness's import paths first, then hand over to the worker.
+BOOTSTRAP = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+    "from datadojo.sandbox.worker import main; main()"
+)
+
+#: Files of ``/etc`` the sandbox needs (dynamic linker, time zone, user names, alternatives symlinks).
+_ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "alternatives",
+    "fonts",
+    "mime.types",
+)
+#: Top-level directories that are either symlinks into /usr (merged /usr) or bound read-only.
+_TOP_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+_CAPS_KEPT = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+
+#: Dedicated uids for cells live in [_UID_BASE, _UID_BASE + _UID_SPAN): far above real accounts and
+#: above the ranges container runtimes hand out (subuid maps start at 100000 and span 65536 per user).
+_UID_BASE = 2_000_000_000
+_UID_SPAN = 100_000_000
+_uid_counter = itertools.count()
+_uid_lock = threading.Lock()
+_warned_reduced = False
+
+
+class IsolationUnavailable(RuntimeError):
+    """``isolation="bwrap"`` was requested but bubblewrap is missing or does not work here."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How to start one worker: the command, its environment and what the worker must be told."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    isolation: str  # "bwrap" | "reduced"
+    settings: dict[str, Any]  # sent to the worker in its first message
+
+
+def allocate_uid() -> int | None:
+    """A uid for one sandbox's cells when running as root (``None`` otherwise: cells keep our uid).
+
+    Mixed with the process id so that two harness processes on one host (say, two test runs) do not hand
+    out the same uid and share a process count.
+    """
+    if os.geteuid() != 0:
+        return None
+    with _uid_lock:
+        n = next(_uid_counter)
+    return _UID_BASE + (os.getpid() * 1009 + n) % _UID_SPAN
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _namespace_args() -> list[str]:
+    if os.geteuid() == 0:
+        # Privileged mode: no user namespace, so the cells' uid is a real one and RLIMIT_NPROC counts it.
+        args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--cap-drop", "ALL"]
+        for cap in _CAPS_KEPT:
+            args += ["--cap-add", cap]
+    else:
+        args = ["--unshare-user", "--unshare-all", "--disable-userns"]
+    return [*args, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_available() -> tuple[bool, str]:
+    """Whether bubblewrap can build our kind of sandbox here, and why not (probed once per process)."""
+    exe = _bwrap()
+    if exe is None:
+        return False, "bwrap is not installed (Debian package 'bubblewrap')"
+    argv = [exe, *_namespace_args(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap could not be run: {exc}"
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        return False, f"bwrap failed here: {detail[-1] if detail else f'exit status {proc.returncode}'}"
+    return True, ""
+
+
+def resolve_isolation(requested: str) -> str:
+    """Turn ``auto`` / ``bwrap`` / ``none`` into what will be used: ``bwrap`` or ``reduced``."""
+    global _warned_reduced
+    if requested not in ("auto", "bwrap", "none"):
+        raise ValueError(f"isolation must be 'auto', 'bwrap' or 'none', got {requested!r}")
+    if requested != "none":
+        ok, why = bwrap_available()
+        if ok:
+            return "bwrap"
+        if requested == "bwrap":
+            raise IsolationUnavailable(f"isolation='bwrap' was requested but {why}")
+        reason = why
+    else:
+        reason = "isolation='none' was configured"
+    if not _warned_reduced:
+        _warned_reduced = True
+        log.warning(
+            "sandbox isolation is reduced (%s): code runs in separate processes with resource limits and "
+            "the static policy, but without namespaces (network, file system and other processes are "
+            "reachable by code that gets past the policy); every result records isolation='reduced'",
+            reason,
+        )
+    return "reduced"
+
+
+def _covered(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def python_paths(extra: list[str] | None = None) -> list[str]:
+    """Directories the worker needs read access to: the interpreter's prefixes, ``sys.path``, our package.
+
+    Nested paths are dropped (binding ``/a`` already shows ``/a/b``); the current directory and ``''``
+    are left out so that the harness's working directory is not exposed.
+    """
+    import datadojo
+
+    candidates = [
+        sys.base_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(datadojo.__file__).resolve().parent.parent),
+    ]
+    candidates += [p for p in sys.path if p and os.path.isabs(p)]
+    candidates += extra or []
+    cwd = os.getcwd()
+    existing: list[str] = []
+    for p in candidates:
+        real = os.path.realpath(p)
+        if os.path.isdir(real) and real not in ("/", cwd) and real not in existing:
+            existing.append(real)
+    existing.sort(key=len)
+    result: list[str] = []
+    for p in existing:
+        if not _covered(p, result):
+            result.append(p)
+    return result
+
+
+def _import_paths(extra: list[str]) -> list[str]:
+    """The ``sys.path`` the worker starts with: the harness's (absolute entries), then ``extra``."""
+    import datadojo
+
+    paths = [str(Path(datadojo.__file__).resolve().parent.parent)]
+    paths += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p) and p not in paths]
+    return paths + [p for p in extra if p not in paths]
+
+
+def _world_accessible(path: str) -> bool:
+    """True when every directory from ``/`` down to ``path`` can be traversed by any user."""
+    p = Path(path).resolve()
+    for part in [p, *p.parents]:
+        try:
+            mode = part.stat().st_mode
+        except OSError:
+            return False
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def cells_can_drop_root(paths: list[str]) -> bool:
+    """Whether cells could run as a dedicated uid without bubblewrap (the Python tree is world-readable)."""
+    return all(_world_accessible(p) for p in paths)
+
+
+def _base_env(home: str, tmp: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": tmp,
+        "TERM": "dumb",
+        # One thread per numerical library: the pool runs many sandboxes on few cores, and threads count
+        # against RLIMIT_NPROC.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "VECLIB_MAXIMUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": f"{tmp}/matplotlib",
+    }
+
+
+def build_launch(
+    workspace: Workspace,
+    *,
+    isolation: str,
+    settings: dict[str, Any],
+    tmp_mb: int,
+    extra_paths: list[str] | None = None,
+) -> LaunchPlan:
+    """The command line that starts a worker for ``workspace`` under ``isolation``."""
+    extra = [p for p in (extra_paths or []) if os.path.isdir(p)]
+    import_paths = _import_paths(extra)
+    python = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(import_paths)]
+    settings = dict(settings)
+    if isolation == "bwrap":
+        exe = _bwrap()
+        if exe is None:  # pragma: no cover - resolve_isolation checked it
+            raise IsolationUnavailable("bwrap disappeared")
+        env = _base_env(WORKSPACE_MOUNT, "/tmp")
+        argv = [exe, *_namespace_args()]
+        argv += _filesystem_args(python_paths(extra))
+        argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+        argv += ["--bind", str(workspace.path), WORKSPACE_MOUNT]
+        argv += ["--ro-bind", str(workspace.inputs), INPUTS_MOUNT]
+        argv += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--", *python]
+        settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False)
+        return LaunchPlan(argv=argv, env=env, cwd=str(workspace.root), isolation="bwrap", settings=settings)
+    tmp = workspace.root / "tmp"
+    tmp.mkdir(mode=0o1777, exist_ok=True)
+    os.chmod(tmp, 0o1777)
+    env = _base_env(str(workspace.path), str(tmp))
+    root_cells = os.geteuid() == 0 and settings.get("cell_uid") is None
+    settings.update(workspace=str(workspace.path), pidns=False, count_procs=root_cells)
+    return LaunchPlan(argv=python, env=env, cwd=str(workspace.path), isolation="reduced", settings=settings)
+
+
+def _filesystem_args(paths: list[str]) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in _TOP_DIRS:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for name in _ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    made: set[str] = {"/", "/usr", "/etc"}
+    for p in paths:
+        if _covered(p, ["/usr"]):
+            continue
+        # bubblewrap creates missing parent directories 0700 (root-only) in its privileged mode; make
+        # them traversable by the cells' uid first.
+        for parent in reversed(Path(p).parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", p, p]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    return args

@@ -1,0 +1,152 @@
+"""A pool of sandboxes: bounded concurrency plus pre-warmed workers (DataMind §4, asynchronous rollout).
+
+``size`` sandboxes may be in use at once (the others wait), which bounds the CPU and memory a rollout can
+take however many trajectories the agent runner starts. ``warm`` workers (default: ``size``) are started
+ahead of time with an empty workspace, so a trajectory that takes one pays neither interpreter start-up nor
+the pandas import: its data files are placed and it runs. A used sandbox is never reused (its ``/tmp``,
+uid and workspace belong to one trajectory); a replacement is started in the background instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+
+from datadojo.sandbox.config import SandboxConfig
+from datadojo.sandbox.session import Sandbox, SandboxError
+from datadojo.types import DataFile
+
+__all__ = ["SandboxPool"]
+
+log = logging.getLogger("datadojo.sandbox")
+
+
+class SandboxPool:
+    """Bounds concurrency (``size``) and keeps pre-warmed workers ready so a trajectory pays no start-up.
+
+    Use as ``async with SandboxPool(config, size=8) as pool:`` and, per trajectory,
+    ``async with pool.session(files) as sandbox:``. :meth:`start` waits until the warm workers are up (the
+    first :meth:`session` starts them otherwise).
+    """
+
+    def __init__(
+        self, config: SandboxConfig | None = None, size: int = 8, *, warm: int | None = None
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be at least 1, got {size}")
+        warm = size if warm is None else warm
+        if warm < 0:
+            raise ValueError(f"warm must be >= 0, got {warm}")
+        self.config = config or SandboxConfig()
+        self.size = size
+        self.warm = warm
+        self._slots = asyncio.Semaphore(size)
+        self._ready: list[Sandbox] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._starting: set[asyncio.Task[None]] = set()
+        self._active: set[Sandbox] = set()
+        self._closed = False
+        self._failure: BaseException | None = None
+
+    @property
+    def in_use(self) -> int:
+        return len(self._active)
+
+    @property
+    def ready(self) -> int:
+        """Warm sandboxes waiting for a trajectory."""
+        return len(self._ready)
+
+    async def start(self) -> None:
+        """Start the warm workers and wait until they are ready."""
+        self._refill()
+        if self._starting:
+            await asyncio.gather(*list(self._starting), return_exceptions=True)
+        if self._failure is not None and not self._ready:
+            raise SandboxError(f"the pool could not start sandboxes: {self._failure}")
+
+    def _refill(self) -> None:
+        if self._closed or self._failure is not None:
+            return
+        while len(self._ready) + len(self._starting) < self.warm:
+            task = asyncio.ensure_future(self._spawn())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _spawn(self) -> None:
+        try:
+            sandbox = await Sandbox.launch(self.config)
+        except Exception as exc:
+            log.error("sandbox pool: starting a warm sandbox failed: %s", exc)
+            self._failure = exc
+            self._wake()
+            return
+        if self._closed:
+            await sandbox.close()
+            return
+        self._ready.append(sandbox)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _take(self) -> Sandbox:
+        while True:
+            while self._ready:
+                sandbox = self._ready.pop(0)
+                if sandbox.alive:
+                    return sandbox
+                await sandbox.close()
+            if not self._starting or self._failure is not None:
+                return await Sandbox.launch(self.config)
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    @contextlib.asynccontextmanager
+    async def session(
+        self, files: Sequence[DataFile | str | os.PathLike[str]] = ()
+    ) -> AsyncIterator[Sandbox]:
+        """A sandbox for one trajectory holding ``files``; closed (not reused) when the block ends."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        async with self._slots:
+            self._refill()
+            sandbox = await self._take()
+            self._active.add(sandbox)
+            self._refill()
+            try:
+                await sandbox.add_files(files)
+                yield sandbox
+            finally:
+                self._active.discard(sandbox)
+                await sandbox.close()
+                self._refill()
+
+    async def close(self) -> None:
+        """Stop every sandbox of the pool, warm or in use."""
+        self._closed = True
+        for task in list(self._starting):
+            task.cancel()
+        if self._starting:
+            await asyncio.gather(*list(self._starting), return_exceptions=True)
+        sandboxes = [*self._ready, *self._active]
+        self._ready.clear()
+        await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
+
+    async def __aenter__(self) -> SandboxPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,466 @@
+"""The harness side of one trajectory's sandbox: :class:`Sandbox` (async) and :func:`run_cells` (sync).
+
+A :class:`Sandbox` owns a workspace and a worker process (see :mod:`datadojo.sandbox.worker`). It checks
+each cell against the static policy, sends it to the worker, and turns the reply into an
+:class:`~datadojo.sandbox.result.ExecResult`. In chunked mode it also keeps the text of the chunks that
+succeeded (DataMind §4: "retaining only text chunks, concatenating at runtime"); because they live here and
+not in the worker, even a worker that had to be restarted replays the trajectory's state.
+
+Failures are contained per sandbox: a worker that dies or stops answering is killed and restarted on the
+next cell, and the cell that broke it gets a ``killed``/``timeout`` result, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import posixpath
+import random
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from datadojo.sandbox.config import SandboxConfig
+from datadojo.sandbox.install import default_install_dir, ensure_module
+from datadojo.sandbox.isolation import (
+    LaunchPlan,
+    allocate_uid,
+    build_launch,
+    cells_can_drop_root,
+    python_paths,
+    resolve_isolation,
+)
+from datadojo.sandbox.policy import check_code, format_violations
+from datadojo.sandbox.protocol import ProtocolError, encode_frame, read_frame_async
+from datadojo.sandbox.result import ExecResult
+from datadojo.sandbox.workspace import Workspace
+from datadojo.types import DataFile
+
+__all__ = ["Sandbox", "SandboxError", "run_cells"]
+
+log = logging.getLogger("datadojo.sandbox")
+
+#: Seconds the harness waits beyond ``wall_s`` before it gives up on a worker (which enforces wall_s).
+_GRACE_S = 15.0
+_LOG_TAIL = 2000
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (could not start its worker, was used after close)."""
+
+
+class WorkerProcess:
+    """One worker process as seen from the harness: start it, exchange messages, stop it."""
+
+    def __init__(self, plan: LaunchPlan, log_path: Path, cell_uid: int | None) -> None:
+        self.plan = plan
+        self.log_path = log_path
+        self.cell_uid = cell_uid
+        self.proc: asyncio.subprocess.Process | None = None
+        self.ready: dict[str, Any] = {}
+        self.broken = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and not self.broken
+
+    def log_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()[-_LOG_TAIL:]
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace").strip()
+
+    async def start(self, timeout_s: float) -> None:
+        with open(self.log_path, "ab") as log_file:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.plan.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                env=self.plan.env,
+                cwd=self.plan.cwd,
+                start_new_session=True,
+                limit=1 << 20,
+            )
+        try:
+            self._send({"op": "init", **self.plan.settings})
+            reply = await asyncio.wait_for(self._receive(), timeout_s)
+        except (TimeoutError, ProtocolError, OSError) as exc:
+            await self.kill()
+            detail = self.log_tail()
+            raise SandboxError(
+                f"the sandbox worker did not start ({type(exc).__name__}: {exc})"
+                + (f"; its log ends with:\n{detail}" if detail else "")
+            ) from None
+        except BaseException:  # cancelled: do not leave the process behind
+            await self.kill()
+            raise
+        if reply.get("op") != "ready":
+            await self.kill()
+            raise SandboxError(f"the sandbox worker did not start: {reply.get('message', reply)}")
+        if reply.get("errors"):
+            log.warning("sandbox worker could not preload: %s", "; ".join(reply["errors"]))
+        self.ready = reply
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(encode_frame(message))
+
+    async def _receive(self) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        return await read_frame_async(self.proc.stdout)
+
+    async def call(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send a request and wait for its reply; ``TimeoutError`` / ``ProtocolError`` leave it broken."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.broken = True  # until a complete reply arrives, the channel's state is unknown
+        try:
+            self._send(message)
+            await self.proc.stdin.drain()
+        except (ConnectionError, OSError) as exc:
+            raise ProtocolError(f"the worker closed its channel ({exc})") from None
+        reply = await asyncio.wait_for(self._receive(), timeout_s)
+        self.broken = False
+        return reply
+
+    async def stop(self) -> None:
+        """Ask the worker to exit (it cleans up its processes), then make sure it is gone."""
+        if self.proc is None:
+            return
+        if self.proc.returncode is None and not self.broken and self.proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._send({"op": "exit"})
+                self.proc.stdin.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+        await self.kill()
+
+    async def kill(self) -> None:
+        """Kill the worker (bubblewrap takes the whole PID namespace down with it)."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        with contextlib.suppress(Exception):
+            await proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        if self.plan.isolation == "reduced" and self.cell_uid is not None:
+            await asyncio.to_thread(_kill_uid, self.cell_uid)
+        self.broken = True
+
+
+def _kill_uid(uid: int) -> None:
+    """Reduced isolation with a dedicated uid: no process of that uid may outlive its sandbox."""
+    for _ in range(50):
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                if os.stat(f"/proc/{name}").st_uid != uid:
+                    continue
+                os.kill(int(name), signal.SIGKILL)
+                found = True
+            except OSError:
+                continue
+        if not found:
+            return
+        time.sleep(0.01)
+
+
+class Sandbox:
+    """One trajectory's sandbox: its own workspace (copies / read-only views of its data files) and worker.
+
+    Create it with ``await Sandbox.create(files, config)`` (or take one from a
+    :class:`~datadojo.sandbox.pool.SandboxPool`), run cells with ``await sandbox.run(code)``, and close it
+    (``async with`` does). Data files appear in the working directory under their visible names.
+    """
+
+    def __init__(
+        self, config: SandboxConfig, workspace: Workspace, isolation: str, cell_uid: int | None
+    ) -> None:
+        self.config = config
+        self._ws = workspace
+        self.workspace: Path = workspace.path
+        self.isolation = isolation
+        self.cell_uid = cell_uid
+        self.seed = random.SystemRandom().randrange(2**31)
+        self._worker: WorkerProcess | None = None
+        self._lock = asyncio.Lock()
+        self._chunks: list[list[str]] = []
+        self._turn = 0
+        self._sql_turn = 0
+        self._closed = False
+        self._worker_starts = 0
+        self._install_dir = Path(config.install_dir) if config.install_dir else default_install_dir()
+
+    # ------------------------------------------------------------------ life cycle
+    @classmethod
+    async def create(
+        cls, files: Sequence[DataFile | str | os.PathLike[str]] = (), config: SandboxConfig | None = None
+    ) -> Sandbox:
+        """Start a sandbox (workspace + warm worker) holding ``files``."""
+        sandbox = await cls.launch(config or SandboxConfig())
+        try:
+            await sandbox.add_files(files)
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    @classmethod
+    async def launch(cls, config: SandboxConfig | None = None) -> Sandbox:
+        """Start a sandbox with an empty workspace (what a pool keeps warm); add files later."""
+        config = config or SandboxConfig()
+        isolation = resolve_isolation(config.isolation)
+        uid = allocate_uid()
+        extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
+        extra = extra if config.auto_install else []
+        if isolation == "reduced" and uid is not None and not cells_can_drop_root(python_paths(extra)):
+            uid = None  # the Python installation is not readable by other users: cells stay root
+        workspace = await asyncio.to_thread(
+            Workspace.create,
+            placement="view" if isolation == "bwrap" else "copy",
+            uid=uid,
+            parent=config.workspace_root,
+            keep=config.keep_workspace,
+        )
+        sandbox = cls(config, workspace, isolation, uid)
+        try:
+            if config.auto_install:
+                await asyncio.to_thread(sandbox._install_dir.mkdir, parents=True, exist_ok=True)
+            await sandbox._start_worker()
+        except BaseException:
+            await asyncio.to_thread(workspace.cleanup)
+            raise
+        return sandbox
+
+    async def add_files(self, files: Sequence[DataFile | str | os.PathLike[str]]) -> list[DataFile]:
+        """Place data files in the workspace (allowed while the worker runs: mounts show new files)."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        return await asyncio.to_thread(self._ws.add_files, list(files))
+
+    @property
+    def files(self) -> dict[str, DataFile]:
+        """The data files placed so far, by visible name."""
+        return dict(self._ws.files)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker is running (a dead one is restarted by the next :meth:`run`)."""
+        return not self._closed and self._worker is not None and self._worker.alive
+
+    async def _start_worker(self) -> None:
+        cfg = self.config
+        settings = {
+            "mode": cfg.mode,
+            "limits": cfg.limits.to_dict(),
+            "preload": list(cfg.preload),
+            "cell_uid": self.cell_uid,
+            "seed": self.seed,
+            "sql": {"row_limit": cfg.sql_row_limit, "timeout_s": cfg.sql_timeout_s},
+        }
+        extra = [str(self._install_dir)] if cfg.auto_install else []
+        plan = build_launch(
+            self._ws,
+            isolation=self.isolation,
+            settings=settings,
+            tmp_mb=cfg.limits.max_file_mb,
+            extra_paths=extra,
+        )
+        worker = WorkerProcess(plan, self._ws.root / "worker.log", self.cell_uid)
+        await worker.start(cfg.start_timeout_s)
+        self._worker = worker
+        self._worker_starts += 1
+
+    async def close(self) -> None:
+        """Stop the worker and remove the workspace (unless ``keep_workspace``); safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._lock:
+            if self._worker is not None:
+                await self._worker.stop()
+                self._worker = None
+        await asyncio.to_thread(self._ws.cleanup)
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ running code
+    @property
+    def code_workspace(self) -> str:
+        """The working directory as the agent's code sees it (``/workspace`` under bubblewrap)."""
+        return str(self._worker.plan.settings["workspace"]) if self._worker else str(self.workspace)
+
+    async def run(
+        self, code: str, *, language: Literal["python", "sql"] = "python", db: str | None = None
+    ) -> ExecResult:
+        """Run one cell (Python, or one SQL statement against ``db`` / the task's SQLite file)."""
+        if language not in ("python", "sql"):
+            raise ValueError(f"language must be 'python' or 'sql', got {language!r}")
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        async with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            start = time.perf_counter()
+            try:
+                if language == "python":
+                    result = await self._run_python(code)
+                else:
+                    result = await self._run_sql(code, db)
+            except asyncio.CancelledError:
+                await self._discard_worker()
+                raise
+            result.duration_s = time.perf_counter() - start
+            return result
+
+    async def _run_python(self, code: str) -> ExecResult:
+        violations = check_code(code, self.config.policy, workspace=self.code_workspace)
+        if violations:
+            return ExecResult.make(format_violations(violations), "rejected", isolation=self.isolation)
+        self._turn += 1
+        filename = f"<cell-{self._turn}>"
+        chunks = self._chunks if self.config.mode == "chunked" else []
+        message = {"op": "python", "code": code, "filename": filename, "chunks": chunks}
+        result = await self._call_installing(message)
+        if self.config.mode == "chunked" and result.status == "ok":
+            self._chunks.append([filename, code])
+        return result
+
+    async def _run_sql(self, query: str, db: str | None) -> ExecResult:
+        name = db
+        if name is None:
+            names = self._ws.sqlite_names()
+            if len(names) != 1:
+                which = "no SQLite file" if not names else f"several SQLite files ({', '.join(names)})"
+                return ExecResult.make(
+                    f"SQL error: this task has {which}; name the database to query",
+                    "error",
+                    isolation=self.isolation,
+                )
+            name = names[0]
+        normal = posixpath.normpath(name)
+        if posixpath.isabs(normal) or normal.startswith("..") or not os.path.lexists(self.workspace / normal):
+            return ExecResult.make(
+                f"SQL error: no database {name!r} in the working directory", "error", isolation=self.isolation
+            )
+        self._sql_turn += 1
+        save_csv = f"sql_result_{self._sql_turn}.csv" if self.config.sql_save_csv else None
+        message = {
+            "op": "sql",
+            "db": posixpath.join(self.code_workspace, normal),
+            "query": query,
+            "save_csv": save_csv,
+        }
+        return await self._call_installing(message)
+
+    async def _call_installing(self, message: dict[str, Any]) -> ExecResult:
+        """Call the worker; with ``auto_install``, install a missing allowed module and run again."""
+        reply = await self._call(message)
+        installed: list[str] = []
+        before: list[str] = []
+        after: list[str] = []
+        tried: set[str] = set()
+        while self.config.auto_install and reply.get("status") == "error" and reply.get("missing_module"):
+            module = str(reply["missing_module"]).split(".")[0]
+            if module in tried:
+                break
+            tried.add(module)
+            outcome = await ensure_module(module, self.config.install_allowlist, self._install_dir)
+            if not outcome.installed:
+                after.append(outcome.note)
+                break
+            installed.append(str(outcome.distribution))
+            before.append(outcome.note)
+            reply = await self._call({**message, "invalidate_caches": True})
+        output = str(reply.get("output", ""))
+        if before:
+            output = "\n".join(before) + "\n" + output
+        if after:
+            output = output + ("" if not output or output.endswith("\n") else "\n") + "\n".join(after)
+        return ExecResult.make(
+            output,
+            str(reply.get("status", "env_error")),
+            timed_out=bool(reply.get("timed_out")),
+            killed=bool(reply.get("killed")),
+            truncated=bool(reply.get("truncated")),
+            isolation=self.isolation,
+            installed=installed,
+            restarted=bool(reply.get("restarted")),
+        )
+
+    async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One request to the worker, (re)starting it if needed; worker failures become replies."""
+        if self._worker is None or not self._worker.alive:
+            await self._discard_worker()
+            try:
+                await self._start_worker()
+            except SandboxError as exc:
+                return {"status": "env_error", "output": f"[sandbox error: {exc}]"}
+        worker = self._worker
+        assert worker is not None
+        persistent = self.config.mode == "persistent"
+        lost = " (variables from earlier cells are lost)" if persistent else ""
+        try:
+            reply = await worker.call(message, self.config.limits.wall_s + _GRACE_S)
+        except TimeoutError:
+            await self._discard_worker()
+            return {
+                "status": "timeout",
+                "output": f"[timeout: the sandbox did not answer within {self.config.limits.wall_s + _GRACE_S:g} s; "
+                f"it was restarted{lost}]",
+                "timed_out": True,
+                "restarted": persistent,
+            }
+        except ProtocolError as exc:
+            await self._discard_worker()
+            return {
+                "status": "killed",
+                "output": f"[killed: the sandbox worker died during this cell ({exc}); it will be restarted{lost}]",
+                "killed": True,
+                "restarted": persistent,
+            }
+        if reply.get("op") != "result":
+            return {"status": "env_error", "output": f"[sandbox error: {reply.get('message', reply)}]"}
+        return reply
+
+    async def _discard_worker(self) -> None:
+        if self._worker is not None:
+            await self._worker.kill()
+            self._worker = None
+
+
+def run_cells(
+    cells: Sequence[str],
+    files: Sequence[DataFile | str | os.PathLike[str]] = (),
+    config: SandboxConfig | None = None,
+    language: Literal["python", "sql"] = "python",
+) -> list[ExecResult]:
+    """Run ``cells`` as consecutive turns of one fresh sandbox (synchronous convenience wrapper)."""
+
+    async def _go() -> list[ExecResult]:
+        async with await Sandbox.create(files, config or SandboxConfig()) as sandbox:
+            return [await sandbox.run(cell, language=language) for cell in cells]
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_go())
+    raise SandboxError("run_cells() cannot be called from a running event loop; use `await Sandbox.run(...)`")

@@ -1,0 +1,1 @@
+"""Task synthesis: turning data files into agent tasks (DataMind, EnvLunch, SciDataSailor pipelines)."""

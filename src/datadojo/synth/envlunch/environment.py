@@ -1,0 +1,347 @@
+"""Environments for EnvLunch: a database (or a table) loaded whole, with its keys.
+
+EnvLunch §3 ("Action Pool Construction") writes E for "a database instance together with its tables". An
+environment here is exactly that, held in memory so that synthesis can execute thousands of partial
+trajectories against it without touching the disk:
+
+* a SQLite file becomes one environment with every table, its declared column types, its primary key and
+  its foreign keys (read with ``PRAGMA table_info`` / ``PRAGMA foreign_key_list``; a ``REFERENCES t``
+  without columns resolves to ``t``'s primary key, as SQLite itself does). Rows keep their ``rowid`` so
+  that a counterfactual copy can delete exactly the rows it dropped (:mod:`.perturb`);
+* a CSV / TSV / Parquet / Excel / JSON table becomes a one-table environment without keys (it can feed the
+  pandas backend only, since the SQL backend needs a database file).
+
+Values stay as SQLite returned them (``int``, ``float``, ``str``, ``bytes``, ``None``): the SQL side must
+compare keys exactly as SQLite stores them, and pandas would turn an integer column with a NULL into floats.
+The pandas view of a table (:meth:`TableData.frame`) is built on demand and cached.
+
+Schema reading is done here with PRAGMAs rather than through :mod:`datadojo.corpus` because EnvLunch needs
+every row together with its ``rowid`` (the corpus reader samples rows for profiling and drops the rowid).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+__all__ = [
+    "SQLITE_SUFFIXES",
+    "TABLE_SUFFIXES",
+    "EnvError",
+    "Environment",
+    "ForeignKey",
+    "TableData",
+    "discover_sources",
+    "load_environment",
+    "load_sqlite",
+    "load_table_file",
+    "stable_int",
+]
+
+log = logging.getLogger(__name__)
+
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".xlsx", ".xls", ".json", ".jsonl")
+
+
+class EnvError(ValueError):
+    """An environment cannot be loaded; the message names the file and what is wrong."""
+
+
+def stable_int(*parts: Any) -> int:
+    """A 63-bit integer from the parts' text, stable across processes (unlike :func:`hash`).
+
+    Seeds for every random draw are derived with it, so a build is reproducible from ``--seed`` alone.
+    """
+    blob = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """``table(columns) REFERENCES ref_table(ref_columns)``."""
+
+    table: str
+    columns: tuple[str, ...]
+    ref_table: str
+    ref_columns: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.table}({', '.join(self.columns)}) -> {self.ref_table}({', '.join(self.ref_columns)})"
+
+
+@dataclass
+class TableData:
+    """One table: column names and declared types, primary key, and all rows (raw values)."""
+
+    name: str
+    columns: list[str]
+    decl_types: list[str]
+    rows: list[tuple[Any, ...]]
+    primary_key: tuple[str, ...] = ()
+    rowids: list[int] | None = None
+    _frame: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows)
+
+    def column_values(self, column: str) -> list[Any]:
+        i = self.columns.index(column)
+        return [r[i] for r in self.rows]
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame (cached). Columns keep SQLite's values; pandas infers dtypes."""
+        if self._frame is None:
+            self._frame = frame_from_rows(self.columns, self.rows)
+        return self._frame
+
+
+def frame_from_rows(columns: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Build a DataFrame from raw rows, one column at a time so mixed-type columns stay ``object``.
+
+    A column whose non-null values are all ``int`` becomes ``Int64`` when it holds NULLs (so an integer
+    measure is not silently turned into floats), ``int64`` otherwise; ints mixed with floats become
+    ``float64``; text mixed with numbers becomes text (``str(v)``), so that the frame survives a Parquet
+    round trip unchanged.
+    """
+    data: dict[str, Any] = {}
+    for i, col in enumerate(columns):
+        values = [r[i] for r in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            data[col] = pd.array(values, dtype="Int64") if len(present) < len(values) else values
+        elif present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            data[col] = pd.array([float("nan") if v is None else float(v) for v in values], dtype="float64")
+        elif present and not all(isinstance(v, str) for v in present) and not all(
+            isinstance(v, bytes) for v in present
+        ):
+            # mixed text and numbers (SQLite allows it): text, so that Parquet stores what pandas saw
+            data[col] = pd.Series([None if v is None else _text(v) for v in values], dtype="object")
+        else:
+            data[col] = pd.Series(values, dtype="object")
+    frame = pd.DataFrame(data, columns=columns)
+    if len(set(columns)) != len(columns):
+        raise EnvError(f"duplicate column names: {columns}")
+    return frame
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+@dataclass
+class Environment:
+    """E of EnvLunch §3: tables plus foreign keys, loaded from ``source``.
+
+    ``env_id`` is a filesystem-safe name unique within one build (the database or file stem). ``kind`` is
+    ``sqlite`` (SQL and pandas backends) or ``table`` (pandas only).
+    """
+
+    env_id: str
+    source: Path
+    kind: Literal["sqlite", "table"]
+    tables: dict[str, TableData]
+    foreign_keys: list[ForeignKey] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> TableData:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise EnvError(f"{self.source}: no table {name!r} (tables: {', '.join(self.tables)})") from None
+
+    def fks_of(self, table: str) -> list[ForeignKey]:
+        """Foreign keys that touch ``table`` (as child or as parent)."""
+        return [fk for fk in self.foreign_keys if table in (fk.table, fk.ref_table)]
+
+    @property
+    def n_rows(self) -> int:
+        return sum(t.n_rows for t in self.tables.values())
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    uri = f"file:{path.resolve().as_posix()}?mode=ro&immutable=1"
+    con = sqlite3.connect(uri, uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    return con
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def load_sqlite(path: str | Path, *, env_id: str | None = None) -> Environment:
+    """Load every ordinary table of a SQLite database with its keys and rows.
+
+    Foreign keys whose referenced table or columns do not exist (Spider has a few, e.g. differing case)
+    are resolved case-insensitively, and dropped with a warning when they still do not resolve, so a
+    dangling declaration never makes a join that cannot run.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise EnvError(f"{path}: no such database file")
+    try:
+        con = _connect_ro(path)
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+    except sqlite3.DatabaseError as exc:
+        raise EnvError(f"{path}: not a readable SQLite database ({exc})") from exc
+    tables: dict[str, TableData] = {}
+    raw_fks: list[tuple[str, list[tuple[Any, ...]]]] = []
+    warnings: list[str] = []
+    try:
+        for name in names:
+            info = con.execute(f"PRAGMA table_info({_q(name)})").fetchall()
+            columns = [r[1] for r in info]
+            decl = [str(r[2] or "") for r in info]
+            pk = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
+            try:
+                cur = con.execute(f"SELECT rowid, * FROM {_q(name)} ORDER BY rowid")
+                fetched = cur.fetchall()
+                rowids: list[int] | None = [r[0] for r in fetched]
+                rows = [tuple(r[1:]) for r in fetched]
+            except sqlite3.OperationalError:
+                # WITHOUT ROWID tables: perturbation deletes by primary key instead.
+                rows = [tuple(r) for r in con.execute(f"SELECT * FROM {_q(name)}")]
+                rowids = None
+            tables[name] = TableData(name, columns, decl, rows, pk, rowids)
+            raw_fks.append((name, con.execute(f"PRAGMA foreign_key_list({_q(name)})").fetchall()))
+    except sqlite3.DatabaseError as exc:
+        raise EnvError(f"{path}: cannot read table {name!r} ({exc})") from exc
+    finally:
+        con.close()
+    fks = _resolve_fks(tables, raw_fks, warnings, path)
+    for w in warnings:
+        log.debug("%s", w)
+    return Environment(env_id or path.stem, path, "sqlite", tables, fks, warnings)
+
+
+def _resolve_fks(
+    tables: dict[str, TableData],
+    raw: list[tuple[str, list[tuple[Any, ...]]]],
+    warnings: list[str],
+    path: Path,
+) -> list[ForeignKey]:
+    by_lower = {t.lower(): t for t in tables}
+    out: list[ForeignKey] = []
+    for child, rows in raw:
+        groups: dict[int, list[tuple[Any, ...]]] = {}
+        for r in rows:
+            groups.setdefault(r[0], []).append(r)
+        for parts in groups.values():
+            parts.sort(key=lambda r: r[1])
+            ref = by_lower.get(str(parts[0][2]).lower())
+            if ref is None:
+                warnings.append(f"{path}: {child}: foreign key to unknown table {parts[0][2]!r} ignored")
+                continue
+            cols = _match_columns(tables[child].columns, [p[3] for p in parts])
+            to = [p[4] for p in parts]
+            ref_cols = (
+                list(tables[ref].primary_key)
+                if all(t is None for t in to)
+                else _match_columns(tables[ref].columns, to)
+            )
+            if cols is None or ref_cols is None or len(ref_cols) != len(cols) or not ref_cols:
+                warnings.append(f"{path}: {child}: foreign key {[p[3] for p in parts]} -> {ref}{to} ignored")
+                continue
+            fk = ForeignKey(child, tuple(cols), ref, tuple(ref_cols))
+            if fk not in out:
+                out.append(fk)
+    return out
+
+
+def _match_columns(columns: list[str], wanted: list[Any]) -> list[str] | None:
+    lower = {c.lower(): c for c in columns}
+    out = []
+    for w in wanted:
+        if w is None or str(w).lower() not in lower:
+            return None
+        out.append(lower[str(w).lower()])
+    return out
+
+
+def load_table_file(path: str | Path, *, env_id: str | None = None) -> Environment:
+    """Load a CSV/TSV/Parquet/Excel/JSON file as a one-table environment (first sheet for Excel)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        elif suffix in (".xlsx", ".xls"):
+            frame = pd.read_excel(path)
+        elif suffix in (".json", ".jsonl"):
+            frame = pd.read_json(path, lines=suffix == ".jsonl")
+        else:
+            raise EnvError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
+    except EnvError:
+        raise
+    except Exception as exc:  # pandas raises many types; name the file
+        raise EnvError(f"{path}: cannot read as a table ({type(exc).__name__}: {exc})") from exc
+    frame.columns = [str(c) for c in frame.columns]
+    if len(set(frame.columns)) != len(frame.columns):
+        raise EnvError(f"{path}: duplicate column names {list(frame.columns)}")
+    rows = [tuple(None if _isna(v) else _py(v) for v in r) for r in frame.itertuples(index=False, name=None)]
+    name = path.stem
+    table = TableData(name, list(frame.columns), [str(t) for t in frame.dtypes], rows, (), None)
+    table._frame = frame.reset_index(drop=True)
+    return Environment(env_id or name, path, "table", {name: table}, [])
+
+
+def _isna(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _py(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
+def load_environment(path: str | Path, *, env_id: str | None = None) -> Environment:
+    """Load a SQLite database or a table file, choosing by suffix."""
+    path = Path(path)
+    if path.suffix.lower() in SQLITE_SUFFIXES:
+        return load_sqlite(path, env_id=env_id)
+    return load_table_file(path, env_id=env_id)
+
+
+def discover_sources(paths: list[str | Path], *, exclude: tuple[str, ...] = ()) -> list[Path]:
+    """Expand files and folders into the environment files they hold, sorted, minus excluded names.
+
+    A folder is searched recursively for SQLite and table files. ``exclude`` names environments by stem
+    (e.g. the Spider development databases, which EnvLunch §4 keeps out of the warm-up by name).
+    """
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and f.suffix.lower() in SQLITE_SUFFIXES + TABLE_SUFFIXES:
+                    found.append(f)
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise EnvError(f"{p}: no such file or folder")
+    excluded = {e.lower() for e in exclude}
+    out, seen = [], set()
+    for f in found:
+        if f.stem.lower() in excluded or f.resolve() in seen:
+            continue
+        seen.add(f.resolve())
+        out.append(f)
+    return out

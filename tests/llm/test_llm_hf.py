@@ -1,0 +1,210 @@
+"""The transformers backend on tiny checkpoints the tests build and save themselves (no downloads).
+
+Two models: a randomly initialised one (sampling, seeds, batching), and a "scripted" one whose weights
+are set so that greedy decoding walks a fixed chain of words — with every attention and MLP output
+zeroed, the last hidden state is the current token's (normalised) embedding, and the output row of
+token ``succ(t)`` is that embedding, so the argmax after ``t`` is ``succ(t)``. That makes stop strings,
+EOS and length limits checkable against exact expected text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+from datadojo.llm import LLMError, load_backend  # noqa: E402
+from datadojo.llm.hf_backend import HFBackend  # noqa: E402
+
+WORDS = ["user", "system", "assistant", "Let", "me", "look", "print", "rows", "hello", "world", "the", "answer"]
+CODE_TOKENS = ["<code>", "</code>"]
+SPECIAL = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
+TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}"
+)
+# What the scripted model says after the generation prompt, then EOS.
+CHAIN = ["Let", "me", "look", "<code>", "print", "rows", "</code>", "the", "answer", "<|im_end|>"]
+MSGS = [{"role": "user", "content": "hello world"}]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+def _tokenizer() -> transformers.PreTrainedTokenizerFast:
+    vocab = {w: i for i, w in enumerate(SPECIAL + WORDS)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>"
+    )
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    fast.add_tokens(CODE_TOKENS)
+    fast.chat_template = TEMPLATE
+    return fast
+
+
+def _config(tok: transformers.PreTrainedTokenizerFast, hidden: int) -> transformers.LlamaConfig:
+    return transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+    )
+
+
+def _save(model: torch.nn.Module, tok: transformers.PreTrainedTokenizerFast, path: Path) -> Path:
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tok = _tokenizer()
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(_config(tok, 32))
+    return _save(model, tok, tmp_path_factory.mktemp("random-llama"))
+
+
+@pytest.fixture(scope="module")
+def scripted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tok = _tokenizer()
+    torch.manual_seed(0)
+    hidden = 64
+    model = transformers.LlamaForCausalLM(_config(tok, hidden))
+    ids = tok.convert_tokens_to_ids(["assistant", *CHAIN])
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        emb = torch.randn(len(tok), hidden)
+        model.model.embed_tokens.weight.copy_(emb)
+        normed = emb / emb.pow(2).mean(-1, keepdim=True).sqrt()  # what the final RMSNorm produces
+        head = torch.zeros(len(tok), hidden)
+        for cur, nxt in zip(ids, ids[1:], strict=False):
+            head[nxt] = normed[cur]
+        model.lm_head.weight.copy_(head)
+    return _save(model, tok, tmp_path_factory.mktemp("scripted-llama"))
+
+
+@pytest.fixture(scope="module")
+def scripted(scripted_ckpt: Path) -> HFBackend:
+    b = load_backend(f"hf:{scripted_ckpt}?device=cpu&dtype=float32")
+    assert isinstance(b, HFBackend)
+    return b
+
+
+def _expected(tok: transformers.PreTrainedTokenizerFast, words: list[str]) -> str:
+    return tok.decode(tok.convert_tokens_to_ids(words), skip_special_tokens=True)
+
+
+async def test_greedy_follows_the_script_and_stops_at_eos(scripted: HFBackend) -> None:
+    (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=50)
+    assert c.text == _expected(scripted.tokenizer, CHAIN[:-1])
+    assert (c.finish_reason, c.stop_sequence) == ("stop", None)
+    assert c.completion_tokens == len(CHAIN)  # EOS included, as servers count it
+    assert c.prompt_tokens == scripted.count_tokens(MSGS)
+
+
+async def test_stop_string_cuts_text_like_an_openai_server(scripted: HFBackend) -> None:
+    full = _expected(scripted.tokenizer, CHAIN[:-1])
+    (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=50, stop=["</code>", "</answer>", "<interpreter>"])
+    assert c.text == full[: full.index("</code>")]
+    assert "print rows" in c.text and "</code>" not in c.text
+    assert (c.finish_reason, c.stop_sequence) == ("stop", "</code>")
+    assert c.completion_tokens == CHAIN.index("</code>") + 1  # generation stopped right after it
+
+
+async def test_max_tokens_gives_length(scripted: HFBackend) -> None:
+    (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=3)
+    assert c.text == _expected(scripted.tokenizer, CHAIN[:3])
+    assert (c.finish_reason, c.completion_tokens) == ("length", 3)
+
+
+async def test_concurrent_callers_are_batched_with_left_padding(scripted: HFBackend) -> None:
+    prompts = [[{"role": "user", "content": " ".join(["hello"] * k)}] for k in (1, 4, 9)]
+    before = scripted.batches_run
+    outs = await asyncio.gather(*(scripted.chat(p, temperature=0, max_tokens=50, n=2) for p in prompts))
+    assert scripted.batches_run - before == 1  # three callers x two samples in one generate() call
+    full = _expected(scripted.tokenizer, CHAIN[:-1])
+    for p, out in zip(prompts, outs, strict=True):
+        assert [c.text for c in out] == [full, full]  # padding does not leak into shorter prompts
+        assert all(c.prompt_tokens == scripted.count_tokens(p) for c in out)
+
+
+async def test_different_sampling_settings_run_as_separate_batches(scripted: HFBackend) -> None:
+    before = scripted.batches_run
+    a, b = await asyncio.gather(
+        scripted.chat(MSGS, temperature=0, max_tokens=50), scripted.chat(MSGS, temperature=0, max_tokens=2)
+    )
+    assert scripted.batches_run - before == 2
+    assert a[0].finish_reason == "stop" and b[0].finish_reason == "length"
+
+
+def test_count_tokens_is_exact_under_the_chat_template(scripted: HFBackend) -> None:
+    tok = scripted.tokenizer
+    text = tok.apply_chat_template(MSGS, tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user hello world<|im_end|><|im_start|>assistant"
+    assert scripted.count_tokens(MSGS) == len(tok(text, add_special_tokens=False)["input_ids"]) == 6
+    assert scripted.context_window == 128
+
+
+async def test_prompt_beyond_context_window_is_refused(scripted_ckpt: Path) -> None:
+    b = load_backend(f"hf:{scripted_ckpt}?device=cpu&context_window=8")
+    with pytest.raises(LLMError, match="context window") as info:
+        await b.chat([{"role": "user", "content": "hello " * 10}], temperature=0)
+    assert info.value.context_overflow and not info.value.retryable
+    (c,) = await b.chat(MSGS, temperature=0, max_tokens=50)  # 6-token prompt: 2 tokens of room
+    assert (c.completion_tokens, c.finish_reason) == (2, "length")
+    await b.aclose()
+    with pytest.raises(LLMError, match="closed"):
+        await b.chat(MSGS)
+
+
+async def test_random_model_sampling_is_seeded(random_ckpt: Path) -> None:
+    b = load_backend(f"hf:{random_ckpt}?device=cpu&dtype=float32")
+    assert isinstance(b, HFBackend)
+    kw = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 12}
+    first = await b.chat(MSGS, n=4, seed=123, **kw)
+    again = await b.chat(MSGS, n=4, seed=123, **kw)
+    other = await b.chat(MSGS, n=4, seed=124, **kw)
+    assert [c.text for c in first] == [c.text for c in again]
+    assert [c.text for c in first] != [c.text for c in other]
+    assert len({c.text for c in first}) > 1  # n samples differ from one another
+    for c in first:
+        assert c.finish_reason in ("stop", "length")
+        assert 1 <= c.completion_tokens <= 12
+        assert (c.finish_reason == "length") == (c.completion_tokens == 12 and c.stop_sequence is None)
+    assert b.usage.completions == 12
+    await b.aclose()
+
+
+def test_missing_chat_template_is_a_clear_error(tmp_path: Path, random_ckpt: Path) -> None:
+    tok = transformers.AutoTokenizer.from_pretrained(random_ckpt)
+    tok.chat_template = None
+    model = transformers.AutoModelForCausalLM.from_pretrained(random_ckpt)
+    _save(model, tok, tmp_path)
+    for name in os.listdir(tmp_path):
+        if name.endswith(".jinja"):
+            (tmp_path / name).unlink()
+    with pytest.raises(ValueError, match="no chat template"):
+        HFBackend(tmp_path, device="cpu")
