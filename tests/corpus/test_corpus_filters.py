@@ -30,7 +30,10 @@ def test_defaults_follow_the_paper() -> None:
     assert cfg.bounds("sqlite") == (20, None)
 
 
-@pytest.mark.parametrize(("n", "reason"), [(0, "too_few_rows"), (19, "too_few_rows"), (20, None), (1000, None), (1001, "too_many_rows")])
+@pytest.mark.parametrize(
+    ("n", "reason"),
+    [(0, "too_few_rows"), (19, "too_few_rows"), (20, None), (1000, None), (1001, "too_many_rows")],
+)
 def test_row_bounds_edges(tmp_path: Path, n: int, reason: str | None) -> None:
     v = filter_file(_csv(tmp_path / "t.csv", n))
     assert v.accepted is (reason is None)
@@ -58,7 +61,7 @@ def test_load_failures_become_rejections_with_detail(tmp_path: Path) -> None:
     v = filter_file(bad)
     assert not v.accepted and v.reason == "binary" and "NUL" in (v.detail or "")
     latin = tmp_path / "l.csv"
-    latin.write_bytes("a\n" .encode() + "é\n".encode("cp1252") * 30)
+    latin.write_bytes(b"a\n" + "é\n".encode("cp1252") * 30)
     v = filter_file(latin, FilterConfig(encodings=("utf-8",)))
     assert v.reason == "encoding" and (v.detail or "").startswith("line 2:")
 

@@ -35,7 +35,10 @@ def test_column_statistics_match_pandas() -> None:
     assert cols["unit_price"].mean == pytest.approx(float(frame["unit_price"].mean()), rel=1e-5)
     assert cols["region"].n_distinct == frame["region"].nunique()
     top_value, top_count = cols["region"].top[0]
-    assert frame["region"].value_counts().iloc[0] == top_count and top_value == frame["region"].value_counts().index[0]
+    assert (
+        frame["region"].value_counts().iloc[0] == top_count
+        and top_value == frame["region"].value_counts().index[0]
+    )
     assert cols["date"].type == "datetime" and cols["date"].min == min(frame["date"])
     assert p.n_rows == 240 and len(p.sample_rows) == 3
 
@@ -66,7 +69,11 @@ def test_roles_for_envlunch() -> None:
 
 def test_year_and_unique_string_roles() -> None:
     frame = pd.DataFrame(
-        {"Year": list(range(2000, 2012)), "code_name": [f"n{i}" for i in range(12)], "score": np.arange(12) * 1.5}
+        {
+            "Year": list(range(2000, 2012)),
+            "code_name": [f"n{i}" for i in range(12)],
+            "score": np.arange(12) * 1.5,
+        }
     )
     roles = column_roles(Table(name="t", frame=frame))
     assert roles == {"Year": "time", "code_name": "identifier", "score": "measure"}

@@ -163,7 +163,9 @@ csv_cell = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), ma
 
 
 @given(
-    header=st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), min_size=2, max_size=6, unique=True),
+    header=st.lists(
+        st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), min_size=2, max_size=6, unique=True
+    ),
     data=st.data(),
 )
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -368,7 +370,7 @@ def test_sqlite_ddl_is_executable_and_fk_without_columns_resolves(tmp_path: Path
     con = sqlite3.connect(p)
     con.executescript(
         'CREATE TABLE "a b" (k INTEGER PRIMARY KEY, v BLOB);'
-        "CREATE TABLE c (id INTEGER, ak INTEGER REFERENCES \"a b\", note TEXT);"
+        'CREATE TABLE c (id INTEGER, ak INTEGER REFERENCES "a b", note TEXT);'
         "INSERT INTO \"a b\" VALUES (1, x'00ff');"
         "INSERT INTO c VALUES (1, 1, 'ok');"
     )
@@ -433,7 +435,12 @@ def test_sqlite_row_limits(tmp_path: Path) -> None:
 
 def test_parquet_types_and_nested(tmp_path: Path) -> None:
     df = pd.DataFrame(
-        {"i": [1, 2, 3], "x": [0.5, None, 2.0], "s": ["a", "b", None], "nested": [{"k": 1}, {"k": 2}, {"k": 3}]}
+        {
+            "i": [1, 2, 3],
+            "x": [0.5, None, 2.0],
+            "s": ["a", "b", None],
+            "nested": [{"k": 1}, {"k": 2}, {"k": 3}],
+        }
     )
     p = tmp_path / "t.parquet"
     df.to_parquet(p)

@@ -30,7 +30,9 @@ def _bound(value: str | None, name: str) -> int | None:
     try:
         n = int(value)
     except ValueError as exc:
-        raise typer.BadParameter(f"expected a whole number or 'none', got {value!r}", param_hint=name) from exc
+        raise typer.BadParameter(
+            f"expected a whole number or 'none', got {value!r}", param_hint=name
+        ) from exc
     if n < 0:
         raise typer.BadParameter("must be >= 0", param_hint=name)
     return n
@@ -39,13 +41,19 @@ def _bound(value: str | None, name: str) -> int | None:
 @corpus_app.command("scan")
 def scan_cmd(
     paths: list[Path] = typer.Argument(..., help="Folders (walked recursively) and files to scan."),
-    out: Path = typer.Option(Path("corpus.jsonl"), "--out", "-o", help="JSONL output, appended and resumable."),
+    out: Path = typer.Option(
+        Path("corpus.jsonl"), "--out", "-o", help="JSONL output, appended and resumable."
+    ),
     min_rows: str = typer.Option("20", help="Fewest data rows (DataMind §3.1: 20); 'none' for no bound."),
     max_rows: str = typer.Option("1000", help="Most data rows (DataMind §3.1: 1,000); 'none' for no bound."),
     sqlite_min_rows: str = typer.Option("20", help="Fewest rows for SQLite databases; 'none' for no bound."),
     sqlite_max_rows: str = typer.Option("none", help="Most rows for SQLite databases; 'none' for no bound."),
-    row_scope: str = typer.Option("largest", help="Which tables the row bound checks: largest | every | total."),
-    dedupe: bool = typer.Option(True, "--dedupe/--no-dedupe", help="Reject files whose content was already accepted."),
+    row_scope: str = typer.Option(
+        "largest", help="Which tables the row bound checks: largest | every | total."
+    ),
+    dedupe: bool = typer.Option(
+        True, "--dedupe/--no-dedupe", help="Reject files whose content was already accepted."
+    ),
     profile_chars: int = typer.Option(4000, help="Budget of the profile text stored per file."),
     include_hidden: bool = typer.Option(False, help="Also scan hidden files and folders."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -97,7 +105,9 @@ def scan_cmd(
         console.print(f"[red]cannot resume from {out}: {exc}[/red]")
         raise typer.Exit(1) from exc
     if as_json:
-        typer.echo(json.dumps({**summary.model_dump(), "files_per_second": round(summary.files_per_second, 2)}))
+        typer.echo(
+            json.dumps({**summary.model_dump(), "files_per_second": round(summary.files_per_second, 2)})
+        )
         return
     out_console = Console()
     t = Table(title=f"Corpus scan → {out}")

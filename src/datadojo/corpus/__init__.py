@@ -21,7 +21,13 @@ The two calls other stages need::
     d = profile_text("shop.sqlite", budget_chars=3000)
 """
 
-from datadojo.corpus.contamination import HeaderSet, OverlapConfig, OverlapReport, collect_headers, header_overlap
+from datadojo.corpus.contamination import (
+    HeaderSet,
+    OverlapConfig,
+    OverlapReport,
+    collect_headers,
+    header_overlap,
+)
 from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, FilterConfig, Verdict, filter_file
 from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
 from datadojo.corpus.profile import (

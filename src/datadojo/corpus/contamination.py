@@ -102,7 +102,9 @@ def headers_of_file(path: str | Path) -> list[HeaderSet]:
     except LoadError:
         return []
     multi = len(loaded.tables) > 1
-    return [HeaderSet.from_names(f"{path}#{t.name}" if multi else str(path), t.columns) for t in loaded.tables]
+    return [
+        HeaderSet.from_names(f"{path}#{t.name}" if multi else str(path), t.columns) for t in loaded.tables
+    ]
 
 
 def collect_headers(sources: Iterable[str | Path], *, accepted_only: bool = True) -> list[HeaderSet]:
@@ -122,7 +124,8 @@ def collect_headers(sources: Iterable[str | Path], *, accepted_only: bool = True
                     continue
                 multi = len(rec.tables) > 1
                 out.extend(
-                    HeaderSet.from_names(f"{rec.path}#{t.name}" if multi else rec.path, t.columns) for t in rec.tables
+                    HeaderSet.from_names(f"{rec.path}#{t.name}" if multi else rec.path, t.columns)
+                    for t in rec.tables
                 )
         elif p.is_dir():
             for f, sn in list_corpus_files([p]):

@@ -164,7 +164,9 @@ def _read_with(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) -
         except LookupError as exc:
             raise LoadError(path, "encoding", f"unknown encoding {encoding!r}") from exc
         suffix = path.suffix.lower()
-        delimiter = opts.delimiter or detect_delimiter(sample, prefer="\t" if suffix in (".tsv", ".tab") else None)[0]
+        delimiter = (
+            opts.delimiter or detect_delimiter(sample, prefer="\t" if suffix in (".tsv", ".tab") else None)[0]
+        )
         reader = csv.reader(_text_lines(fh, encoding), delimiter=delimiter)
         try:
             table = _parse(path, reader, opts)
@@ -203,8 +205,9 @@ def _parse(path: Path, reader: Any, opts: ReadOptions) -> Table:
     width = len(names)
     kept: list[list[str]] = []
     n_rows = 0
-    short: list[int] = []
+    short: list[int] = []  # first line numbers of ragged rows (at most max_warnings kept)
     long: list[int] = []
+    n_short = n_long = 0
     prev_end = reader.line_num
 
     def rows() -> Iterator[tuple[int, list[str]]]:
@@ -243,9 +246,13 @@ def _parse(path: Path, reader: Any, opts: ReadOptions) -> Table:
                     path, "ragged", f"{len(row)} fields where the header has {width}", f"line {start}"
                 )
             if len(row) > width:
-                long.append(start)
+                n_long += 1
+                if len(long) < opts.max_warnings:
+                    long.append(start)
                 continue
-            short.append(start)
+            n_short += 1
+            if len(short) < opts.max_warnings:
+                short.append(start)
             row = row + [""] * (width - len(row))
         n_rows += 1
         if opts.keep_more(len(kept)):
@@ -253,10 +260,12 @@ def _parse(path: Path, reader: Any, opts: ReadOptions) -> Table:
         if not opts.count_more(n_rows):
             break
     lower_bound = opts.over_limit(n_rows)
-    if long:
-        warnings.append(_lines_note(long, f"rows with more fields than the header ({width}) skipped", opts))
-    if short:
-        warnings.append(_lines_note(short, f"rows with fewer fields than the header ({width}) padded", opts))
+    if n_long:
+        warnings.append(_lines_note(long, n_long, f"rows with more fields than the header ({width}) skipped"))
+    if n_short:
+        warnings.append(
+            _lines_note(short, n_short, f"rows with fewer fields than the header ({width}) padded")
+        )
     frame = _frame(names, kept)
     return Table(
         name=path.stem,
@@ -275,7 +284,7 @@ def _effective_width(row: list[str], width: int) -> int:
     return n
 
 
-def _lines_note(lines: list[int], what: str, opts: ReadOptions) -> str:
-    shown = ", ".join(str(n) for n in lines[: opts.max_warnings])
-    more = f" and {len(lines) - opts.max_warnings} more" if len(lines) > opts.max_warnings else ""
-    return f"{len(lines)} {what}: line{'s' if len(lines) > 1 else ''} {shown}{more}"
+def _lines_note(lines: list[int], total: int, what: str) -> str:
+    shown = ", ".join(str(n) for n in lines)
+    more = f" and {total - len(lines)} more" if total > len(lines) else ""
+    return f"{total} {what}: line{'s' if total > 1 else ''} {shown}{more}"

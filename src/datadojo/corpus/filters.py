@@ -77,7 +77,9 @@ class FilterConfig(BaseModel):
 
     min_rows: int | None = Field(20, ge=0, description="fewest data rows (DataMind §3.1: 20)")
     max_rows: int | None = Field(1000, ge=0, description="most data rows (DataMind §3.1: 1,000)")
-    sqlite_min_rows: int | None = Field(20, ge=0, description="fewest rows for SQLite (largest table by default)")
+    sqlite_min_rows: int | None = Field(
+        20, ge=0, description="fewest rows for SQLite (largest table by default)"
+    )
     sqlite_max_rows: int | None = Field(None, ge=0, description="most rows for SQLite; None = no upper bound")
     row_scope: Literal["largest", "every", "total"] = "largest"
     reject_nested: bool = True
@@ -158,7 +160,10 @@ def _rows_verdict(loaded: LoadedFile, config: FilterConfig) -> tuple[str, str] |
         label = f"{where}: " if where else ""
         if hi is not None and n > hi:
             if lower_bound:
-                return "too_many_rows", f"{label}more than {hi:,} rows (max {hi:,}; counting stopped at {n:,})"
+                return (
+                    "too_many_rows",
+                    f"{label}more than {hi:,} rows (max {hi:,}; counting stopped at {n:,})",
+                )
             return "too_many_rows", f"{label}{n:,} rows > max {hi:,}"
         if lo is not None and n < lo:
             return "too_few_rows", f"{label}{n:,} rows < min {lo:,}"
@@ -180,11 +185,16 @@ def check_loaded(loaded: LoadedFile, config: FilterConfig) -> tuple[str, str] | 
         if cells:
             ratio = float(t.frame.isna().to_numpy().sum()) / cells
             if ratio > config.max_missing_ratio:
-                return "mostly_missing", f"table {t.name!r}: {ratio:.0%} of cells missing > {config.max_missing_ratio:.0%}"
+                return (
+                    "mostly_missing",
+                    f"table {t.name!r}: {ratio:.0%} of cells missing > {config.max_missing_ratio:.0%}",
+                )
     return None
 
 
-def filter_file(path: str | Path, config: FilterConfig | None = None, *, sniffed: Sniffed | None = None) -> Verdict:
+def filter_file(
+    path: str | Path, config: FilterConfig | None = None, *, sniffed: Sniffed | None = None
+) -> Verdict:
     """Run the load, row-bound and column-type filters on one file (duplicates: :class:`DuplicateFilter`).
 
     Never raises for a bad file: every failure becomes a rejected :class:`Verdict` with a reason.

@@ -94,7 +94,9 @@ def walk_folder(
             with os.scandir(folder) as it:
                 children = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            out.append((TreeEntry(path=rel(folder) or ".", kind="missing", depth=depth, detail=str(exc)), None))
+            out.append(
+                (TreeEntry(path=rel(folder) or ".", kind="missing", depth=depth, detail=str(exc)), None)
+            )
             return True
         files = []
         dirs = []
@@ -112,13 +114,28 @@ def walk_folder(
             p = Path(e.path)
             sn = sniff(p)
             if sn.kind == "dir":  # a symbolic link to a directory: listed, not followed
-                entry = TreeEntry(path=rel(p), kind="dir", depth=depth, is_dir=True, is_symlink=True,
-                                  detail=f"symbolic link to {os.readlink(p)!r}, not followed")
+                entry = TreeEntry(
+                    path=rel(p),
+                    kind="dir",
+                    depth=depth,
+                    is_dir=True,
+                    is_symlink=True,
+                    detail=f"symbolic link to {os.readlink(p)!r}, not followed",
+                )
                 out.append((entry, None))
                 continue
             out.append(
-                (TreeEntry(path=rel(p), kind=sn.kind, size=sn.size, depth=depth, is_symlink=sn.is_symlink,
-                           detail=sn.detail), sn)
+                (
+                    TreeEntry(
+                        path=rel(p),
+                        kind=sn.kind,
+                        size=sn.size,
+                        depth=depth,
+                        is_symlink=sn.is_symlink,
+                        detail=sn.detail,
+                    ),
+                    sn,
+                )
             )
         for e in dirs:
             if max_entries is not None and len(out) >= max_entries:

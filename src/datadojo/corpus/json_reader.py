@@ -75,9 +75,10 @@ def json_tables(value: Any, name: str) -> list[tuple[str, pd.DataFrame]]:
         if all(isinstance(r, list) and len(r) == len(cols) for r in data):
             return [(name, pd.DataFrame(data, columns=cols, dtype=object).infer_objects())]
     values = list(value.values())
-    if all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1 and values[0]:
-        if all(isinstance(x, _SCALAR) for v in values for x in v):
-            return [(name, pd.DataFrame({str(k): pd.Series(v, dtype=object) for k, v in value.items()}).infer_objects())]
+    columnar = all(isinstance(v, list) for v in values) and len({len(v) for v in values}) == 1 and values[0]
+    if columnar and all(isinstance(x, _SCALAR) for v in values for x in v):
+        frame = pd.DataFrame({str(k): pd.Series(v, dtype=object) for k, v in value.items()})
+        return [(name, frame.infer_objects())]
     if len(values) >= 2 and all(isinstance(v, dict) and v for v in values):
         keysets = {tuple(v.keys()) for v in values}
         if len(keysets) == 1 and all(isinstance(x, _SCALAR) for v in values for x in v.values()):
@@ -126,10 +127,14 @@ def read_json(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and exc.lineno > 1:
             return _read_lines(path, sniffed, opts, encoding)
-        raise LoadError(path, "corrupt", f"not valid JSON: {exc.msg}", f"line {exc.lineno}, column {exc.colno}") from exc
+        raise LoadError(
+            path, "corrupt", f"not valid JSON: {exc.msg}", f"line {exc.lineno}, column {exc.colno}"
+        ) from exc
     found = json_tables(value, path.stem)
     if not found:
-        raise LoadError(path, "not_tabular", f"valid JSON but not a table: the top level is {_describe(value)}")
+        raise LoadError(
+            path, "not_tabular", f"valid JSON but not a table: the top level is {_describe(value)}"
+        )
     tables = []
     for name, frame in found:
         n = len(frame)
@@ -145,7 +150,7 @@ def _read_lines(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) 
     with path.open("r", encoding=encoding, newline="") as fh:
         lineno = 0
         try:
-            for lineno, line in enumerate(fh, start=1):  # noqa: B007 - lineno is reported on errors
+            for lineno, line in enumerate(fh, start=1):
                 text = line.strip().lstrip("\ufeff")
                 if not text:
                     continue
@@ -154,7 +159,9 @@ def _read_lines(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) 
                     try:
                         records.append(json.loads(text))
                     except json.JSONDecodeError as exc:
-                        raise LoadError(path, "corrupt", f"not valid JSON: {exc.msg}", f"line {lineno}") from exc
+                        raise LoadError(
+                            path, "corrupt", f"not valid JSON: {exc.msg}", f"line {lineno}"
+                        ) from exc
                 if not opts.count_more(n_rows):
                     break
         except UnicodeDecodeError as exc:

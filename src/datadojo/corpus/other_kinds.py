@@ -36,8 +36,7 @@ __all__ = ["SCI_EXTRA_HINT", "summarize"]
 SCI_EXTRA_HINT = "install the optional extra `datadojo[sci]` (h5py, netCDF4) to list its variables"
 _MAX_BYTES = 64 * 1024 * 1024
 _FIRST_LINES = 5
-_DNA = set("ACGTN")
-_RNA = set("ACGUN")
+_IUPAC = set("ACGTUNRYKMSWBDHV")
 
 
 def summarize(sn: Sniffed, *, max_bytes: int = _MAX_BYTES) -> dict[str, Any]:
@@ -86,14 +85,28 @@ def _fasta(path: Path, max_bytes: int) -> dict[str, Any]:
             lengths[current] += len(seq)
             if sum(letters.values()) < 1_000_000:
                 letters.update(seq.upper())
-    alphabet = set(letters) - {"-", ".", "*"}
-    kind = "DNA" if alphabet <= _DNA else "RNA" if alphabet <= _RNA else "protein" if alphabet else "unknown"
+    kind = _alphabet(letters)
     out: dict[str, Any] = {"records": len(lengths), "alphabet": kind, "first_ids": ids}
     if lengths:
-        out.update(length_min=min(lengths), length_max=max(lengths), length_mean=round(sum(lengths) / len(lengths), 1))
+        out.update(
+            length_min=min(lengths),
+            length_max=max(lengths),
+            length_mean=round(sum(lengths) / len(lengths), 1),
+        )
     if truncated:
         out["truncated_at_bytes"] = max_bytes
     return out
+
+
+def _alphabet(letters: Counter[str]) -> str:
+    """DNA / RNA when nearly all letters are nucleotides (IUPAC ambiguity codes such as R, Y, N allowed)."""
+    total = sum(n for c, n in letters.items() if c.isalpha())
+    if not total:
+        return "unknown"
+    core = sum(letters[c] for c in "ACGTUN")
+    if core >= 0.9 * total and set(c for c in letters if c.isalpha()) <= _IUPAC:
+        return "RNA" if letters["U"] > letters["T"] else "DNA"
+    return "protein"
 
 
 def _genbank(path: Path, max_bytes: int) -> dict[str, Any]:
@@ -107,7 +120,14 @@ def _genbank(path: Path, max_bytes: int) -> dict[str, Any]:
             break
         if line.startswith("LOCUS"):
             parts = line.split()
-            length = next((int(parts[i - 1]) for i, p in enumerate(parts) if p in ("bp", "aa") and i > 0 and parts[i - 1].isdigit()), None)
+            length = next(
+                (
+                    int(parts[i - 1])
+                    for i, p in enumerate(parts)
+                    if p in ("bp", "aa") and i > 0 and parts[i - 1].isdigit()
+                ),
+                None,
+            )
             loci.append({"locus": parts[1] if len(parts) > 1 else "", "length": length})
             in_features = False
         elif line.startswith("DEFINITION") and loci:
@@ -120,7 +140,11 @@ def _genbank(path: Path, max_bytes: int) -> dict[str, Any]:
             in_features = False
         elif in_features and len(line) > 5 and line[:5] == "     " and line[5] != " ":
             features[line[5:21].strip()] += 1
-    out: dict[str, Any] = {"records": len(loci), "loci": loci[:_FIRST_LINES], "feature_keys": dict(features.most_common(10))}
+    out: dict[str, Any] = {
+        "records": len(loci),
+        "loci": loci[:_FIRST_LINES],
+        "feature_keys": dict(features.most_common(10)),
+    }
     if truncated:
         out["truncated_at_bytes"] = max_bytes
     return out

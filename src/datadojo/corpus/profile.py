@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +131,21 @@ def _short(v: Any, limit: int = _VALUE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _number(v: Any) -> float | None:
+def _present(series: pd.Series) -> np.ndarray:
+    """The non-missing values of a column as a NumPy array (vectorised; no per-call pandas overhead)."""
+    arr = series.to_numpy()
+    if arr.dtype.kind in "biu":
+        return arr
+    return arr[~pd.isna(arr)]
+
+
+def _distinct(values: np.ndarray, col_type: str) -> int:
+    if col_type in ("nested", "mixed", "binary"):
+        return len(set(map(repr, values)))
     try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
+        return len(set(values.tolist()))
+    except TypeError:
+        return len(set(map(repr, values)))
 
 
 def column_role(
@@ -154,18 +164,34 @@ def column_role(
     ``measure``; strings with at most 20 distinct values or a distinct ratio ≤ 0.5 → ``category``; long
     strings → ``text``; anything else → ``other``.
     """
+    return _role(name, _present(series), col_type, is_key, n_distinct)
+
+
+def _as_float(values: np.ndarray) -> np.ndarray | None:
+    try:
+        out = values.astype("float64")
+    except (TypeError, ValueError):
+        out = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    out = out[np.isfinite(out)]
+    return out if out.size else None
+
+
+def _role(name: str, values: np.ndarray, col_type: str, is_key: bool, n_distinct: int | None) -> str:
     if is_key:
         return "key"
-    values = series.dropna()
     n = len(values)
     if n_distinct is None:
-        n_distinct = _n_distinct(values, col_type)
+        n_distinct = _distinct(values, col_type)
     if col_type == "datetime":
         return "time"
-    if col_type == "integer" and _YEAR_NAME.search(name) and n:
-        nums = pd.to_numeric(values, errors="coerce")
-        if nums.notna().all() and nums.between(1000, 2999).all():
-            return "time"
+    nums = _as_float(values) if col_type == "integer" and n else None
+    if (
+        nums is not None
+        and _YEAR_NAME.search(name)
+        and nums.size == n
+        and np.all((nums >= 1000) & (nums <= 2999))
+    ):
+        return "time"
     if col_type == "boolean":
         return "flag"
     if col_type in ("integer", "string") and _ID_NAME.search(name.strip()) and n:
@@ -173,10 +199,8 @@ def column_role(
     unique = n > 1 and n_distinct == n
     if col_type == "string" and unique and n >= 10:
         return "identifier"
-    if col_type == "integer" and unique and n >= 10:
-        nums = np.sort(pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64"))
-        if nums.size and np.all(np.diff(nums) == 1):
-            return "identifier"
+    if nums is not None and unique and n >= 10 and np.all(np.diff(np.sort(nums)) == 1):
+        return "identifier"
     if col_type in ("integer", "float"):
         return "measure"
     if col_type == "string":
@@ -188,60 +212,54 @@ def column_role(
     return "other"
 
 
-def _hashable(values: pd.Series, col_type: str) -> pd.Series:
-    if col_type in ("nested", "mixed", "binary"):
-        return values.map(repr)
-    return values
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
 
 
-def _n_distinct(values: pd.Series, col_type: str) -> int:
-    try:
-        return int(_hashable(values, col_type).nunique(dropna=True))
-    except TypeError:
-        return int(values.map(repr).nunique(dropna=True))
-
-
-def _range(values: pd.Series, col_type: str) -> tuple[Any, Any, float | None]:
-    if values.empty:
+def _range(values: np.ndarray, col_type: str) -> tuple[Any, Any, float | None]:
+    if not len(values):
         return None, None, None
     if col_type in ("integer", "float"):
-        nums = pd.to_numeric(values, errors="coerce").dropna()
-        if nums.empty:
+        nums = _as_float(values)
+        if nums is None:
             return None, None, None
-        lo, hi, mean = _number(nums.min()), _number(nums.max()), _number(nums.mean())
-        if col_type == "integer" and lo is not None and hi is not None:
+        lo, hi, mean = float(nums.min()), float(nums.max()), float(nums.mean())
+        if col_type == "integer":
             return int(lo), int(hi), mean
         return lo, hi, mean
     if col_type == "datetime":
-        if pd.api.types.is_datetime64_any_dtype(values.dtype):
-            stamps = values
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                stamps = pd.to_datetime(values.astype(str), errors="coerce", format="mixed")
-        stamps = stamps.dropna()
+        if values.dtype.kind == "M":
+            return _short(pd.Timestamp(values.min())), _short(pd.Timestamp(values.max())), None
+        texts = [str(v).strip() for v in values.tolist()]
+        if all(_ISO_DATE.match(t) for t in texts):  # ISO dates order as strings; no parsing needed
+            return min(texts), max(texts), None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            stamps = pd.to_datetime(pd.Series(texts), errors="coerce", format="mixed").dropna()
         if stamps.empty:
             return None, None, None
         return _short(stamps.min()), _short(stamps.max()), None
     return None, None, None
 
 
-def _top(values: pd.Series, col_type: str, k: int) -> list[tuple[str, int]]:
-    if values.empty or k <= 0 or col_type in ("nested", "binary", "empty"):
+def _top(values: np.ndarray, col_type: str, k: int) -> list[tuple[str, int]]:
+    if not len(values) or k <= 0 or col_type in ("nested", "binary", "empty"):
         return []
-    counts = _hashable(values, col_type).value_counts(dropna=True).head(k)
-    return [(_short(v), int(c)) for v, c in counts.items()]
+    items = values.tolist()
+    try:
+        counts = Counter(items)
+    except TypeError:
+        counts = Counter(map(repr, items))
+    return [(_short(v), int(c)) for v, c in counts.most_common(k)]
 
 
 def _sample_rows(frame: pd.DataFrame, n: int) -> list[list[str]]:
     """Up to ``n`` representative rows: among the first 100, those with the fewest missing values."""
     if frame.empty or n <= 0:
         return []
-    head = frame.iloc[:100]
-    missing = head.isna().sum(axis=1).to_numpy()
-    order = np.argsort(missing, kind="stable")[:n]
-    rows = head.iloc[np.sort(order)]
-    return [[_short(v, 30) for v in row] for row in rows.itertuples(index=False, name=None)]
+    head = frame.iloc[:100].to_numpy(dtype=object)
+    missing = pd.isna(head).sum(axis=1)
+    order = np.sort(np.argsort(missing, kind="stable")[:n])
+    return [[_short(v, 30) for v in head[i]] for i in order]
 
 
 def profile_table(table: Table, *, top_k: int = _TOP_K, sample_rows: int = _SAMPLE_ROWS) -> TableProfile:
@@ -250,16 +268,15 @@ def profile_table(table: Table, *, top_k: int = _TOP_K, sample_rows: int = _SAMP
     n = len(frame)
     pk = set(table.primary_key)
     columns = []
-    for col in frame.columns:
+    for i, col in enumerate(frame.columns):
         name = str(col)
-        series = frame[col]
         col_type = table.column_types.get(name) or "other"
-        values = series.dropna()
+        values = _present(frame.iloc[:, i])
         n_missing = int(n - len(values))
-        distinct = _n_distinct(values, col_type)
+        distinct = _distinct(values, col_type)
         fk = table.foreign_key_of(name)
         lo, hi, mean = _range(values, col_type)
-        role = column_role(name, series, col_type, is_key=name in pk or fk is not None, n_distinct=distinct)
+        role = _role(name, values, col_type, name in pk or fk is not None, distinct)
         want_top = col_type in ("string", "boolean", "mixed") or (col_type == "integer" and distinct <= 20)
         columns.append(
             ColumnProfile(
@@ -276,7 +293,9 @@ def profile_table(table: Table, *, top_k: int = _TOP_K, sample_rows: int = _SAMP
                 mean=None if mean is None else round(mean, 6),
                 top=_top(values, col_type, top_k) if want_top else [],
                 primary_key=name in pk,
-                foreign_key=None if fk is None else f"{fk.ref_table}.{fk.ref_columns[fk.columns.index(name)]}",
+                foreign_key=None
+                if fk is None
+                else f"{fk.ref_table}.{fk.ref_columns[fk.columns.index(name)]}",
             )
         )
     return TableProfile(
@@ -327,7 +346,9 @@ def profile_loaded(loaded: LoadedFile, *, detail: str | None = None) -> FileProf
 PROFILE_READ = ReadOptions(max_rows=10_000, count_limit=1_000_000)
 
 
-def profile_file(path: str | Path, *, options: ReadOptions | None = None, sniffed: Sniffed | None = None) -> FileProfile:
+def profile_file(
+    path: str | Path, *, options: ReadOptions | None = None, sniffed: Sniffed | None = None
+) -> FileProfile:
     """Profile any file: tables for tabular kinds, a short summary for the others, an error otherwise.
 
     Never raises for a bad file: a file the readers refuse gives a profile with ``error`` set (and, for

@@ -70,7 +70,9 @@ def read_parquet(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
             table = table.slice(0, opts.max_rows)
         frame = table.to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise LoadError(path, "corrupt", f"not a readable Parquet file ({type(exc).__name__}: {exc})") from exc
+        raise LoadError(
+            path, "corrupt", f"not a readable Parquet file ({type(exc).__name__}: {exc})"
+        ) from exc
     declared = {f.name: str(f.type) for f in schema}
     t = Table(
         name=path.stem,
@@ -119,7 +121,9 @@ def load_sniffed(sn: Sniffed, *, kind: str | None = None, options: ReadOptions |
         raise LoadError(p, "missing", sn.detail)
     if sn.kind == "dir":
         raise LoadError(
-            p, "not_a_file", "is a directory, not a data file (use datadojo.corpus.profile_folder or scan_corpus)"
+            p,
+            "not_a_file",
+            "is a directory, not a data file (use datadojo.corpus.profile_folder or scan_corpus)",
         )
     if sn.kind == "special":
         raise LoadError(p, "not_a_file", sn.detail)

@@ -119,7 +119,9 @@ def _column_line(c: ColumnProfile, level: _Level) -> str:
     elif level.stats == "short" and c.n_distinct:
         bits.append(f"{c.n_distinct:,} distinct")
     if c.n_missing:
-        bits.append(f"{c.missing_ratio:.0%} missing" if c.missing_ratio >= 0.005 else f"{c.n_missing} missing")
+        bits.append(
+            f"{c.missing_ratio:.0%} missing" if c.missing_ratio >= 0.005 else f"{c.n_missing} missing"
+        )
     return head + (" · " + " · ".join(bits) if bits else "")
 
 
@@ -154,7 +156,9 @@ def _table_block(t: TableProfile, level: _Level) -> list[str]:
     if level.sample_rows and t.sample_rows:
         width = min(len(cols), 12)
         lines.append("  Sample rows:")
-        lines.append("    " + " | ".join(c.name for c in t.columns[:width]) + (" | …" if t.n_columns > width else ""))
+        lines.append(
+            "    " + " | ".join(c.name for c in t.columns[:width]) + (" | …" if t.n_columns > width else "")
+        )
         for row in t.sample_rows[: level.sample_rows]:
             lines.append("    " + " | ".join(row[:width]) + (" | …" if len(row) > width else ""))
     return lines
@@ -222,7 +226,9 @@ def _render_level(fp: FileProfile, level: _Level, budget: int) -> str:
             lines.append("Notes: " + "; ".join(fp.warnings[:3]))
         return "\n".join(lines)
     if level.names_only:
-        shapes = ", ".join(f"{t.name} {'≥' if t.n_rows_is_lower_bound else ''}{t.n_rows}×{t.n_columns}" for t in fp.tables)
+        shapes = ", ".join(
+            f"{t.name} {'≥' if t.n_rows_is_lower_bound else ''}{t.n_rows}×{t.n_columns}" for t in fp.tables
+        )
         lines.append(f"Tables (rows×columns): {shapes}")
         return "\n".join(lines)
     used = sum(len(x) + 1 for x in lines)

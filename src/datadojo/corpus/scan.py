@@ -115,7 +115,9 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def list_corpus_files(roots: Iterable[str | Path], *, include_hidden: bool = False) -> list[tuple[Path, Sniffed]]:
+def list_corpus_files(
+    roots: Iterable[str | Path], *, include_hidden: bool = False
+) -> list[tuple[Path, Sniffed]]:
     """Every file under ``roots`` (a root may itself be a file), absolute, each once, with its sniff.
 
     Symbolic links to directories are listed (and later rejected as ``not_a_file``), never followed.
@@ -131,7 +133,7 @@ def list_corpus_files(roots: Iterable[str | Path], *, include_hidden: bool = Fal
 
     for root in roots:
         r = Path(os.path.abspath(root))
-        if r.is_dir() and not r.is_symlink():
+        if r.is_dir():  # a root given explicitly is walked even through a link; links inside are not
             listing, _ = walk_folder(r, include_hidden=include_hidden)
             for entry, sn in listing:
                 if sn is not None or entry.is_symlink:

@@ -90,7 +90,17 @@ _GENBANK_SUFFIXES = {".gb", ".gbk", ".genbank", ".gbff"}
 _NETCDF_SUFFIXES = {".nc", ".nc4", ".cdf", ".netcdf"}
 _HDF5_SUFFIXES = {".h5", ".hdf5", ".hdf", ".he5"}
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff", ".bmp", ".webp", ".svg"}
-_README_STEMS = {"readme", "license", "licence", "changelog", "news", "authors", "citation", "copying", "notice"}
+_README_STEMS = {
+    "readme",
+    "license",
+    "licence",
+    "changelog",
+    "news",
+    "authors",
+    "citation",
+    "copying",
+    "notice",
+}
 _DOC_SUFFIXES = {".md", ".rst", ".markdown"}
 _METADATA_NAMES = {
     "datapackage.json",
@@ -156,7 +166,11 @@ class Sniffed:
     @property
     def suffix_mismatch(self) -> bool:
         """True when the suffix names a data kind but the content says otherwise."""
-        return self.suffix_kind is not None and self.suffix_kind != self.kind and self.kind not in ("metadata", "readme")
+        return (
+            self.suffix_kind is not None
+            and self.suffix_kind != self.kind
+            and self.kind not in ("metadata", "readme")
+        )
 
 
 def _suffix_kind(path: Path) -> str | None:
@@ -299,7 +313,9 @@ def _classify(p: Path, head: bytes, suffix_kind: str | None) -> tuple[FileKind, 
     return (*_classify_text(p, name, suffix, suffix_kind, text), bom)
 
 
-def _classify_text(p: Path, name: str, suffix: str, suffix_kind: str | None, text: str) -> tuple[FileKind, str]:
+def _classify_text(
+    p: Path, name: str, suffix: str, suffix_kind: str | None, text: str
+) -> tuple[FileKind, str]:
     stripped = text.lstrip()
     stem = name.split(".", 1)[0]
     if name in _METADATA_NAMES:

@@ -30,7 +30,19 @@ from datadojo.corpus.tables import ForeignKey, LoadedFile, LoadError, ReadOption
 __all__ = ["quote_ident", "read_sqlite", "sqlite_ddl"]
 
 _PLAIN_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_KEYWORDS = {"order", "group", "select", "from", "where", "table", "index", "key", "primary", "references", "values"}
+_KEYWORDS = {
+    "order",
+    "group",
+    "select",
+    "from",
+    "where",
+    "table",
+    "index",
+    "key",
+    "primary",
+    "references",
+    "values",
+}
 
 
 def quote_ident(name: str, *, always: bool = True) -> str:
@@ -114,7 +126,9 @@ def read_sqlite(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
         except sqlite3.DatabaseError as exc:
             raise LoadError(path, "corrupt", f"not a readable SQLite database: {exc}") from exc
         if not names:
-            raise LoadError(path, "no_tables", "the database holds no tables (views and internal tables aside)")
+            raise LoadError(
+                path, "no_tables", "the database holds no tables (views and internal tables aside)"
+            )
         schemas = {n: _schema(con, n) for n in names}
         tables = []
         for name in names:
@@ -138,8 +152,10 @@ def _schema(con: sqlite3.Connection, name: str) -> _Schema:
     info = con.execute(f"PRAGMA table_info({quote_ident(name)})").fetchall()
     columns = [(str(r[1]), str(r[2] or ""), bool(r[3])) for r in info]
     pk = tuple(str(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
-    fks = [(int(r[0]), str(r[2]), str(r[3]), None if r[4] is None else str(r[4]))
-           for r in con.execute(f"PRAGMA foreign_key_list({quote_ident(name)})").fetchall()]
+    fks = [
+        (int(r[0]), str(r[2]), str(r[3]), None if r[4] is None else str(r[4]))
+        for r in con.execute(f"PRAGMA foreign_key_list({quote_ident(name)})").fetchall()
+    ]
     return columns, pk, fks
 
 
@@ -177,7 +193,9 @@ def _read_table(con: sqlite3.Connection, name: str, schemas: dict[str, _Schema],
         n_rows = int(con.execute(f"SELECT COUNT(*) FROM {qn}").fetchone()[0])
     else:
         n_rows = int(
-            con.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {qn} LIMIT ?)", (opts.count_limit + 1,)).fetchone()[0]
+            con.execute(
+                f"SELECT COUNT(*) FROM (SELECT 1 FROM {qn} LIMIT ?)", (opts.count_limit + 1,)
+            ).fetchone()[0]
         )
     limit = -1 if opts.max_rows is None else opts.max_rows
     cur = con.execute(f"SELECT * FROM {qn} LIMIT ?", (limit,))

@@ -83,7 +83,9 @@ class LoadError(ValueError):
     file). ``reason`` is one of :data:`LOAD_ERROR_REASONS`.
     """
 
-    def __init__(self, path: str | Path, reason: LoadErrorReason, message: str, where: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, reason: LoadErrorReason, message: str, where: str | None = None
+    ) -> None:
         self.path = str(path)
         self.reason: LoadErrorReason = reason
         self.where = where
@@ -267,29 +269,46 @@ def infer_column_type(series: pd.Series) -> str:
     ``mixed``; 95 % date-like strings → ``datetime``; mean length over 60 characters → ``text``; else
     ``string``.
     """
-    s = series.dropna() if not series.empty else series
-    if s.empty:
-        return "empty"
-    dtype = s.dtype
-    if pd.api.types.is_bool_dtype(dtype):
-        return "boolean"
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+        return "boolean" if series.notna().any() else "empty"
     if pd.api.types.is_datetime64_any_dtype(dtype) or isinstance(dtype, pd.PeriodDtype):
-        return "datetime"
+        return "datetime" if series.notna().any() else "empty"
     if pd.api.types.is_integer_dtype(dtype):
-        return "integer"
+        return "integer" if series.notna().any() else "empty"
     if pd.api.types.is_float_dtype(dtype):
-        values = s.to_numpy(dtype="float64", na_value=np.nan)
+        values = series.to_numpy(dtype="float64", na_value=np.nan)
         finite = values[np.isfinite(values)]
-        if finite.size and np.all(np.mod(finite, 1) == 0) and np.all(np.abs(finite) < 2**53):
+        if not finite.size:
+            return "empty" if np.isnan(values).all() else "float"
+        if np.all(np.mod(finite, 1) == 0) and np.all(np.abs(finite) < 2**53):
             return "integer"
         return "float"
-    if pd.api.types.is_complex_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-        return "float" if pd.api.types.is_complex_dtype(dtype) else "string"
-    sample = s.iloc[:_SAMPLE].tolist()
+    if pd.api.types.is_complex_dtype(dtype):
+        return "float"
+    if pd.api.types.is_timedelta64_dtype(dtype):
+        return "string"
+    sample = []
+    for v in series.to_numpy(dtype=object):
+        if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v):
+            continue
+        sample.append(v)
+        if len(sample) >= _SAMPLE:
+            break
+    if not sample:
+        return "empty"
     kinds: set[str] = set()
     date_like = 0
     lengths = 0
     for v in sample:
+        if type(v) is str:  # the common case first: most object columns hold only strings
+            if _CONTROL_RE.search(v):
+                return "binary"
+            kinds.add("string")
+            lengths += len(v)
+            if _DATE_RE.match(v):
+                date_like += 1
+            continue
         if _is_nested(v):
             return "nested"
         if _is_binary(v):

@@ -30,7 +30,9 @@ from datadojo.corpus.tables import LoadedFile, LoadError, ReadOptions, Table
 
 __all__ = ["read_xlsx"]
 
-_MERGE_RE = re.compile(rb'<(?:[A-Za-z_][\w.-]*:)?mergeCell\b[^>]*?\bref="([A-Za-z]+[0-9]+(?::[A-Za-z]+[0-9]+)?)"')
+_MERGE_RE = re.compile(
+    rb'<(?:[A-Za-z_][\w.-]*:)?mergeCell\b[^>]*?\bref="([A-Za-z]+[0-9]+(?::[A-Za-z]+[0-9]+)?)"'
+)
 _FORMULA_RE = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?f\b")
 _MAX_HEADER_ROWS = 5
 _Range = tuple[int, int, int, int]  # min_col, min_row, max_col, max_row
@@ -52,7 +54,9 @@ def _label(v: Any) -> str:
     return str(v).strip()
 
 
-def _scan_sheet_xml(zf: zipfile.ZipFile, member: str | None, opts: ReadOptions) -> tuple[list[_Range], bool, str | None]:
+def _scan_sheet_xml(
+    zf: zipfile.ZipFile, member: str | None, opts: ReadOptions
+) -> tuple[list[_Range], bool, str | None]:
     """Merged ranges and whether any formula exists, from one streaming pass over the sheet XML."""
     from openpyxl.utils.cell import range_boundaries
 
@@ -95,7 +99,9 @@ def read_xlsx(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
         wb = load_workbook(path, read_only=True, data_only=True)
         zf = zipfile.ZipFile(path)
     except Exception as exc:  # openpyxl raises a zoo (BadZipFile, KeyError, ValueError, zlib.error…)
-        raise LoadError(path, "corrupt", f"not a readable XLSX workbook ({type(exc).__name__}: {exc})") from exc
+        raise LoadError(
+            path, "corrupt", f"not a readable XLSX workbook ({type(exc).__name__}: {exc})"
+        ) from exc
     tables: list[Table] = []
     warnings: list[str] = []
     formula_wb: list[Any] = []
@@ -107,7 +113,10 @@ def read_xlsx(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
                 raise
             except Exception as exc:
                 raise LoadError(
-                    path, "corrupt", f"cannot read the sheet ({type(exc).__name__}: {exc})", f"sheet {ws.title!r}"
+                    path,
+                    "corrupt",
+                    f"cannot read the sheet ({type(exc).__name__}: {exc})",
+                    f"sheet {ws.title!r}",
                 ) from exc
             if table is None:
                 warnings.append(f"sheet {ws.title!r} is empty and was skipped")
@@ -124,7 +133,9 @@ def read_xlsx(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
     return LoadedFile(path=path, kind="xlsx", tables=tables, size_bytes=sniffed.size, warnings=warnings)
 
 
-def _read_sheet(path: Path, ws: Any, zf: zipfile.ZipFile, opts: ReadOptions, formula_wb: list[Any]) -> Table | None:
+def _read_sheet(
+    path: Path, ws: Any, zf: zipfile.ZipFile, opts: ReadOptions, formula_wb: list[Any]
+) -> Table | None:
     warnings: list[str] = []
     merges, has_formula, note = _scan_sheet_xml(zf, getattr(ws, "_worksheet_path", None), opts)
     if note:
@@ -175,7 +186,9 @@ def _read_sheet(path: Path, ws: Any, zf: zipfile.ZipFile, opts: ReadOptions, for
     names = _header_names(header_rows, r0, merges, warnings)
     data_merges = sum(1 for m in merges if m[1] > r0 + len(header_rows) - 1)
     if data_merges:
-        warnings.append(f"{data_merges} merged ranges below the header: their value sits in the first cell only")
+        warnings.append(
+            f"{data_merges} merged ranges below the header: their value sits in the first cell only"
+        )
 
     kept: list[list[Any]] = []
     n_rows = 0
@@ -212,7 +225,9 @@ def _read_sheet(path: Path, ws: Any, zf: zipfile.ZipFile, opts: ReadOptions, for
     )
 
 
-def _header_names(header_rows: list[list[Any]], r0: int, merges: list[_Range], warnings: list[str]) -> list[str]:
+def _header_names(
+    header_rows: list[list[Any]], r0: int, merges: list[_Range], warnings: list[str]
+) -> list[str]:
     depth = len(header_rows)
     width = max(len(r) for r in header_rows)
     grid = [r + [None] * (width - len(r)) for r in header_rows]
@@ -245,7 +260,9 @@ def _header_names(header_rows: list[list[Any]], r0: int, merges: list[_Range], w
     return names
 
 
-def _check_cached_formulas(path: Path, title: str, last_row: int, formula_wb: list[Any], warnings: list[str]) -> None:
+def _check_cached_formulas(
+    path: Path, title: str, last_row: int, formula_wb: list[Any], warnings: list[str]
+) -> None:
     from openpyxl import load_workbook
 
     if not formula_wb:
@@ -254,6 +271,8 @@ def _check_cached_formulas(path: Path, title: str, last_row: int, formula_wb: li
     try:
         ws_f = formula_wb[0][title]
         ws_v = wb_values[title]
+        ws_f.reset_dimensions()
+        ws_v.reset_dimensions()
         missing: list[str] = []
         n_formulas = 0
         for r, (fr, vr) in enumerate(
@@ -265,7 +284,9 @@ def _check_cached_formulas(path: Path, title: str, last_row: int, formula_wb: li
             start=1,
         ):
             for c, cell in enumerate(fr):
-                if getattr(cell, "data_type", None) == "f" or (isinstance(cell.value, str) and cell.value.startswith("=")):
+                if getattr(cell, "data_type", None) == "f" or (
+                    isinstance(cell.value, str) and cell.value.startswith("=")
+                ):
                     n_formulas += 1
                     if c >= len(vr) or vr[c] is None:
                         missing.append(getattr(cell, "coordinate", None) or f"row {r} column {c + 1}")
