@@ -147,7 +147,9 @@ class DABench(Benchmark):
             reason = f"all {len(sub)} sub-answer(s) correct"
         else:
             wrong = [
-                f"{k}: {'missing' if k not in found else repr(found[k])} vs {gold[k]!r}" for k, ok in sub.items() if not ok
+                f"{k}: {'missing' if k not in found else repr(found[k])} vs {gold[k]!r}"
+                for k, ok in sub.items()
+                if not ok
             ]
             reason = f"{len(wrong)} of {len(sub)} sub-answer(s) wrong: " + "; ".join(wrong[:3])
         ok = n_ok == len(sub)
@@ -161,7 +163,8 @@ class DABench(Benchmark):
         n_sub = sum(len(s) for s in subs)
         out = {
             "accuracy": sum(all(s.values()) for s in subs) / len(items),
-            "accuracy_proportional_by_sub_question": sum(sum(s.values()) / len(s) for s in subs if s) / len(items),
+            "accuracy_proportional_by_sub_question": sum(sum(s.values()) / len(s) for s in subs if s)
+            / len(items),
             "accuracy_by_sub_question": sum(sum(s.values()) for s in subs) / n_sub if n_sub else 0.0,
         }
         per: dict[str, list[bool]] = {}

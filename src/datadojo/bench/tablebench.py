@@ -55,7 +55,14 @@ from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.reward.text import normalize_text, rouge_l
 from datadojo.types import DataFile, Task
 
-__all__ = ["TableBench", "em_score", "em_with_tolerance", "metric_for", "parse_final_answer", "write_table_csv"]
+__all__ = [
+    "TableBench",
+    "em_score",
+    "em_with_tolerance",
+    "metric_for",
+    "parse_final_answer",
+    "write_table_csv",
+]
 
 ERROR_10_SUBTYPES = frozenset({"CorrelationAnalysis", "TrendForecasting", "StatisticalAnalysis"})
 EM_DATA_ANALYSIS_SUBTYPES = frozenset({"ImpactAnalysis"})
@@ -88,7 +95,9 @@ def _to_decimal(value: str) -> Decimal:
 
 
 def _round(value: Decimal, places: int) -> str:
-    return str(value.quantize(Decimal("1." + "0" * places) if places else Decimal("1"), rounding=ROUND_HALF_UP))
+    return str(
+        value.quantize(Decimal("1." + "0" * places) if places else Decimal("1"), rounding=ROUND_HALF_UP)
+    )
 
 
 def _elements(text: str) -> list[str]:

@@ -52,6 +52,7 @@ __all__ = [
     "match_task",
     "normalize_text",
     "parse_number",
+    "parse_verdict",
     "pearson",
     "rouge_l",
     "token_counter",

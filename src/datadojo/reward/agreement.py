@@ -147,7 +147,12 @@ def agreement_report(
     """
     a, b = _binary("scores_a", scores_a), _binary("scores_b", scores_b)
     n = len(a)
-    for name, seq in (("scores_b", b), ("groups", groups), ("predictions", predictions), ("references", references)):
+    for name, seq in (
+        ("scores_b", b),
+        ("groups", groups),
+        ("predictions", predictions),
+        ("references", references),
+    ):
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} items, scores_a has {n}")
     if (predictions is None) != (references is None):

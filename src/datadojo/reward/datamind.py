@@ -114,7 +114,9 @@ def token_counter(tokenizer: Any = None) -> TokenCounter:
         try:
             from transformers import AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError(f"tokenizer={tokenizer!s}: needs transformers (pip install 'datadojo[hf]')") from exc
+            raise ImportError(
+                f"tokenizer={tokenizer!s}: needs transformers (pip install 'datadojo[hf]')"
+            ) from exc
         tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer), local_files_only=True)
     if hasattr(tokenizer, "encode"):
         tok = tokenizer
@@ -125,7 +127,9 @@ def token_counter(tokenizer: Any = None) -> TokenCounter:
         return count
     if callable(tokenizer):
         return tokenizer
-    raise TypeError(f"tokenizer must be None, a callable, a tokenizer or a path, got {type(tokenizer).__name__}")
+    raise TypeError(
+        f"tokenizer must be None, a callable, a tokenizer or a path, got {type(tokenizer).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -240,7 +244,9 @@ class DataMindReward:
             else json.dumps(task.answer, ensure_ascii=False, default=str)
         )
         verdict = await self.judge.judge(task.question, reference, trajectory.final_answer)
-        return self._combine(trajectory, AnswerCheck(verdict.score == 1, verdict.reason, f"judge:{self.judge.model}"))
+        return self._combine(
+            trajectory, AnswerCheck(verdict.score == 1, verdict.reason, f"judge:{self.judge.model}")
+        )
 
     @staticmethod
     def apply(trajectory: Trajectory, breakdown: RewardBreakdown) -> Trajectory:

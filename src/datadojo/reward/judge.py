@@ -144,7 +144,9 @@ class JudgeCache:
         if self.path.exists():
             for lineno, rec in iter_jsonl(self.path):
                 if not isinstance(rec, dict) or not {"model", "prompt_hash", "score"} <= rec.keys():
-                    raise ValueError(f"{self.path}:{lineno}: not a judge cache record (model, prompt_hash, score)")
+                    raise ValueError(
+                        f"{self.path}:{lineno}: not a judge cache record (model, prompt_hash, score)"
+                    )
                 self._entries[(rec["model"], rec["prompt_hash"])] = rec
 
     def __len__(self) -> int:
@@ -229,7 +231,8 @@ class LLMJudge:
                 score, reason = parse_verdict(replies[1])
             except JudgeParseError as second:
                 raise JudgeError(
-                    f"judge {self.model}: no readable verdict after one retry ({first}; then {second})", replies
+                    f"judge {self.model}: no readable verdict after one retry ({first}; then {second})",
+                    replies,
                 ) from second
         verdict = JudgeVerdict(score, reason, replies[-1], self.model, phash, attempts=len(replies))
         if self.cache is not None:

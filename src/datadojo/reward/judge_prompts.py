@@ -39,7 +39,8 @@ _DATAMIND_SYSTEM = (
     "Return strict JSON only. Do not include markdown, explanations outside the JSON object, or additional keys."
 )
 _DATAMIND_USER = (
-    "Question: {question}\n\nGround-truth answer: {reference}\n\nCandidate answer: {prediction}\n\n" + JSON_INSTRUCTION
+    "Question: {question}\n\nGround-truth answer: {reference}\n\nCandidate answer: {prediction}\n\n"
+    + JSON_INSTRUCTION
 )
 
 # SciDataSailor App. B.2.2, verbatim.
@@ -118,7 +119,9 @@ JUDGE_RUBRICS: dict[str, JudgeRubric] = {
     "sailor_meta": JudgeRubric(
         "sailor_meta", _SAILOR_SYSTEM, _SAILOR_USER, "meta-information summary", _SAILOR_META_RUBRIC
     ),
-    "sailor_qa": JudgeRubric("sailor_qa", _SAILOR_SYSTEM, _SAILOR_USER, "scientific dataset QA", _SAILOR_QA_RUBRIC),
+    "sailor_qa": JudgeRubric(
+        "sailor_qa", _SAILOR_SYSTEM, _SAILOR_USER, "scientific dataset QA", _SAILOR_QA_RUBRIC
+    ),
 }
 
 

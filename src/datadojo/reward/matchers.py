@@ -189,7 +189,9 @@ def _as_number(value: Any) -> ParsedNumber | None:
         return None
     if isinstance(value, int | float):
         v = float(value)
-        decimals = 0 if isinstance(value, int) else len(repr(value).split(".", 1)[1]) if "." in repr(value) else 0
+        decimals = (
+            0 if isinstance(value, int) else len(repr(value).split(".", 1)[1]) if "." in repr(value) else 0
+        )
         return ParsedNumber(v, v, False, decimals, repr(value))
     return parse_number(str(value))
 
@@ -229,7 +231,9 @@ def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
         for gv in _readings(g):
             if _num_equal(pv, gv, cfg, integer_ref):
                 return MatchResult(True, f"{how} {p.text} equals {g.text} within {cfg.rel_tol:.0%}", "number")
-    return MatchResult(False, f"{how} {p.text} differs from {g.text} by more than {cfg.rel_tol:.0%}", "number")
+    return MatchResult(
+        False, f"{how} {p.text} differs from {g.text} by more than {cfg.rel_tol:.0%}", "number"
+    )
 
 
 def _match_text(pred: Any, gold: Any) -> MatchResult:
@@ -370,7 +374,9 @@ def _match_record(pred: Any, gold: Mapping[str, Any], cfg: MatchConfig) -> Match
         if not r.correct:
             bad.append(f"{k}: {r.reason}")
     if bad:
-        return MatchResult(False, f"{len(bad)} of {len(gold)} field(s) wrong: " + "; ".join(bad[:3]), "record")
+        return MatchResult(
+            False, f"{len(bad)} of {len(gold)} field(s) wrong: " + "; ".join(bad[:3]), "record"
+        )
     return MatchResult(True, f"all {len(gold)} field(s) match", "record")
 
 

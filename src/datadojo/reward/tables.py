@@ -91,7 +91,9 @@ def _sort_key(v: Any) -> tuple[int, float, str]:
     return (1, 0.0, str(v))
 
 
-def _vectors_match(gold: list[Any], pred: list[Any], abs_tol: float, rel_tol: float, ignore_order: bool) -> bool:
+def _vectors_match(
+    gold: list[Any], pred: list[Any], abs_tol: float, rel_tol: float, ignore_order: bool
+) -> bool:
     if len(gold) != len(pred):
         return False
     if ignore_order:
@@ -115,7 +117,9 @@ def as_columns(table: Any) -> tuple[list[str], list[list[Any]]]:
             rows = [list(r) for r in table["data"]]
             return names, _rows_to_columns(rows, len(names))
         names = [str(k) for k in table]
-        cols = [list(v) if isinstance(v, Sequence) and not isinstance(v, str) else [v] for v in table.values()]
+        cols = [
+            list(v) if isinstance(v, Sequence) and not isinstance(v, str) else [v] for v in table.values()
+        ]
         return names, [[csv_value(x) for x in c] for c in cols]
     if isinstance(table, Sequence) and not isinstance(table, str):
         rows_in = list(table)
@@ -181,7 +185,9 @@ def compare_tables(
         gold_cols = [gold_cols[i] for i in gold_columns]
     if not gold_cols:
         ok = not pred_cols
-        return TableMatch(ok, "both tables are empty" if ok else "the gold table is empty, the prediction is not")
+        return TableMatch(
+            ok, "both tables are empty" if ok else "the gold table is empty, the prediction is not"
+        )
     missing = [
         name
         for name, g in zip(gold_names, gold_cols, strict=True)

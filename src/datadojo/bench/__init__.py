@@ -1,0 +1,24 @@
+"""Benchmarks: one module per benchmark (loader + official scorer + defaults) and a registry.
+
+* :mod:`~datadojo.bench.dabench` (InfiAgent-DABench), :mod:`~datadojo.bench.tablebench`,
+  :mod:`~datadojo.bench.databench` (SemEval-2025 task 8), :mod:`~datadojo.bench.spider` (Spider and
+  BIRD), :mod:`~datadojo.bench.qrdata`;
+* :mod:`~datadojo.bench.base`: :class:`Benchmark`, :class:`ItemScore`, :class:`BenchmarkDefaults`;
+* :mod:`~datadojo.bench.registry`: benchmarks by name;
+* :mod:`~datadojo.bench.scoring`: score a predictions file (what ``datadojo score`` runs).
+
+``docs/scoring.md`` states every benchmark's rule and where DataDojo departs from the official script.
+"""
+
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore
+from datadojo.bench.registry import benchmark_names, get_benchmark, register_benchmark
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkDefaults",
+    "BenchmarkError",
+    "ItemScore",
+    "benchmark_names",
+    "get_benchmark",
+    "register_benchmark",
+]

@@ -1,0 +1,245 @@
+"""Spider and BIRD: text-to-SQL over SQLite databases, scored by execution accuracy (EX).
+
+**Spider layout** (Yu et al., 2018): ``dev.json`` (records with ``db_id``, ``question``, gold ``query``),
+``tables.json`` and ``database/<db_id>/<db_id>.sqlite``; ``path`` is that folder (``split`` picks another
+records file, e.g. ``train_spider``) or the records file itself. Task ids are ``<split>-<i>``, the i-th
+record of the file.
+
+**BIRD layout** (Li et al., 2023): ``dev.json`` (``question_id``, ``db_id``, ``question``, ``evidence``,
+``SQL``, ``difficulty``) and ``dev_databases/<db_id>/<db_id>.sqlite``. Task ids are
+``bird-<question_id>``; the question includes BIRD's external-knowledge ``evidence``; ``category`` is the
+difficulty.
+
+Tasks carry the database as their one file (``kind`` sqlite), the gold SQL as ``answer`` (``answer_kind``
+``sql``) and ``extra["db_id"]``.
+
+**Scoring** (the README's rule, BIRD's ``evaluation.py``): the predicted and the gold SQL run on the
+database, read-only (:func:`datadojo.sandbox.sql.run_sql`: ``mode=ro``, ``query_only``, an authorizer,
+one statement), and the result rows are compared **as sets** (order and duplicates ignored, values
+compared exactly). A predicted query that fails, is refused, or runs past ``timeout_s`` (BIRD's 30 s)
+scores 0, as does a result with more than ``max_rows`` rows. The prediction may wrap its SQL in a
+Markdown code fence (the last fence counts). Alongside EX, ``parts["table_match"]`` records DataMind's
+table comparison of the two results (:func:`datadojo.reward.tables.compare_tables`: every gold column
+among the predicted columns, order-insensitive, numbers within 1e-2), the rule DataMind's BIRD
+evaluation uses; its share is reported as ``table_match`` in the totals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.reward.tables import compare_tables
+from datadojo.sandbox.sql import run_sql
+from datadojo.types import DataFile, Task
+
+__all__ = ["BIRD", "ExecOutcome", "Spider", "execute", "execution_match", "extract_sql"]
+
+_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+
+#: BIRD's evaluation stops a query after 30 s (``meta_time_out``).
+DEFAULT_TIMEOUT_S = 30.0
+#: Results longer than this count as a failure rather than exhausting memory.
+DEFAULT_MAX_ROWS = 1_000_000
+
+
+def extract_sql(prediction: str) -> str:
+    """The SQL in a prediction: the content of its last fenced code block, else the stripped text."""
+    blocks = _FENCE.findall(prediction)
+    return (blocks[-1] if blocks else prediction).strip()
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    """The result of running one query: ``columns``/``rows`` on success, else ``error``."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    error: str | None = None
+
+
+def execute(
+    db_path: str | Path, sql: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS
+) -> ExecOutcome:
+    """Run ``sql`` read-only on ``db_path`` and return every row (an error when it has more than ``max_rows``)."""
+    res = run_sql(str(db_path), sql, row_limit=max_rows, timeout_s=timeout_s)
+    if res.error is not None:
+        return ExecOutcome((), (), res.error)
+    if res.truncated:
+        return ExecOutcome((), (), f"the result has {res.n_rows} rows, more than the limit of {max_rows}")
+    return ExecOutcome(tuple(res.columns), tuple(tuple(r) for r in res.rows))
+
+
+def execution_match(pred: ExecOutcome, gold: ExecOutcome) -> bool:
+    """EX: the two results hold the same set of rows (both must have run)."""
+    if pred.error is not None or gold.error is not None:
+        return False
+    return set(pred.rows) == set(gold.rows)
+
+
+class _SqlBenchmark(Benchmark):
+    """Shared scoring of Spider and BIRD (module docstring); loaders differ."""
+
+    metric = "EX"
+    defaults = BenchmarkDefaults(
+        max_turns=10,
+        language="sql",
+        answer_format="Give the final SQL query (one SELECT statement) as the answer.",
+    )
+
+    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self._gold: OrderedDict[tuple[str, str], ExecOutcome] = OrderedDict()
+
+    def _gold_result(self, db: str, sql: str) -> ExecOutcome:
+        """Gold results are cached (LRU, 256 entries): n trials of one task run the gold query once."""
+        key = (db, sql)
+        if key in self._gold:
+            self._gold.move_to_end(key)
+            return self._gold[key]
+        out = execute(db, sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
+        self._gold[key] = out
+        if len(self._gold) > 256:
+            self._gold.popitem(last=False)
+        return out
+
+    def score(self, task: Task, prediction: str | None) -> ItemScore:
+        if not isinstance(task.answer, str) or not task.answer.strip():
+            raise ValueError(f"{self.name} task {task.id!r}: no gold SQL")
+        if not task.files:
+            raise ValueError(f"{self.name} task {task.id!r}: no database file")
+        if prediction is None:
+            return missing_prediction(self.metric)
+        db = task.files[0].path
+        if not Path(db).exists():
+            raise ValueError(f"{self.name} task {task.id!r}: database not found: {db}")
+        sql = extract_sql(prediction)
+        gold = self._gold_result(db, task.answer)
+        if gold.error is not None:
+            return ItemScore(
+                0.0, False, sql, f"the gold SQL failed: {gold.error}", self.metric, {"gold_error": True}
+            )
+        if not sql:
+            return ItemScore(0.0, False, sql, "empty SQL", self.metric, {"table_match": False})
+        pred = execute(db, sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
+        if pred.error is not None:
+            return ItemScore(
+                0.0,
+                False,
+                sql,
+                f"the predicted SQL failed: {pred.error}",
+                self.metric,
+                {"table_match": False},
+            )
+        ok = execution_match(pred, gold)
+        table = compare_tables(list(pred.rows), list(gold.rows)) if gold.rows or pred.rows else None
+        table_ok = table.match if table is not None else True
+        reason = (
+            f"same result set ({len(set(gold.rows))} distinct rows)"
+            if ok
+            else f"different results: {len(set(pred.rows))} vs {len(set(gold.rows))} distinct rows"
+        )
+        return ItemScore(1.0 if ok else 0.0, ok, sql, reason, self.metric, {"table_match": table_ok})
+
+    def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
+        """EX (``accuracy``) plus DataMind's table comparison (``table_match``) and gold failures."""
+        out = super().totals(items)
+        if items:
+            out["table_match"] = sum(bool(s.parts.get("table_match")) for _, s in items) / len(items)
+            out["gold_errors"] = float(sum(bool(s.parts.get("gold_error")) for _, s in items))
+        return out
+
+
+def _read_json_list(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchmarkError(f"{path}: cannot read JSON ({exc})") from exc
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise BenchmarkError(f"{path}: expected a JSON list of records")
+    return data
+
+
+class Spider(_SqlBenchmark):
+    name = "spider"
+    description = "Spider: cross-database text-to-SQL on SQLite, execution accuracy"
+
+    def load(
+        self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any
+    ) -> Iterator[Task]:
+        """Spider tasks (module docstring); ``split`` names the records file (``dev``, ``train_spider``)."""
+        if options:
+            raise TypeError(f"spider: unknown option(s) {', '.join(sorted(options))}")
+        p = Path(path)
+        src = self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+        root = src.parent
+        stem = src.stem
+        for i, rec in enumerate(_read_json_list(src)):
+            where = f"{src} record {i}"
+            try:
+                db_id, question, query = str(rec["db_id"]), str(rec["question"]), str(rec["query"])
+            except KeyError as exc:
+                raise BenchmarkError(f"{where}: missing field {exc}") from exc
+            db = root / "database" / db_id / f"{db_id}.sqlite"
+            if require_files and not db.exists():
+                raise BenchmarkError(f"{where}: database {db_id!r} not found: {db}")
+            yield Task(
+                id=f"{stem}-{i}",
+                question=question,
+                files=[DataFile(path=str(db), kind="sqlite")],
+                answer=query,
+                answer_kind="sql",
+                source=self.name,
+                category=db_id,
+                extra={"db_id": db_id},
+            )
+
+
+class BIRD(_SqlBenchmark):
+    name = "bird"
+    description = "BIRD: text-to-SQL with external knowledge over large SQLite databases, execution accuracy"
+
+    def load(
+        self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any
+    ) -> Iterator[Task]:
+        """BIRD tasks from ``<split>.json`` and ``<split>_databases/`` (module docstring)."""
+        if options:
+            raise TypeError(f"bird: unknown option(s) {', '.join(sorted(options))}")
+        p = Path(path)
+        src = self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+        root = src.parent
+        db_root = root / f"{src.stem}_databases"
+        seen: set[str] = set()
+        for i, rec in enumerate(_read_json_list(src)):
+            where = f"{src} record {i}"
+            try:
+                db_id, question, sql = str(rec["db_id"]), str(rec["question"]), str(rec["SQL"])
+            except KeyError as exc:
+                raise BenchmarkError(f"{where}: missing field {exc}") from exc
+            qid = f"bird-{rec.get('question_id', i)}"
+            if qid in seen:
+                raise BenchmarkError(f"{where}: duplicate question_id {rec.get('question_id')}")
+            seen.add(qid)
+            db = db_root / db_id / f"{db_id}.sqlite"
+            if require_files and not db.exists():
+                raise BenchmarkError(f"{where}: database {db_id!r} not found: {db}")
+            evidence = str(rec.get("evidence") or "").strip()
+            yield Task(
+                id=qid,
+                question=f"{question}\n\nExternal knowledge: {evidence}" if evidence else question,
+                files=[DataFile(path=str(db), kind="sqlite")],
+                answer=sql,
+                answer_kind="sql",
+                source=self.name,
+                category=rec.get("difficulty"),
+                extra={"db_id": db_id, "evidence": evidence, "question_only": question},
+            )

@@ -1,0 +1,138 @@
+"""``datadojo score``: score a predictions file against a benchmark's official rule, no agent involved."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
+from datadojo.bench.scoring import ScoreReport, read_predictions, score_predictions
+
+__all__ = ["register"]
+
+_PREDICTIONS_HELP = (
+    'JSONL predictions: records {"id": ..., "answer": "..."} (optional "sample" for repeated trials), '
+    "or trajectories (task_id + final_answer), e.g. the output of `datadojo rollout`."
+)
+
+
+def _parse_options(options: list[str]) -> dict[str, Any]:
+    """``-o key=value`` pairs as loader keyword arguments (``true``/``false`` and integers are converted)."""
+    out: dict[str, Any] = {}
+    for opt in options:
+        key, sep, value = opt.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {opt!r}", param_hint="--option")
+        low = value.strip().lower()
+        parsed: Any = value
+        if low in ("true", "false"):
+            parsed = low == "true"
+        elif low.lstrip("-").isdigit():
+            parsed = int(low)
+        out[key.strip().replace("-", "_")] = parsed
+    return out
+
+
+def _cut(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _fmt(v: float | None, pct: bool = True) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.2%}" if pct else f"{v:.2f}"
+
+
+def _print_report(console: Console, report: ScoreReport, wrong_only: bool) -> None:
+    table = Table(title=f"{report.benchmark}: per-item results", show_lines=False)
+    for col, kw in (("id", {}), ("trial", {"justify": "right"}), ("ok", {}), ("score", {"justify": "right"}),
+                    ("answer", {}), ("gold", {}), ("why", {})):  # fmt: skip
+        table.add_column(col, overflow="fold", **kw)
+    shown = 0
+    for item in report.items:
+        if wrong_only and item.score.correct:
+            continue
+        shown += 1
+        answer = item.prediction.answer if item.prediction is not None else None
+        table.add_row(
+            item.task.id,
+            str(item.trial),
+            "[green]✓[/green]" if item.score.correct else "[red]✗[/red]",
+            f"{item.score.score:.3f}",
+            _cut(answer if answer is not None else "—", 40),
+            _cut(item.task.answer, 40),
+            _cut(item.score.reason, 60),
+        )
+    if shown:
+        console.print(table)
+    totals = Table(title=f"{report.benchmark}: totals", show_header=True)
+    totals.add_column("figure")
+    totals.add_column("value", justify="right")
+    totals.add_row("tasks", str(report.n_tasks))
+    totals.add_row("trials per task", str(report.n_trials))
+    for key, value in report.totals.items():
+        totals.add_row(key, _fmt(value) if key != "gold_errors" else str(int(value)))
+    s = report.summary
+    totals.add_row("pass@1 (mean over trials)", _fmt(s.pass_at_1))
+    for k, v in sorted(s.pass_at_k.items()):
+        if k != 1:
+            totals.add_row(f"pass@{k} (unbiased)", _fmt(v))
+    if report.n_trials > 1:
+        totals.add_row(f"any of {report.n_trials}", _fmt(s.any_of_n))
+    if s.avg_turns is not None:
+        totals.add_row("avg turns", _fmt(s.avg_turns, pct=False))
+        totals.add_row("success rate (answered)", _fmt(s.success_rate))
+    if s.avg_tokens is not None:
+        totals.add_row("avg tokens", _fmt(s.avg_tokens, pct=False))
+    totals.add_row("tasks without a prediction", str(len(report.missing_ids)))
+    console.print(totals)
+    if report.unknown_ids:
+        sample = ", ".join(report.unknown_ids[:5]) + (" …" if len(report.unknown_ids) > 5 else "")
+        console.print(
+            f"[yellow]{len(report.unknown_ids)} prediction id(s) match no task and were ignored: {sample}[/yellow]"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("score")
+    def score(
+        bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
+        data: Path = typer.Option(..., "--data", help="The benchmark's files in their official layout."),
+        predictions: Path = typer.Option(..., "--predictions", "-p", help=_PREDICTIONS_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
+        wrong_only: bool = typer.Option(False, "--wrong-only", help="List only items not fully correct."),
+        option: list[str] = typer.Option(
+            [],
+            "--option",
+            "-o",
+            help="Loader option KEY=VALUE, e.g. `-o lite=true` (DataBench), `-o split=dev`.",
+        ),
+    ) -> None:
+        """Score PREDICTIONS against BENCH with the benchmark's official rule; print per-item results and totals."""
+        try:
+            benchmark = get_benchmark(bench)
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc.args[0]), param_hint="BENCH") from exc
+        options = _parse_options(option)
+        try:
+            try:
+                tasks = list(benchmark.load(data, require_files=False, **options))
+            except TypeError as exc:  # an option this loader does not take
+                raise typer.BadParameter(str(exc), param_hint="--option") from exc
+            preds = read_predictions(predictions)
+            report = score_predictions(benchmark, tasks, preds)
+        except (BenchmarkError, ValueError, FileNotFoundError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if as_json:
+            sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False, default=str) + "\n")
+            return
+        _print_report(Console(), report, wrong_only)
