@@ -79,7 +79,7 @@ async def test_invalid_turns_get_feedback_and_end_with_invalid(sandbox):
     script = [
         "I think the answer is 3.",
         Reply("<code>print(1)", finish_reason="length"),
-        "<think>x</think><code>a</code><answer>1</answer>",
+        "<think>x</think> the answer is 1",
     ]
     with ScriptedLLMServer(script) as server:
         backend = _backend(server)
