@@ -134,7 +134,11 @@ class _Echo(ChatBackend):
         self.seen.append(params)
         if messages[-1]["content"] == "fail":
             raise LLMError("boom", retryable=True)
-        return [Completion(text=messages[-1]["content"], finish_reason="stop", prompt_tokens=3, completion_tokens=2)] * params.n
+        return [
+            Completion(
+                text=messages[-1]["content"], finish_reason="stop", prompt_tokens=3, completion_tokens=2
+            )
+        ] * params.n
 
     def count_tokens(self, messages):  # type: ignore[no-untyped-def]
         return approx_message_tokens(messages)
@@ -147,7 +151,12 @@ async def test_chat_merges_params_and_records_usage() -> None:
     assert [c.text for c in out] == ["hi"] * 3
     assert all(c.latency_s > 0 for c in out)
     assert b.seen[-1] == SamplingParams(temperature=0.2, stop=("x",), n=3, max_tokens=5, seed=7)
-    assert (b.usage.requests, b.usage.completions, b.usage.prompt_tokens, b.usage.completion_tokens) == (1, 3, 3, 6)
+    assert (b.usage.requests, b.usage.completions, b.usage.prompt_tokens, b.usage.completion_tokens) == (
+        1,
+        3,
+        3,
+        6,
+    )
     with pytest.raises(LLMError):
         await b.chat([{"role": "user", "content": "fail"}])
     assert b.usage.failures == 1
@@ -176,3 +185,18 @@ def test_context_window_must_be_positive() -> None:
 async def test_backend_is_an_async_context_manager() -> None:
     async with _Echo() as b:
         assert (await b.chat([{"role": "user", "content": "a"}]))[0].text == "a"
+
+
+def test_llm_error_survives_pickling() -> None:
+    import pickle
+
+    err = pickle.loads(
+        pickle.dumps(LLMError("gave up", retryable=True, attempts=3, status=503, context_overflow=False))
+    )
+    assert (str(err), err.retryable, err.attempts, err.status, err.context_overflow) == (
+        "gave up",
+        True,
+        3,
+        503,
+        False,
+    )

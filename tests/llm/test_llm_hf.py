@@ -10,6 +10,7 @@ EOS and length limits checkable against exact expected text.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from pathlib import Path
 
@@ -22,7 +23,20 @@ tokenizers = pytest.importorskip("tokenizers")
 from datadojo.llm import LLMError, load_backend  # noqa: E402
 from datadojo.llm.hf_backend import HFBackend  # noqa: E402
 
-WORDS = ["user", "system", "assistant", "Let", "me", "look", "print", "rows", "hello", "world", "the", "answer"]
+WORDS = [
+    "user",
+    "system",
+    "assistant",
+    "Let",
+    "me",
+    "look",
+    "print",
+    "rows",
+    "hello",
+    "world",
+    "the",
+    "answer",
+]
 CODE_TOKENS = ["<code>", "</code>"]
 SPECIAL = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
 TEMPLATE = (
@@ -30,7 +44,7 @@ TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}"
 )
 # What the scripted model says after the generation prompt, then EOS.
-CHAIN = ["Let", "me", "look", "<code>", "print", "rows", "</code>", "the", "answer", "<|im_end|>"]
+CHAIN_TEXT = " Let me look<code> print rows</code> the answer"
 MSGS = [{"role": "user", "content": "hello world"}]
 
 
@@ -41,13 +55,19 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _tokenizer() -> transformers.PreTrainedTokenizerFast:
-    vocab = {w: i for i, w in enumerate(SPECIAL + WORDS)}
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    """A byte-level BPE (like Qwen's and Llama's) trained on a few sentences, with a ChatML-like template."""
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIAL,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator([" ".join(WORDS)] * 20 + WORDS * 20, trainer)
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>"
     )
-    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
     fast.add_tokens(CODE_TOKENS)
     fast.chat_template = TEMPLATE
     return fast
@@ -91,7 +111,10 @@ def scripted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     hidden = 64
     model = transformers.LlamaForCausalLM(_config(tok, hidden))
-    ids = tok.convert_tokens_to_ids(["assistant", *CHAIN])
+    prompt = tok.apply_chat_template(MSGS, tokenize=False, add_generation_prompt=True)
+    last = tok(prompt, add_special_tokens=False)["input_ids"][-1]  # the generation prompt's last token
+    ids = [last, *_chain_ids(tok)]
+    assert len(set(ids)) == len(ids), "the chain must not repeat a token"
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -100,7 +123,7 @@ def scripted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model.model.embed_tokens.weight.copy_(emb)
         normed = emb / emb.pow(2).mean(-1, keepdim=True).sqrt()  # what the final RMSNorm produces
         head = torch.zeros(len(tok), hidden)
-        for cur, nxt in zip(ids, ids[1:], strict=False):
+        for cur, nxt in itertools.pairwise(ids):
             head[nxt] = normed[cur]
         model.lm_head.weight.copy_(head)
     return _save(model, tok, tmp_path_factory.mktemp("scripted-llama"))
@@ -113,30 +136,40 @@ def scripted(scripted_ckpt: Path) -> HFBackend:
     return b
 
 
-def _expected(tok: transformers.PreTrainedTokenizerFast, words: list[str]) -> str:
-    return tok.decode(tok.convert_tokens_to_ids(words), skip_special_tokens=True)
+def _chain_ids(tok: transformers.PreTrainedTokenizerFast) -> list[int]:
+    """Token ids the scripted model emits after the generation prompt: CHAIN_TEXT, then EOS."""
+    return [*tok(CHAIN_TEXT, add_special_tokens=False)["input_ids"], tok.eos_token_id]
+
+
+def _expected(tok: transformers.PreTrainedTokenizerFast, k: int | None = None) -> str:
+    """The text of the first ``k`` chain tokens (all but EOS by default)."""
+    ids = _chain_ids(tok)
+    return tok.decode(ids[: len(ids) - 1 if k is None else k], skip_special_tokens=True)
 
 
 async def test_greedy_follows_the_script_and_stops_at_eos(scripted: HFBackend) -> None:
     (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=50)
-    assert c.text == _expected(scripted.tokenizer, CHAIN[:-1])
+    assert c.text == _expected(scripted.tokenizer)
     assert (c.finish_reason, c.stop_sequence) == ("stop", None)
-    assert c.completion_tokens == len(CHAIN)  # EOS included, as servers count it
+    assert c.text == CHAIN_TEXT
+    assert c.completion_tokens == len(_chain_ids(scripted.tokenizer))  # EOS included, as servers count it
     assert c.prompt_tokens == scripted.count_tokens(MSGS)
 
 
 async def test_stop_string_cuts_text_like_an_openai_server(scripted: HFBackend) -> None:
-    full = _expected(scripted.tokenizer, CHAIN[:-1])
-    (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=50, stop=["</code>", "</answer>", "<interpreter>"])
-    assert c.text == full[: full.index("</code>")]
-    assert "print rows" in c.text and "</code>" not in c.text
+    full = _expected(scripted.tokenizer)
+    (c,) = await scripted.chat(
+        MSGS, temperature=0, max_tokens=50, stop=["</code>", "</answer>", "<interpreter>"]
+    )
+    assert c.text == full[: full.index("</code>")] == " Let me look<code> print rows"
     assert (c.finish_reason, c.stop_sequence) == ("stop", "</code>")
-    assert c.completion_tokens == CHAIN.index("</code>") + 1  # generation stopped right after it
+    chain = _chain_ids(scripted.tokenizer)
+    assert c.completion_tokens == chain.index(scripted.tokenizer.convert_tokens_to_ids("</code>")) + 1
 
 
 async def test_max_tokens_gives_length(scripted: HFBackend) -> None:
     (c,) = await scripted.chat(MSGS, temperature=0, max_tokens=3)
-    assert c.text == _expected(scripted.tokenizer, CHAIN[:3])
+    assert c.text == _expected(scripted.tokenizer, 3)
     assert (c.finish_reason, c.completion_tokens) == ("length", 3)
 
 
@@ -145,9 +178,9 @@ async def test_concurrent_callers_are_batched_with_left_padding(scripted: HFBack
     before = scripted.batches_run
     outs = await asyncio.gather(*(scripted.chat(p, temperature=0, max_tokens=50, n=2) for p in prompts))
     assert scripted.batches_run - before == 1  # three callers x two samples in one generate() call
-    full = _expected(scripted.tokenizer, CHAIN[:-1])
+    full = _expected(scripted.tokenizer)
     for p, out in zip(prompts, outs, strict=True):
-        assert [c.text for c in out] == [full, full]  # padding does not leak into shorter prompts
+        assert [c.text for c in out] == [full, full]
         assert all(c.prompt_tokens == scripted.count_tokens(p) for c in out)
 
 
@@ -164,7 +197,8 @@ def test_count_tokens_is_exact_under_the_chat_template(scripted: HFBackend) -> N
     tok = scripted.tokenizer
     text = tok.apply_chat_template(MSGS, tokenize=False, add_generation_prompt=True)
     assert text == "<|im_start|>user hello world<|im_end|><|im_start|>assistant"
-    assert scripted.count_tokens(MSGS) == len(tok(text, add_special_tokens=False)["input_ids"]) == 6
+    # <|im_start|> user Ġhello Ġworld <|im_end|> <|im_start|> assistant
+    assert scripted.count_tokens(MSGS) == len(tok(text, add_special_tokens=False)["input_ids"]) == 7
     assert scripted.context_window == 128
 
 
@@ -173,8 +207,8 @@ async def test_prompt_beyond_context_window_is_refused(scripted_ckpt: Path) -> N
     with pytest.raises(LLMError, match="context window") as info:
         await b.chat([{"role": "user", "content": "hello " * 10}], temperature=0)
     assert info.value.context_overflow and not info.value.retryable
-    (c,) = await b.chat(MSGS, temperature=0, max_tokens=50)  # 6-token prompt: 2 tokens of room
-    assert (c.completion_tokens, c.finish_reason) == (2, "length")
+    (c,) = await b.chat(MSGS, temperature=0, max_tokens=50)  # 7-token prompt: 1 token of room
+    assert (c.completion_tokens, c.finish_reason) == (1, "length")
     await b.aclose()
     with pytest.raises(LLMError, match="closed"):
         await b.chat(MSGS)
@@ -198,6 +232,19 @@ async def test_random_model_sampling_is_seeded(random_ckpt: Path) -> None:
     await b.aclose()
 
 
+async def test_batched_greedy_matches_unbatched(random_ckpt: Path) -> None:
+    """Left padding with an attention mask: a short prompt batched with longer ones decodes as it does alone."""
+    b = load_backend(f"hf:{random_ckpt}?device=cpu&dtype=float32")
+    assert isinstance(b, HFBackend)
+    prompts = [[{"role": "user", "content": "hello " * k}] for k in (1, 5, 12)]
+    alone = [(await b.chat(p, temperature=0, max_tokens=10))[0].text for p in prompts]
+    before = b.batches_run
+    together = await asyncio.gather(*(b.chat(p, temperature=0, max_tokens=10) for p in prompts))
+    assert b.batches_run - before == 1
+    assert [out[0].text for out in together] == alone
+    await b.aclose()
+
+
 def test_missing_chat_template_is_a_clear_error(tmp_path: Path, random_ckpt: Path) -> None:
     tok = transformers.AutoTokenizer.from_pretrained(random_ckpt)
     tok.chat_template = None
@@ -208,3 +255,14 @@ def test_missing_chat_template_is_a_clear_error(tmp_path: Path, random_ckpt: Pat
             (tmp_path / name).unlink()
     with pytest.raises(ValueError, match="no chat template"):
         HFBackend(tmp_path, device="cpu")
+
+
+def test_openai_backend_counts_exactly_with_a_local_tokenizer(
+    scripted_ckpt: Path, scripted: HFBackend
+) -> None:
+    """``openai:...?tokenizer=PATH`` counts prompt tokens with the served model's own chat template."""
+    remote = load_backend(f"openai:m@http://127.0.0.1:9/v1?tokenizer={scripted_ckpt}&context_window=8")
+    long = [{"role": "user", "content": "hello " * 10}]
+    assert remote.count_tokens(MSGS) == scripted.count_tokens(MSGS) == 7
+    assert remote.count_tokens(long) == scripted.count_tokens(long)
+    assert remote.fits(MSGS, max_tokens=1) and not remote.fits(long)

@@ -49,7 +49,13 @@ async def test_reply_with_stop_sequences_and_usage() -> None:
 
 
 async def test_length_finish_and_n_choices_share_usage() -> None:
-    with ScriptedLLMServer(["a b c d e f", Reply("short", completion_tokens=2), Reply("much longer text here", completion_tokens=8)]) as srv:
+    with ScriptedLLMServer(
+        [
+            "a b c d e f",
+            Reply("short", completion_tokens=2),
+            Reply("much longer text here", completion_tokens=8),
+        ]
+    ) as srv:
         b = _backend(srv)
         (c,) = await b.chat(MSGS, max_tokens=2)
         assert (c.text, c.finish_reason, c.stop_sequence) == ("a b", "length", None)
@@ -70,6 +76,32 @@ async def test_retries_429_500_drop_and_garbage_then_succeeds() -> None:
         assert c.text == "done"
         assert len(srv.requests) == 6
         assert b.usage.retries == 5
+        await b.aclose()
+
+
+async def test_wrongly_shaped_200_bodies_are_retried() -> None:
+    bodies = [
+        '{"choices": "nope"}',
+        '{"choices": []}',
+        '{"choices": [{"index": 0, "finish_reason": "stop"}]}',
+        '{"choices": [{"index": 0, "message": {"role": "assistant", "content": 7}}]}',
+        "[1, 2]",
+    ]
+    with ScriptedLLMServer([*(Malformed(b) for b in bodies), "fine"]) as srv:
+        b = _backend(srv, max_retries=len(bodies))
+        (c,) = await b.chat(MSGS)
+        assert c.text == "fine" and b.usage.retries == len(bodies)
+        await b.aclose()
+
+
+async def test_missing_usage_falls_back_to_estimates() -> None:
+    body = '{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "42 rows"}, "finish_reason": null}]}'
+    with ScriptedLLMServer([Malformed(body)]) as srv:
+        b = _backend(srv)
+        (c,) = await b.chat(MSGS)
+        assert (c.text, c.finish_reason, c.stop_sequence) == ("42 rows", "unknown", None)
+        assert c.prompt_tokens == approx_message_tokens(MSGS)
+        assert c.completion_tokens == approx_token_count("42 rows")
         await b.aclose()
 
 
@@ -160,7 +192,7 @@ async def test_backing_off_does_not_hold_a_slot() -> None:
     def script(req: dict) -> object:
         if req["messages"][-1]["content"] == "limited" and len(seen) == 0:
             seen.append(1)
-            return Status(429, retry_after=0.6)
+            return Status(429, retry_after=1.5)
         return "ok"
 
     seen: list[int] = []
@@ -170,7 +202,8 @@ async def test_backing_off_does_not_hold_a_slot() -> None:
         await asyncio.sleep(0.15)
         t0 = time.perf_counter()
         await b.chat(MSGS)
-        assert time.perf_counter() - t0 < 0.4
+        assert time.perf_counter() - t0 < 1.0  # had the sleeper kept the only slot: >= 1.35 s
+        assert not first.done()
         await first
         await b.aclose()
 
@@ -215,7 +248,7 @@ async def test_split_n_for_servers_without_n() -> None:
 async def test_server_ignoring_n_is_a_clear_error() -> None:
     with ScriptedLLMServer(["only one"], ignore_n=True) as srv:
         b = _backend(srv)
-        with pytest.raises(LLMError, match="asked for n=2 choices, got 1.*split_n") as info:
+        with pytest.raises(LLMError, match=r"asked for n=2 choices, got 1.*split_n") as info:
             await b.chat(MSGS, n=2)
         assert not info.value.retryable
         await b.aclose()

@@ -40,7 +40,10 @@ def test_openai_spec_without_url_and_with_at_in_model_name() -> None:
 def test_hf_spec() -> None:
     ms = parse_model_spec("hf:/ckpt/qwen-0.5b?device=cpu&dtype=float32&max_batch_size=8&trust_remote_code=no")
     assert ms == ModelSpec(
-        "hf", "/ckpt/qwen-0.5b", None, {"device": "cpu", "dtype": "float32", "max_batch_size": 8, "trust_remote_code": False}
+        "hf",
+        "/ckpt/qwen-0.5b",
+        None,
+        {"device": "cpu", "dtype": "float32", "max_batch_size": 8, "trust_remote_code": False},
     )
 
 
@@ -101,9 +104,16 @@ def test_spec_string_round_trips(model: str, url: str | None, opts: dict) -> Non
 
 def test_load_openai_backend_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "sk-test-secret-123")
-    b = load_backend("openai:m@http://127.0.0.1:9/v1?api_key_env=MY_KEY&context_window=4096&max_concurrency=3")
+    b = load_backend(
+        "openai:m@http://127.0.0.1:9/v1?api_key_env=MY_KEY&context_window=4096&max_concurrency=3"
+    )
     assert isinstance(b, OpenAIBackend)
-    assert (b.model_id, b.base_url, b.context_window, b.max_concurrency) == ("m", "http://127.0.0.1:9/v1", 4096, 3)
+    assert (b.model_id, b.base_url, b.context_window, b.max_concurrency) == (
+        "m",
+        "http://127.0.0.1:9/v1",
+        4096,
+        3,
+    )
     assert "sk-test-secret-123" not in repr(b) and "sk-test-secret-123" not in str(vars(b))
 
 
@@ -119,7 +129,7 @@ def test_load_backend_overrides_and_errors(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("NOPE_KEY", raising=False)
     b = load_backend("openai:m@http://h/v1?max_retries=2", max_retries=7, extra_body={"top_k": 20})
     assert (b.max_retries, b.extra_body) == (7, {"top_k": 20})
-    with pytest.raises(ValueError, match="unknown option.*colour"):
+    with pytest.raises(ValueError, match=r"unknown option.*colour"):
         load_backend("openai:m@http://h/v1", colour="red")
     with pytest.raises(ValueError, match="NOPE_KEY"):
         load_backend("openai:m@http://h/v1?api_key_env=NOPE_KEY")

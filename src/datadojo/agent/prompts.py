@@ -9,7 +9,9 @@ answer), in our own words.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -72,16 +74,31 @@ def describe_files(task: Task, budget_chars: int) -> str:
         lines.append(header)
         if per_file <= 0:
             continue
-        try:
-            from datadojo.corpus import profile_text
-
-            profile = profile_text(f.path, budget_chars=per_file)
-        except Exception as exc:  # a profile is a courtesy; the agent can still inspect the file itself
-            log.debug("no profile for %s: %s", f.path, exc)
-            continue
+        profile = _cached_profile(f.path, per_file)
         if profile:
             lines.append("\n".join("  " + ln for ln in profile.splitlines()))
     return "\n".join(lines)
+
+
+def _cached_profile(path: str, budget_chars: int) -> str:
+    """The file's profile text, cached by (path, size, mtime): rollouts ask for the same file many times."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        log.debug("no profile for %s: %s", path, exc)
+        return ""
+    return _profile(os.path.realpath(path), st.st_size, st.st_mtime_ns, budget_chars)
+
+
+@functools.lru_cache(maxsize=512)
+def _profile(path: str, size: int, mtime_ns: int, budget_chars: int) -> str:
+    try:
+        from datadojo.corpus import profile_text
+
+        return profile_text(path, budget_chars=budget_chars)
+    except Exception as exc:  # a profile is a courtesy; the agent can still inspect the file itself
+        log.debug("no profile for %s: %s", path, exc)
+        return ""
 
 
 def build_prompt(task: Task, dialect: Dialect, *, max_turns: int, template: str, profile_chars: int) -> list[dict]:

@@ -41,6 +41,7 @@ __all__ = [
     "approx_token_count",
     "approx_tokenize",
     "normalize_stop",
+    "split_total",
     "validate_messages",
 ]
 
@@ -150,6 +151,20 @@ class LLMError(RuntimeError):
         self.attempts = attempts
         self.status = status
         self.context_overflow = context_overflow
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields survive pickling (process pools, multiprocessing queues).
+        kwargs = {
+            "retryable": self.retryable,
+            "attempts": self.attempts,
+            "status": self.status,
+            "context_overflow": self.context_overflow,
+        }
+        return (_make_llm_error, (str(self), kwargs))
+
+
+def _make_llm_error(message: str, kwargs: dict[str, Any]) -> LLMError:
+    return LLMError(message, **kwargs)
 
 
 @dataclass

@@ -80,6 +80,9 @@ class _Secret:
     __str__ = __repr__
 
 
+_MISSING = object()
+
+
 class _Malformed(Exception):
     """The server answered 200 with a body that is not a usable chat completion."""
 
@@ -103,7 +106,7 @@ class OpenAIBackend(ChatBackend):
             callable ``str -> int``, a transformers tokenizer, or a local tokenizer path (loaded lazily,
             offline) — the last two give exact counts with the model's chat template.
         split_n: send ``n > 1`` as ``n`` concurrent single-choice requests, for servers that ignore
-            ``n`` (llama.cpp, Ollama).
+            ``n`` (Ollama, some llama.cpp builds).
         extra_body: extra JSON fields for every request (e.g. vLLM's ``top_k``, ``chat_template_kwargs``).
         jitter_seed: seeds the backoff jitter, for reproducible tests.
     """
@@ -310,8 +313,13 @@ class OpenAIBackend(ChatBackend):
     def _convert(
         self, resp: ChatCompletion, messages: list[Message], params: SamplingParams, n: int, latency: float
     ) -> list[Completion]:
-        choices = list(getattr(resp, "choices", None) or [])
-        if not choices:
+        """Completions from a parsed response; ``_Malformed`` if the body has the wrong shape.
+
+        The client builds the response without validating it, so a 200 from a broken proxy can hold
+        anything; every field is checked here rather than trusted.
+        """
+        choices = getattr(resp, "choices", None)
+        if not isinstance(choices, list) or not choices:
             raise _Malformed("no choices in the response")
         if len(choices) < n:
             raise LLMError(
@@ -319,16 +327,18 @@ class OpenAIBackend(ChatBackend):
                 "the server may not support n > 1 (use split_n=true)",
                 retryable=False,
             )
-        choices.sort(key=lambda c: c.index or 0)
         texts: list[str] = []
-        for c in choices[:n]:
-            msg = getattr(c, "message", None)
-            if msg is None:
-                raise _Malformed(f"choice {c.index} has no message")
-            content = msg.content
+        reasons: list[str] = []
+        for i, c in enumerate(choices[:n]):
+            index = getattr(c, "index", i)
+            content = getattr(getattr(c, "message", None), "content", _MISSING)
+            if content is _MISSING:
+                raise _Malformed(f"choice {index} has no message")
             if content is not None and not isinstance(content, str):
-                raise _Malformed(f"choice {c.index} content is {type(content).__name__}, not text")
+                raise _Malformed(f"choice {index} content is {type(content).__name__}, not text")
+            reason = getattr(c, "finish_reason", None)
             texts.append(content or "")
+            reasons.append(reason if isinstance(reason, str) and reason else "unknown")
         usage = getattr(resp, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         total = getattr(usage, "completion_tokens", None)
@@ -338,19 +348,17 @@ class OpenAIBackend(ChatBackend):
             shares = split_total(total, [approx_token_count(t) + 1 for t in texts])
         else:
             shares = [approx_token_count(t) for t in texts]
-        out = []
-        for c, text, tokens in zip(choices[:n], texts, shares, strict=True):
-            out.append(
-                Completion(
-                    text=text,
-                    finish_reason=c.finish_reason or "unknown",
-                    stop_sequence=_matched_stop(c, params.stop),
-                    prompt_tokens=prompt,
-                    completion_tokens=tokens,
-                    latency_s=latency,
-                )
+        return [
+            Completion(
+                text=text,
+                finish_reason=reason,
+                stop_sequence=_matched_stop(c, reason, params.stop),
+                prompt_tokens=prompt,
+                completion_tokens=tokens,
+                latency_s=latency,
             )
-        return out
+            for c, text, reason, tokens in zip(choices[:n], texts, reasons, shares, strict=True)
+        ]
 
     # -- token counting ----------------------------------------------------------------------------
 
@@ -439,11 +447,13 @@ def _retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _matched_stop(choice: Any, requested: Sequence[str]) -> str | None:
+def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> str | None:
     """The stop string that ended a choice, from vLLM's ``stop_reason`` or SGLang's ``matched_stop``."""
-    if choice.finish_reason != "stop":
+    if finish_reason != "stop":
         return None
-    extra = getattr(choice, "model_extra", None) or {}
+    extra = getattr(choice, "model_extra", None)
+    if not isinstance(extra, dict):
+        return None
     for key in ("stop_reason", "matched_stop"):
         value = extra.get(key)
         if isinstance(value, str) and value in requested:

@@ -145,7 +145,7 @@ class ScriptedLLMServer:
     ``/v1/models`` lists. With ``strict=True`` (the default) leaving the ``with`` block raises
     ``AssertionError`` if the script failed to answer some request (exhausted, or a bad entry), so a test
     whose fake ran dry cannot pass by accident. ``ignore_n=True`` answers one choice whatever ``n`` asks,
-    as llama.cpp and Ollama do. ``requests``, ``max_in_flight`` and ``script_errors`` may
+    as some servers (Ollama) do. ``requests``, ``max_in_flight`` and ``script_errors`` may
     be read at any time from any thread.
     """
 
@@ -346,8 +346,9 @@ class ScriptedLLMServer:
     async def _read_request(
         self, reader: asyncio.StreamReader
     ) -> tuple[str, str, dict[str, str], bytes] | None:
-        head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
-        if not head:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:  # the client closed the keep-alive connection
             return None
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
