@@ -80,6 +80,8 @@ def test_containers_are_pretty_printed() -> None:
     big = {f"key{i}": list(range(10)) for i in range(8)}
     assert format_value(big).count("\n") >= 7  # one entry per line once it does not fit
     assert format_value({"b": 1, "a": 2}) == "{'b': 1, 'a': 2}"  # insertion order kept, like Jupyter
+    huge = list(range(100_000))
+    assert format_value(huge) == repr(huge)  # too big to lay out: plain repr (it is truncated later anyway)
 
 
 def test_display_value_direct() -> None:

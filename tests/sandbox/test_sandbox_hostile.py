@@ -7,6 +7,11 @@ a normal cell, and no process of the sandbox's cell uid may be left. After the w
 (:func:`test_zz_after_the_corpus`, defined last): the original data files are byte-identical, no stray
 processes exist, and the pool still serves a normal cell correctly.
 
+A case names what its containment rests on (``Case.needs``) and is skipped, with the reason, *before its
+code runs* when the sandbox cannot provide it: without bubblewrap and without a dedicated cell uid (a root
+harness whose Python installation other users cannot read), cells run with the harness's own privileges,
+and a policy-free ``os.kill(-1, SIGKILL)`` or ``open('/etc/...', 'w')`` would really act on the host.
+
 Limits are small so the module stays fast: wall 3 s, CPU 2 s, 512 MB address space, 32 processes,
 8 MB files, 200 KB raw output, 2,048-character observations.
 """
@@ -50,6 +55,7 @@ BASE = SandboxConfig(limits=LIMITS, preload=())
 SECRET_NAME = "DATADOJO_HOSTILE_TEST_SECRET"
 SECRET_VALUE = "s3cr3t-" + secrets.token_hex(8)
 HOST_CANARY = Path("/etc/datadojo_hostile_pwned")
+ESCAPE_NAME = f"escape-{secrets.token_hex(6)}.txt"  # unique, so a file left by anything else cannot match
 NOTE_SLACK = 400  # notes such as "[timeout: ...]" may follow the truncated observation
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -66,8 +72,17 @@ class Case:
     none_of: tuple[str, ...] = ()  # none of these may appear in the observation
     policy: bool = True  # False: run in the pool whose policy is disabled
     language: str = "python"
-    bwrap_only: bool = False  # the containment asserted needs bubblewrap's namespaces / mounts
+    # What the asserted containment rests on, checked *before* the code runs:
+    #   "bwrap": bubblewrap's namespaces and mounts (network, host paths, private /tmp);
+    #   "uid":   cells must not hold the harness's privileges on the host (bubblewrap, or a dedicated
+    #            non-root uid); every policy-off case needs at least this, because without it a hostile
+    #            cell could really write /etc or signal every process of the machine.
+    needs: str = ""
     check: Callable[[Sandbox, ExecResult], None] | None = None  # extra host-side assertion
+
+    @property
+    def requirement(self) -> str:
+        return self.needs or ("" if self.policy else "uid")
 
 
 def _big_file_capped(sb: Sandbox, _: ExecResult) -> None:
@@ -80,8 +95,8 @@ def _no_host_canary(_: Sandbox, __: ExecResult) -> None:
 
 
 def _no_escape_file(sb: Sandbox, _: ExecResult) -> None:
-    assert not (sb.workspace.parent / "escape.txt").exists()
-    assert not (sb.workspace.parent.parent / "escape.txt").exists()
+    assert not (sb.workspace.parent / ESCAPE_NAME).exists()
+    assert not (sb.workspace.parent.parent / ESCAPE_NAME).exists()
 
 
 def _ran_as_sandbox_uid(sb: Sandbox, res: ExecResult) -> None:
@@ -159,7 +174,7 @@ HOSTILE: list[Case] = [
         ("ok",),
         ("uid=",),
         policy=False,
-        bwrap_only=True,
+        needs="uid",
         check=_ran_as_sandbox_uid,
     ),
     Case("subprocess_refused", "import subprocess\nsubprocess.run(['id'])", ("rejected",), ("subprocess",)),
@@ -213,24 +228,28 @@ HOSTILE: list[Case] = [
         ("error", "killed"),
         ("File too large", "No space left", "file size", "SIGXFSZ"),
         policy=False,
+        needs="bwrap",  # without it /tmp is the host's
     ),
     Case(
         "append_to_original",
         "with open('sales.csv', 'a') as f:\n    f.write('evil,row\\n')",
         ("error",),
         ("Read-only file system", "Permission denied"),
+        needs="uid",
     ),
     Case(
         "truncate_original",
         "import os\nos.truncate('sales.csv', 0)",
         ("error",),
         ("Read-only", "Permission denied"),
+        needs="uid",
     ),
     Case(
         "overwrite_original_in_place",
         "with open('shop.sqlite', 'r+b') as f:\n    f.write(b'garbage')",
         ("error",),
         ("Read-only", "Permission denied"),
+        needs="uid",
     ),
     Case("chmod_original_refused", "import os\nos.chmod('sales.csv', 0o777)", ("rejected",), ("chmod",)),
     Case(
@@ -258,6 +277,7 @@ HOSTILE: list[Case] = [
         "import sqlite3\nc = sqlite3.connect('shop.sqlite')\nc.execute('DELETE FROM customers')\nc.commit()",
         ("error",),
         ("readonly database", "read-only", "unable to open", "Permission denied"),
+        needs="uid",
     ),
     Case("sql_drop_table", "DROP TABLE customers", ("error",), ("read-only",), language="sql"),
     Case("sql_attach", "ATTACH DATABASE '/tmp/x.db' AS x", ("error",), ("read-only",), language="sql"),
@@ -279,7 +299,7 @@ HOSTILE: list[Case] = [
     ),
     Case(
         "write_parent_dir",
-        "open('../escape.txt', 'w').write('x')\nopen('../../escape.txt', 'w').write('x')",
+        f"open('../{ESCAPE_NAME}', 'w').write('x')\nopen('../../{ESCAPE_NAME}', 'w').write('x')",
         ("error",),
         ("Permission denied", "Read-only"),
         policy=False,
@@ -312,7 +332,7 @@ HOSTILE: list[Case] = [
         ("ok",),
         ("data visible: False",),
         policy=False,
-        bwrap_only=True,
+        needs="bwrap",
     ),
     # ---- network
     Case(
@@ -327,7 +347,7 @@ HOSTILE: list[Case] = [
         ("error",),
         ("unreachable", "Errno", "timed out"),
         policy=False,
-        bwrap_only=True,
+        needs="bwrap",
     ),
     Case(
         "urllib_fetch",
@@ -335,7 +355,7 @@ HOSTILE: list[Case] = [
         ("error",),
         ("URLError", "Name or service not known", "Temporary failure", "unreachable"),
         policy=False,
-        bwrap_only=True,
+        needs="bwrap",
     ),
     Case(
         "read_csv_url_refused",
@@ -391,6 +411,19 @@ HOSTILE: list[Case] = [
         check=_no_host_canary,
     ),
     # ---- native code, signals, exits
+    Case(
+        # The static policy cannot see code that the cell writes to a file and then imports: this one gets
+        # past it by design, and process isolation has to contain what it does.
+        "policy_evasion_via_module_file",
+        "import sys\nsys.path.insert(0, '.')\n"
+        "with open('helper_mod.py', 'w') as f:\n"
+        "    f.write(\"import os\\nos.system('echo uid=$(id -u) host=$(hostname)')\\n\")\n"
+        "import helper_mod",
+        ("ok",),
+        ("uid=",),
+        needs="uid",
+        check=_ran_as_sandbox_uid,
+    ),
     Case("ctypes_refused", "import ctypes\nctypes.string_at(0)", ("rejected",), ("ctypes",)),
     Case(
         "ctypes_segfault",
@@ -402,8 +435,8 @@ HOSTILE: list[Case] = [
     Case(
         "deep_recursion_segfault",
         "import sys\nsys.setrecursionlimit(10 ** 7)\ndef f(n):\n    return f(n + 1)\nf(0)",
-        ("killed", "error"),
-        ("SIGSEGV", "signal", "RecursionError", "MemoryError", "killed"),
+        ("killed", "error", "timeout"),  # 3.11 keeps Python frames off the C stack: it may just run long
+        ("SIGSEGV", "signal", "RecursionError", "MemoryError", "killed", "timeout"),
     ),
     Case("recursion_error", "def f(n):\n    return f(n + 1)\nf(0)", ("error",), ("RecursionError",)),
     Case("signal_parent_refused", "import os\nos.kill(os.getppid(), 9)", ("rejected",), ("os.kill",)),
@@ -416,9 +449,10 @@ HOSTILE: list[Case] = [
     ),
     Case(
         "signal_everyone",
-        "import os, signal\nos.kill(-1, signal.SIGKILL)",
-        ("killed", "error"),
-        ("SIGKILL", "killed", "signal", "Operation not permitted"),
+        # kill(-1) reaches every process the caller may signal except itself: nothing outside the sandbox
+        "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('survived kill -1')",
+        ("ok", "killed", "error"),
+        ("survived kill -1", "SIGKILL", "Operation not permitted"),
         policy=False,
     ),
     Case(
@@ -441,7 +475,7 @@ HOSTILE: list[Case] = [
         ("error",),
         ("Operation not permitted",),
         policy=False,
-        bwrap_only=True,
+        needs="uid",
     ),
     Case("os_exit_refused", "import os\nos._exit(0)", ("rejected",), ("os._exit",)),
     Case(
@@ -509,6 +543,7 @@ HOSTILE: list[Case] = [
         f"    if b'{SECRET_VALUE}' in data:\n        found.append(pid)\nprint('found', found)",
         ("ok",),
         ("found []",),
+        needs="uid",
     ),
 ]
 
@@ -578,7 +613,6 @@ class Env:
     hashes: dict[str, tuple[str, int]]
     pools: dict[bool, SandboxPool]
     uids: set[int]
-    baseline_children: set[int]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -597,7 +631,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         False: SandboxPool(replace(BASE, policy=PolicyConfig(enabled=False)), size=1, warm=1),
     }
     try:
-        yield Env(data, files, hashes, pools, set(), baseline)
+        yield Env(data, files, hashes, pools, set())
     finally:
         for pool in pools.values():
             await pool.close()
@@ -606,6 +640,18 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         assert await _wait_until(lambda: not (_descendants(os.getpid()) - baseline)), (
             f"processes left behind by the sandbox pools: {sorted(_descendants(os.getpid()) - baseline)}"
         )
+
+
+def _unmet(requirement: str, sb: Sandbox) -> str | None:
+    """Why this sandbox cannot show the containment a case asserts (decided before its code runs)."""
+    if requirement == "bwrap" and sb.isolation != "bwrap":
+        return f"needs bubblewrap isolation; this sandbox runs with {sb.isolation!r}"
+    if requirement == "uid" and sb.isolation != "bwrap" and sb.cell_uid is None:
+        return (
+            "needs bubblewrap or a dedicated non-root cell uid: here cells run with the harness's own "
+            "privileges, so this snippet would really act on the host"
+        )
+    return None
 
 
 def _assert_clean_observation(res: ExecResult) -> None:
@@ -619,17 +665,19 @@ def _assert_clean_observation(res: ExecResult) -> None:
 # ------------------------------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("case", HOSTILE, ids=[c.id for c in HOSTILE])
 async def test_hostile(env: Env, case: Case) -> None:
-    if case.bwrap_only and not HAS_BWRAP:
+    if case.requirement == "bwrap" and not HAS_BWRAP:
         pytest.skip(
             "needs bubblewrap (bwrap not installed): the asserted containment comes from its namespaces"
         )
     code = case.code.replace("@DATA@", str(env.data))
     pool = env.pools[case.policy]
     async with pool.session(env.files) as sb:
-        if case.bwrap_only and sb.isolation != "bwrap":
-            pytest.skip(f"needs bubblewrap isolation, the sandbox runs with {sb.isolation!r}")
-        if sb.cell_uid is not None:
-            env.uids.add(sb.cell_uid)
+        unmet = _unmet(case.requirement, sb)
+        if unmet:
+            pytest.skip(unmet)
+        uid = sb.cell_uid
+        if uid is not None:
+            env.uids.add(uid)
         res = await sb.run(code, language=case.language)  # type: ignore[arg-type]
         detail = f"{case.id}: status={res.status!r} output={res.output[:600]!r}"
         assert res.status in case.statuses, detail
@@ -645,18 +693,26 @@ async def test_hostile(env: Env, case: Case) -> None:
             case.check(sb, res)
         # contained: the same sandbox still runs a normal cell, and nothing of the cell keeps running
         after = await sb.run("print('alive', 6 * 7)")
-        assert after.status == "ok" and after.output == "alive 42\n", f"{case.id}: after: {after}"
-        if sb.cell_uid is not None:
-            uid = sb.cell_uid
-            assert await _wait_until(lambda: not _procs_of_uid(uid)), (
+        # (a background thread of a kept chunk is re-created by the replay and may print here too, as it
+        # would in a notebook kernel)
+        assert after.status == "ok" and "alive 42\n" in after.output, f"{case.id}: after: {after}"
+        if uid is not None:
+            # between cells the worker keeps exactly one idle, pre-forked child under the cell uid
+            assert await _wait_until(lambda: len(_procs_of_uid(uid)) <= 1), (
                 f"{case.id}: processes of the sandbox uid {uid} still running: {_procs_of_uid(uid)}"
             )
+    if uid is not None:  # closing the sandbox leaves nothing of that uid at all
+        assert await _wait_until(lambda: not _procs_of_uid(uid)), (
+            f"{case.id}: processes of uid {uid} survived the sandbox: {_procs_of_uid(uid)}"
+        )
 
 
-def test_corpus_is_large_enough() -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_corpus_is_large_enough() -> None:
     assert len(HOSTILE) >= 40
     assert len({c.id for c in HOSTILE}) == len(HOSTILE)
     assert sum(not c.policy for c in HOSTILE) >= 15  # isolation is tested without the policy too
+    assert all(c.requirement in ("uid", "bwrap") for c in HOSTILE if not c.policy)
 
 
 async def test_zz_after_the_corpus(env: Env) -> None:

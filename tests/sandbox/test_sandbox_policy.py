@@ -62,7 +62,8 @@ BLOCKED = [
     ("sys_modules", "import sys\nsys.modules['os'].system('ls')", "introspection", 2),
     ("inspect_frame", "import inspect\ninspect.currentframe()", "introspection", 2),
     ("format_dunder", "'{0.__globals__}'.format(f)", "introspection", 1),
-    ("gc_objects", "import gc\ngc.get_objects()", "introspection", 1),
+    ("gc_objects", "import gc\ngc.get_objects()", "introspection", 2),
+    ("gc_referrers", "import gc\nrefs = gc.get_referrers", "introspection", 2),
     ("ctypes", "import ctypes\nctypes.CDLL(None)", "native_code", 1),
     ("cffi", "from cffi import FFI", "native_code", 1),
     ("multiprocessing", "import multiprocessing as mp\nmp.Pool(4)", "process", 1),
@@ -202,6 +203,7 @@ ALLOWED = [
     ("relative_dotdot_inside", "open('a/../b.csv', 'w')"),
     ("sqlite_read", "import sqlite3\nconn = sqlite3.connect('shop.sqlite')\npd.read_sql('select 1', conn)"),
     ("warnings_logging", "import warnings, logging\nwarnings.filterwarnings('ignore')\nlogging.info('x')"),
+    ("gc_collect", "import gc\ngc.collect()"),
     ("numpy_load", "import numpy as np\nnp.load('arr.npy')"),
     ("io_stringio", "import io\nbuf = io.StringIO()\ndf.info(buf=buf)"),
     ("format_plain", "'{0:.2f} and {name}'.format(1.5, name='x')"),
@@ -318,6 +320,18 @@ def test_deeply_nested_code_is_refused_not_crashing() -> None:
     assert result == [] or result[0].rule == "too_complex"
     nested = "x = 1\n" + "".join("    " * i + "if x:\n" for i in range(90)) + "    " * 90 + "pass\n"
     assert check_code(nested) == []
+
+
+def test_long_backward_alias_chain_is_refused_quickly() -> None:
+    import time
+
+    code = "".join(f"x{i} = x{i + 1}\n" for i in range(3000)) + "import os\nx3000 = os\nx0.system('id')"
+    start = time.monotonic()
+    result = check_code(code)
+    assert time.monotonic() - start < 5
+    assert [v.rule for v in result] == ["too_complex"]
+    short = "".join(f"x{i} = x{i + 1}\n" for i in range(10)) + "import os\nx10 = os\nx0.system('id')"
+    assert ("process", 13) in _rules(short)  # followed through ten backward re-bindings
 
 
 @settings(max_examples=300, deadline=None)

@@ -72,11 +72,20 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 # --- display -------------------------------------------------------------------------------------------
 
 
+_PRETTY_WIDTH = 79  # IPython's pretty-printer width
+_PRETTY_MAX_CHARS = 100_000  # beyond this the observation is cut anyway; pprint would only cost time
+
+
 def format_value(value: Any) -> str:
-    """The text a notebook shows for ``value`` (Jupyter's text/plain): ``repr``, containers pretty-printed."""
-    if type(value) in _CONTAINERS:
-        return pprint.pformat(value, width=100, sort_dicts=False)
-    return repr(value)
+    """The text a notebook shows for ``value`` (Jupyter's text/plain): ``repr``, containers pretty-printed.
+
+    A builtin container whose ``repr`` does not fit on one line is laid out by :mod:`pprint` (one item
+    per line, insertion order kept) like IPython does; a huge one keeps its plain ``repr``.
+    """
+    text = repr(value)
+    if type(value) in _CONTAINERS and _PRETTY_WIDTH < len(text) <= _PRETTY_MAX_CHARS:
+        return pprint.pformat(value, width=_PRETTY_WIDTH, sort_dicts=False)
+    return text
 
 
 def display_value(value: Any) -> None:

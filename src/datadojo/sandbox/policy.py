@@ -70,7 +70,7 @@ DEFAULT_BLOCKED_MODULES: frozenset[str] = frozenset(
         "aiohttp", "websocket", "websockets", "ftplib", "smtplib", "poplib", "imaplib", "nntplib",
         "telnetlib", "xmlrpc", "webbrowser", "paramiko", "pycurl", "asyncio.subprocess",
         # interpreter internals
-        "gc", "sys.monitoring",
+        "sys.monitoring",
     }
 )  # fmt: skip
 
@@ -103,7 +103,7 @@ DEFAULT_BLOCKED_CALLS: frozenset[str] = frozenset(
         "sys.modules", "sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook",
         "sys.meta_path", "sys.path_hooks", "sys.remote_exec", "sys.set_asyncgen_hooks",
         "inspect.currentframe", "inspect.stack", "inspect.trace", "inspect.getouterframes",
-        "inspect.getinnerframes",
+        "inspect.getinnerframes", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
         # deserialisation that can call arbitrary functions
         "pickle.loads", "pickle.load", "pickle.Unpickler", "pandas.read_pickle",
         "shelve.open", "dill.loads", "dill.load", "joblib.load", "cloudpickle.loads",
@@ -374,6 +374,13 @@ def _const_str(node: ast.AST | None) -> str | None:
     return None
 
 
+_MAX_ALIAS_PASSES = 32
+
+
+class _TooComplex(Exception):
+    """The code is beyond what the checker analyses completely (refused, not waved through)."""
+
+
 @dataclass
 class _StaticPath:
     """A path known (fully, or only its leading part) at check time."""
@@ -452,10 +459,11 @@ class _Checker(ast.NodeVisitor):
                 self._bind_target(node.optional_vars)
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 self.scope.bound.add(node.name)
-            elif isinstance(node, ast.Global | ast.Nonlocal):
-                pass
-        # Re-bindings of resolvable names (``o = os``; ``s = o``) propagate to a fixed point.
-        for _ in range(len(assigns) + 1):
+        # Re-bindings of resolvable names (``o = os``; ``s = o``) propagate to a fixed point. Each pass
+        # follows chains written in source order completely; only chains written backwards need more
+        # passes. Code that still changes after _MAX_ALIAS_PASSES is refused rather than half-checked
+        # (and cannot make the harness spend quadratic time).
+        for _ in range(_MAX_ALIAS_PASSES):
             changed = False
             for name, value in assigns:
                 for rooted in self.resolve_rooted(value):
@@ -464,6 +472,8 @@ class _Checker(ast.NodeVisitor):
                         changed = True
             if not changed:
                 break
+        else:
+            raise _TooComplex
         for name, value in assigns:
             p = self.static_path(value)
             if p is not None:
@@ -840,7 +850,7 @@ def check_code(
     try:
         checker.collect(tree)
         checker.visit(tree)
-    except RecursionError:
+    except (RecursionError, _TooComplex):
         return [_too_deep()]
     return sorted(checker.violations, key=lambda v: v.line if v.line is not None else 0)
 
@@ -848,7 +858,8 @@ def check_code(
 def _too_deep() -> PolicyViolation:
     return PolicyViolation(
         rule="too_complex",
-        message="the code is nested too deeply to be checked; split it into simpler statements",
+        message="the code is nested too deeply (or re-binds names too many times) to be checked; "
+        "split it into simpler statements",
         line=None,
     )
 
