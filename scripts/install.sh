@@ -11,13 +11,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-if [ "${DATADOJO_NO_APT:-0}" != 1 ] && ! command -v bwrap >/dev/null 2>&1; then
+# Debian packages: bubblewrap (sandbox isolation) and chromium (renders the HTML reports in tests).
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ "${DATADOJO_NO_APT:-0}" != 1 ] && [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[install] installing bubblewrap (sandbox isolation)"
+    echo "[install] installing Debian packages: ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    echo "[install] bubblewrap (bwrap) not found and cannot install it here: the sandbox will run with reduced isolation" >&2
+    echo "[install] not installed and cannot install here: ${missing[*]} (without bubblewrap the sandbox runs" \
+         "with reduced isolation; without chromium the report rendering test is skipped)" >&2
   fi
 fi
 

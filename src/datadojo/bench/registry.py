@@ -8,10 +8,21 @@ can add one without touching DataDojo.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from datadojo.bench.base import Benchmark
 
-__all__ = ["benchmark_names", "get_benchmark", "register_benchmark"]
+if TYPE_CHECKING:
+    from datadojo.bench.download import BenchSource
+
+__all__ = [
+    "benchmark_names",
+    "get_benchmark",
+    "get_source",
+    "register_benchmark",
+    "register_source",
+    "source_names",
+]
 
 _FACTORIES: dict[str, Callable[[], Benchmark]] = {}
 _INSTANCES: dict[str, Benchmark] = {}
@@ -53,3 +64,101 @@ def _register_builtins() -> None:
 
 
 _register_builtins()
+
+
+# --- download sources (``datadojo bench download``) ------------------------------------------------------
+#
+# Configuration, not code: where each benchmark's released files live. A mirror with the same file names
+# replaces a source with ``--url`` or ``$DATADOJO_BENCH_URL_<NAME>`` (see :mod:`datadojo.bench.download`).
+# No digest is pinned here: DataDojo pins only digests checked against the real files, so the first
+# download records its digests in the cache (trust on first use) and ``--sha256 FILE=HEX`` pins one.
+
+_SOURCES: dict[str, BenchSource] = {}
+
+
+def register_source(source: BenchSource, *, replace: bool = False) -> None:
+    """Make ``source`` the download source of benchmark ``source.name`` (``replace=True`` to change one)."""
+    key = source.name.lower()
+    if key in _SOURCES and not replace:
+        raise ValueError(f"a download source for {source.name!r} is already registered")
+    _SOURCES[key] = source
+
+
+def source_names() -> list[str]:
+    """Benchmarks with a download source, sorted."""
+    return sorted(_SOURCES)
+
+
+def get_source(name: str) -> BenchSource:
+    """The download source of benchmark ``name``; ``KeyError`` says which benchmarks have one."""
+    key = name.lower()
+    if key not in _SOURCES:
+        why = (
+            " (DataBench's test answers are released as test_qa.csv + answers.txt + semantics.txt, not in the "
+            "questions.jsonl layout DataDojo reads; see docs/evaluation.md)"
+            if key == "databench"
+            else ""
+        )
+        raise KeyError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
+    return _SOURCES[key]
+
+
+def _register_builtin_sources() -> None:
+    from datadojo.bench.download import BenchSource, RemoteFile, listed_files
+
+    infiagent = "https://raw.githubusercontent.com/InfiAgent/InfiAgent/main/examples/DA-Agent/data"
+    for source in (
+        BenchSource(
+            name="dabench",
+            base_url=infiagent,
+            files=(RemoteFile("da-dev-questions.jsonl"), RemoteFile("da-dev-labels.jsonl")),
+            discover=listed_files("da-dev-questions.jsonl", "file_name", "da-dev-tables/"),
+            homepage="https://github.com/InfiAgent/InfiAgent/tree/main/examples/DA-Agent",
+            licence="see source",
+            note="questions, labels, and the CSV tables the questions name",
+        ),
+        BenchSource(
+            name="tablebench",
+            base_url="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench/resolve/main",
+            files=(RemoteFile("TableBench.jsonl"),),
+            homepage="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench",
+            licence="CC BY-SA 4.0 (data, as stated by the source)",
+        ),
+        BenchSource(
+            name="spider",
+            base_url="https://drive.usercontent.google.com",
+            files=(
+                RemoteFile(
+                    "spider_data.zip",
+                    url="https://drive.usercontent.google.com/download?id=1403EGqzIDoHMdQF4c9Bkyl7dZLZ5Wt6J"
+                    "&export=download&confirm=t",
+                    unpack=True,
+                    strip_top=True,
+                ),
+            ),
+            homepage="https://yale-lily.github.io/spider",
+            licence="CC BY-SA 4.0",
+            note="the official release (Google Drive): dev.json, tables.json, database/",
+        ),
+        BenchSource(
+            name="bird",
+            base_url="https://bird-bench.oss-cn-beijing.aliyuncs.com",
+            files=(RemoteFile("dev.zip", unpack=True, strip_top=True, nested=("dev_databases.zip",)),),
+            homepage="https://bird-bench.github.io/",
+            licence="CC BY-SA 4.0",
+            note="the dev split: dev.json and dev_databases/",
+        ),
+        BenchSource(
+            name="qrdata",
+            base_url="https://raw.githubusercontent.com/xxxiaol/QRData/main/benchmark",
+            files=(RemoteFile("QRData.json"),),
+            discover=listed_files("QRData.json", "data_files", "data/"),
+            homepage="https://github.com/xxxiaol/QRData",
+            licence="see source",
+            note="QRData.json and the CSV files it names",
+        ),
+    ):
+        register_source(source)
+
+
+_register_builtin_sources()

@@ -1,0 +1,326 @@
+"""``datadojo eval``, ``datadojo report`` and ``datadojo bench``: evaluate agents on benchmarks, report, download."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from datadojo.agent import RolloutSummary
+from datadojo.bench import benchmark_names, get_benchmark
+from datadojo.cli.agent import MODEL_HELP
+from datadojo.llm.base import SamplingParams
+from datadojo.types import Task, Trajectory
+
+__all__ = ["register"]
+
+
+def _parse_pairs(values: list[str], hint: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=hint)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _loader_options(values: list[str]) -> dict[str, Any]:
+    """``-o key=value`` pairs as loader keyword arguments (``true``/``false`` and integers converted)."""
+    out: dict[str, Any] = {}
+    for key, value in _parse_pairs(values, "--option").items():
+        low = value.lower()
+        parsed: Any = value
+        if low in ("true", "false"):
+            parsed = low == "true"
+        elif low.lstrip("-").isdigit():
+            parsed = int(low)
+        out[key.replace("-", "_")] = parsed
+    return out
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.2%}"
+
+
+def _summary_table(summary: dict[str, Any]) -> Table:
+    m = summary["metrics"]
+    n = summary["n_trials"]
+    table = Table(title=f"{summary['benchmark']} · {summary.get('model')}", show_header=True)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("tasks × trials", f"{summary['n_tasks']} × {n}")
+    table.add_row("pass@1 (mean over trials)", _pct(m.get("pass@1")))
+    for k in summary.get("ks", []):
+        if k != 1 and f"pass@{k}" in m:
+            table.add_row(f"pass@{k} (unbiased)", _pct(m[f"pass@{k}"]))
+    table.add_row(f"any of {n}", _pct(m.get("any_of_n")))
+    for key, value in (summary.get("official") or {}).items():
+        if key.startswith("concept:"):
+            continue
+        table.add_row(f"official: {key}", str(int(value)) if key == "gold_errors" else _pct(value))
+    table.add_row("success rate (answered in budget)", _pct(m.get("success_rate")))
+    if m.get("avg_turns") is not None:
+        table.add_row("avg turns", f"{m['avg_turns']:.2f}")
+    if m.get("avg_tokens") is not None:
+        table.add_row("avg tokens", f"{m['avg_tokens']:.0f}")
+    rewards = summary.get("rewards") or {}
+    if rewards.get("mean_total") is not None:
+        table.add_row("mean DataMind reward", f"{rewards['mean_total']:.3f}")
+    for reason, count in (summary.get("stop_reasons") or {}).items():
+        table.add_row(f"  stop: {reason}", str(count))
+    if summary.get("missing_trials"):
+        table.add_row("[red]trials missing[/red]", str(summary["missing_trials"]))
+    return table
+
+
+def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
+    per = summary["metrics"].get("per_category") or {}
+    if len(per) < 2:
+        return None
+    table = Table(title="by category", show_header=True)
+    for col, kw in (("category", {}), ("tasks", {"justify": "right"}), ("pass@1", {"justify": "right"}),
+                    ("any of n", {"justify": "right"})):  # fmt: skip
+        table.add_column(col, **kw)
+    items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], kv[0]))
+    for cat, s in items[:limit]:
+        table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")))
+    if len(items) > limit:
+        table.add_row(f"… {len(items) - limit} more", "", "", "")
+    return table
+
+
+def eval_command(
+    bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
+    data: Path | None = typer.Option(
+        None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
+    agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
+    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", "-T", help="Turn budget (default: the benchmark's)."
+    ),
+    dialect: str | None = typer.Option(None, "--dialect", help="Tag protocol (default: the benchmark's)."),
+    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
+    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
+    reserve_final_turn: bool = typer.Option(
+        False, "--reserve-final-turn", help="Tell the model to answer when one turn is left."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
+    option: list[str] = typer.Option(
+        [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
+    ),
+    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
+    isolation: str = typer.Option(
+        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    ),
+    no_report: bool = typer.Option(False, "--no-report", help="Skip report.html / report.md."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout instead of the tables."),
+) -> None:
+    """Evaluate an agent on BENCH: n trials per task, scored with the benchmark's official rule; resumable.
+
+    Writes OUT/trajectories.jsonl (appended as trials finish), OUT/scores.jsonl (one row per trial),
+    OUT/summary.json (pass@1, pass@k, any-of-n, success rate, turns, tokens, per category) and
+    OUT/report.html + OUT/report.md. Rerunning the same command resumes an interrupted run.
+
+    Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
+    """
+    from datadojo.eval.harness import EvalConfig, EvalError, run_eval
+    from datadojo.sandbox import SandboxConfig
+
+    if agent not in ("model", "oracle"):
+        raise typer.BadParameter("expected model or oracle", param_hint="--agent")
+    try:
+        benchmark = get_benchmark(bench)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="BENCH") from exc
+    if data is None:
+        from datadojo.bench.download import MANIFEST, cache_dir
+
+        cached = cache_dir(benchmark.name)
+        manifest = cached / MANIFEST
+        if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
+            raise typer.BadParameter(
+                f"no --data given and {cached} holds no complete download; pass --data PATH or run "
+                f"`datadojo bench download {benchmark.name}`",
+                param_hint="--data",
+            )
+        data = cached
+    spec = model or (os.environ.get("DATADOJO_MODEL") if agent == "model" else None)
+    try:
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        sandbox = None
+        if mode != "chunked" or isolation != "auto":
+            preload = () if benchmark.defaults.language == "sql" else ("numpy", "pandas")
+            sandbox = SandboxConfig(mode=mode, isolation=isolation, preload=preload)  # type: ignore[arg-type]
+        cfg = EvalConfig(
+            bench=benchmark.name, data=data, out=out, model=spec, agent=agent,  # type: ignore[arg-type]
+            n_trials=n, limit=limit, concurrency=concurrency, max_turns=max_turns, dialect=dialect,
+            sampling=sampling, reserve_final_turn=reserve_final_turn, loader_options=_loader_options(option),
+            seed=seed, sandbox=sandbox, report=not no_report,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    console = Console(stderr=True)
+
+    async def main() -> Any:
+        with Progress(
+            TextColumn(f"[bold]{benchmark.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[rate]}"), console=console, transient=False,
+        ) as progress:  # fmt: skip
+            bar = progress.add_task("eval", total=None, rate="")
+
+            def on_tasks(tasks: list[Task]) -> None:
+                progress.update(bar, total=len(tasks) * n)
+
+            def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
+                progress.update(
+                    bar,
+                    completed=s.finished + s.skipped,
+                    rate=f"{s.trajectories_per_s:.2f} traj/s · errors {s.errors}",
+                )
+
+            result = await run_eval(cfg, on_trajectory=on_trajectory, on_tasks=on_tasks)
+            if result.rollout is not None:
+                progress.update(bar, completed=result.rollout.finished + result.rollout.skipped)
+            return result
+
+    try:
+        result = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.print(
+            "[red]interrupted[/red]: trajectories written so far are kept; rerun the command to resume."
+        )
+        raise typer.Exit(130) from None
+    except (EvalError, ValueError, OSError) as exc:  # bad settings, files or records: the message names them
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(result.summary, ensure_ascii=False, default=str) + "\n")
+        return
+    out_console = Console()
+    out_console.print(_summary_table(result.summary))
+    cats = _category_table(result.summary)
+    if cats is not None:
+        out_console.print(cats)
+    for key, path in result.paths.items():
+        out_console.print(f"{key}: {path}")
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="A `datadojo eval` output folder."),
+    max_trajectories: int = typer.Option(
+        1000, "--max-trajectories", help="Trajectories shown in the viewer."
+    ),
+) -> None:
+    """(Re)build DIR/report.html and DIR/report.md from a run folder's summary, scores and trajectories."""
+    from datadojo.eval.report import write_report
+
+    try:
+        html_path, md_path = write_report(run_dir, max_trajectories=max_trajectories)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"report: {html_path}\nsummary: {md_path}")
+
+
+bench_app = typer.Typer(help="Benchmarks: list them, download their files.", no_args_is_help=True)
+
+
+@bench_app.command("list")
+def bench_list() -> None:
+    """List the benchmarks, their download sources and whether they are in the cache."""
+    from datadojo.bench.download import describe_sources
+    from datadojo.bench.registry import get_source, source_names
+
+    table = Table(title="benchmarks", show_header=True)
+    for col in ("name", "metric", "turns", "tool", "download source", "cached"):
+        table.add_column(col)
+    sources = {row["name"]: row for row in describe_sources([get_source(s) for s in source_names()])}
+    for name in benchmark_names():
+        b = get_benchmark(name)
+        src = sources.get(name)
+        table.add_row(
+            name,
+            b.metric,
+            str(b.defaults.max_turns),
+            b.defaults.language,
+            src["homepage"] if src else "—",
+            ("yes: " + src["cache"]) if src and src["downloaded"] else "no",
+        )
+    Console().print(table)
+
+
+@bench_app.command("download")
+def bench_download(
+    name: str = typer.Argument(..., help="Benchmark to download."),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="Mirror base URL holding the files under their names (or $DATADOJO_BENCH_URL_<NAME>).",
+    ),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Folder to fill (default: ~/.cache/datadojo/bench/NAME or $DATADOJO_BENCH_CACHE).",
+    ),
+    sha256: list[str] = typer.Option([], "--sha256", help="Pin a digest: FILE=HEX (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Download again files already in the cache."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds without data before a request fails."),
+) -> None:
+    """Download NAME from its official public source (or a mirror) into the cache, verifying SHA-256 digests."""
+    from datadojo.bench.download import DownloadError, download_benchmark
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,} B"),
+                  console=console, transient=True) as progress:  # fmt: skip
+        bars: dict[str, Any] = {}
+
+        def hook(file: str, done: int, total: int | None) -> None:
+            if file not in bars:
+                bars[file] = progress.add_task(file, total=total)
+            progress.update(bars[file], completed=done)
+
+        try:
+            result = download_benchmark(
+                name,
+                url=url,
+                cache_root=cache_dir,
+                sha256=_parse_pairs(sha256, "--sha256"),
+                force=force,
+                timeout_s=timeout,
+                progress=hook,
+            )
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
+        except (DownloadError, ValueError, OSError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    table = Table(title=f"{result.benchmark}: {len(result.files)} file(s)", show_header=True)
+    for col in ("file", "status", "bytes", "sha256", "pinned"):
+        table.add_column(col)
+    for f in result.files:
+        table.add_row(
+            f.name, f.status, f"{f.size:,}", f.sha256[:16] + "…", "yes" if f.pinned else "first use"
+        )
+    Console().print(table)
+    typer.echo(f"data: {result.path}  (pass it as --data, or omit --data: `datadojo eval` looks here)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("report")(report_command)
+    app.add_typer(bench_app, name="bench")

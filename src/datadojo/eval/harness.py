@@ -1,0 +1,516 @@
+"""The evaluation harness: a benchmark's tasks → n trials each through the agent runtime → scores → figures.
+
+What ``datadojo eval`` runs (see ``docs/evaluation.md``):
+
+1. **Tasks**: the benchmark's loader reads its files (``--data``); the benchmark's answer-format hint is
+   added to every task (``extra["answer_format"]``, which the system prompt shows), and the turn budget,
+   tool language and tag dialect default to the benchmark's (:class:`~datadojo.bench.base.BenchmarkDefaults`:
+   DataMind's T = 10, §3.1).
+2. **Trials**: :func:`datadojo.agent.run_rollouts` runs ``n_trials`` episodes per task (DataMind §5.1:
+   three independent trials) with a model, or with the :mod:`~datadojo.eval.oracle` agent. Trajectories
+   are appended to ``OUT/trajectories.jsonl`` as they finish; rerunning the same command skips the
+   (task, trial) pairs already there, so an interrupted run resumes, and a larger ``-n`` or ``--limit``
+   extends a finished one. ``OUT/eval.json`` records the settings that must not change between the runs
+   that share a folder (benchmark, data, agent, model, turn budget, dialect, sampling).
+3. **Scores**: every trajectory's prediction (:func:`predicted_answer`) is scored with the benchmark's
+   official rule (:func:`datadojo.bench.scoring.score_predictions`, shared with ``datadojo score``) and
+   DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
+   derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
+4. **Figures** (:func:`datadojo.eval.metrics.summarize`): pass@1 as the mean over trials, the unbiased
+   pass@k, the any-of-n figure DataMind reports as pass@3, success rate (finished with an answer within
+   the turn budget), average turns and tokens, per category; plus the benchmark's official totals
+   averaged over trials. Written to ``OUT/summary.json``; the HTML and Markdown reports follow
+   (:mod:`datadojo.eval.report`).
+
+**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
+the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
+episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
+block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
+succeeded (status ``ok``); otherwise the final answer as it is (which then fails to execute and scores 0
+with the database's error as the reason). An episode without a final answer submitted nothing and has no
+prediction, whatever it ran. SQL the agent ran from Python (``sqlite3``, ``pandas.read_sql``) is not
+looked at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
+from datadojo.agent.loop import CodeRunner
+from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
+from datadojo.bench.scoring import Prediction, ScoreReport, score_predictions
+from datadojo.bench.spider import extract_sql
+from datadojo.jsonl import read_trajectories, write_jsonl_atomic
+from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.types import Task, Trajectory
+
+__all__ = [
+    "EvalConfig",
+    "EvalError",
+    "EvalResult",
+    "default_ks",
+    "load_eval_tasks",
+    "predicted_answer",
+    "run_eval",
+    "run_eval_sync",
+    "score_run",
+    "write_json_atomic",
+]
+
+log = logging.getLogger(__name__)
+
+AgentKind = Literal["model", "oracle"]
+SandboxFactory = Callable[[Task], AbstractAsyncContextManager[CodeRunner]]
+
+TRAJECTORIES = "trajectories.jsonl"
+SCORES = "scores.jsonl"
+SUMMARY = "summary.json"
+RUN_RECORD = "eval.json"
+
+_SQL_START = re.compile(
+    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
+)
+_SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)\b", re.IGNORECASE)
+
+
+class EvalError(ValueError):
+    """An evaluation cannot start or continue; the message says which setting, file or task is at fault."""
+
+
+def default_ks(n_trials: int) -> tuple[int, ...]:
+    """The k of pass@k to report for ``n_trials`` trials: 1, 3, 5, 10, … up to n, and n itself."""
+    if n_trials < 1:
+        raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+    return tuple(sorted({k for k in (1, 3, 5, 10, 20, 50, 100) if k <= n_trials} | {n_trials}))
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation run. ``None`` settings take the benchmark's defaults.
+
+    ``n_trials`` defaults to DataMind's three trials (§5.1); ``sampling`` to DataMind's temperature 0.7,
+    top-p 0.95 (§5.1). ``loader_options`` are passed to the benchmark's loader (``split``, ``lite``, …).
+    ``sandbox`` is a :class:`datadojo.sandbox.SandboxConfig`; by default SQL benchmarks get sandboxes that
+    do not pre-import pandas (their agents query SQL, and start-up is most of an oracle episode's cost).
+    """
+
+    bench: str
+    data: str | Path
+    out: str | Path
+    model: str | None = None
+    agent: AgentKind = "model"
+    n_trials: int = 3
+    limit: int | None = None
+    concurrency: int = 8
+    max_turns: int | None = None
+    dialect: str | None = None
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
+    reserve_final_turn: bool = False
+    loader_options: dict[str, Any] = field(default_factory=dict)
+    ks: tuple[int, ...] | None = None
+    seed: int | None = None
+    sandbox: Any = None
+    report: bool = True
+
+    def __post_init__(self) -> None:
+        if self.agent not in ("model", "oracle"):
+            raise EvalError(f"agent must be 'model' or 'oracle', got {self.agent!r}")
+        if self.agent == "model" and not self.model:
+            raise EvalError(
+                "agent 'model' needs a model spec (--model), e.g. openai:MODEL@http://host:8000/v1"
+            )
+        if self.n_trials < 1:
+            raise EvalError(f"n_trials must be >= 1, got {self.n_trials}")
+        if self.limit is not None and self.limit < 1:
+            raise EvalError(f"limit must be >= 1, got {self.limit}")
+        if self.concurrency < 1:
+            raise EvalError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise EvalError(f"max_turns must be >= 1, got {self.max_turns}")
+
+    def agent_config(self, benchmark: Benchmark) -> AgentConfig:
+        """The agent loop's settings: explicit ones, else the benchmark's defaults."""
+        d = benchmark.defaults
+        return AgentConfig(
+            max_turns=self.max_turns or d.max_turns,
+            dialect=self.dialect or d.dialect,
+            reserve_final_turn=self.reserve_final_turn,
+            sampling=self.sampling,
+            language=d.language,
+        )
+
+    def identity(self, benchmark: Benchmark) -> dict[str, Any]:
+        """The settings every run sharing an output folder must agree on (n and limit may grow)."""
+        cfg = self.agent_config(benchmark)
+        return {
+            "bench": benchmark.name,
+            "data": str(Path(self.data).resolve()),
+            "agent": self.agent,
+            "model": self.model if self.agent == "model" else "oracle",
+            "max_turns": cfg.max_turns,
+            "dialect": cfg.dialect,
+            "reserve_final_turn": cfg.reserve_final_turn,
+            "sampling": cfg.to_dict()["sampling"],
+            "loader_options": {k: str(v) for k, v in sorted(self.loader_options.items())},
+        }
+
+
+@dataclass
+class EvalResult:
+    """What a run produced: the summary written to ``summary.json``, the score report and the file paths."""
+
+    summary: dict[str, Any]
+    report: ScoreReport
+    rollout: RolloutSummary | None
+    paths: dict[str, Path]
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON via a temporary file and a rename, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# --- tasks ----------------------------------------------------------------------------------------------
+
+
+def _with_answer_format(task: Task, fmt: str | None) -> Task:
+    if not fmt or task.extra.get("answer_format"):
+        return task
+    return task.model_copy(update={"extra": {**task.extra, "answer_format": fmt}})
+
+
+def load_eval_tasks(
+    benchmark: Benchmark,
+    data: str | Path,
+    *,
+    limit: int | None = None,
+    options: dict[str, Any] | None = None,
+    work_dir: str | Path | None = None,
+) -> list[Task]:
+    """The benchmark's tasks from ``data`` (data files required), with the answer-format hint, first ``limit``.
+
+    A loader that needs somewhere to write files for the agent (TableBench's inline tables:
+    ``tables_dir``) gets ``work_dir/tables`` unless the options name a place.
+    """
+    opts = dict(options or {})
+    params = inspect.signature(benchmark.load).parameters
+    if "tables_dir" in params and "tables_dir" not in opts and work_dir is not None:
+        opts["tables_dir"] = Path(work_dir) / "tables"
+    try:
+        tasks: list[Task] = []
+        for task in benchmark.load(data, require_files=True, **opts):
+            tasks.append(_with_answer_format(task, benchmark.defaults.answer_format))
+            if limit is not None and len(tasks) >= limit:
+                break
+    except TypeError as exc:  # an option this loader does not take
+        raise EvalError(f"{benchmark.name}: {exc}") from exc
+    except BenchmarkError as exc:
+        raise EvalError(str(exc)) from exc
+    if not tasks:
+        raise EvalError(f"{benchmark.name}: no tasks in {data}")
+    return tasks
+
+
+# --- predictions ----------------------------------------------------------------------------------------
+
+
+def _looks_like_sql(text: str) -> bool:
+    return bool(_SQL_FENCE.search(text)) or bool(_SQL_START.match(extract_sql(text)))
+
+
+def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, str]:
+    """A trajectory's prediction for scoring, and where it came from (module docstring).
+
+    Returns ``(text, source)`` with ``source`` one of ``answer`` (the final answer), ``sql_action`` (the
+    last SQL action that ran without an error; SQL tasks only) or ``none`` (the episode ended without an
+    answer, so nothing was submitted, whatever it ran).
+    """
+    answer = trajectory.final_answer
+    if answer is None:  # never answered (turn budget, errors): nothing was submitted
+        return None, "none"
+    if task.answer_kind != "sql" or _looks_like_sql(answer):
+        return answer, "answer"
+    for turn in reversed(trajectory.turns):
+        obs = turn.observation
+        if turn.action.kind == "sql" and obs is not None and obs.status == "ok" and turn.action.text.strip():
+            return turn.action.text, "sql_action"
+    return answer, "answer"
+
+
+def _tokens(traj: Trajectory) -> tuple[int, int]:
+    return sum(t.tokens.prompt for t in traj.turns), sum(t.tokens.completion for t in traj.turns)
+
+
+def _trial_trajectories(
+    path: Path, tasks: Sequence[Task], n_trials: int
+) -> dict[tuple[str, int], Trajectory]:
+    wanted = {t.id for t in tasks}
+    out: dict[tuple[str, int], Trajectory] = {}
+    if not path.exists():
+        return out
+    for traj in read_trajectories(path):
+        if traj.task_id not in wanted or traj.sample >= n_trials:
+            continue
+        if traj.key in out:
+            log.warning("%s: task %s trial %d appears twice; the first is scored", path, *traj.key)
+            continue
+        out[traj.key] = traj
+    return out
+
+
+def score_run(
+    benchmark: Benchmark,
+    tasks: Sequence[Task],
+    out: str | Path,
+    *,
+    n_trials: int,
+    ks: Sequence[int] | None = None,
+    meta: dict[str, Any] | None = None,
+    rollout: RolloutSummary | None = None,
+) -> EvalResult:
+    """Score ``OUT/trajectories.jsonl`` for ``tasks`` × ``n_trials`` and write ``scores.jsonl``/``summary.json``.
+
+    A (task, trial) without a trajectory (an interrupted run) counts as wrong and unfinished, and is
+    counted under ``missing_trials``. ``meta`` is merged into the summary (model, settings).
+    """
+    out = Path(out)
+    ks = tuple(ks) if ks else default_ks(n_trials)
+    trajs = _trial_trajectories(out / TRAJECTORIES, tasks, n_trials)
+    by_id = {t.id: t for t in tasks}
+    preds: list[Prediction] = []
+    sources: dict[tuple[str, int], str] = {}
+    for key, traj in trajs.items():
+        text, source = predicted_answer(by_id[key[0]], traj)
+        sources[key] = source
+        prompt, completion = _tokens(traj)
+        preds.append(
+            Prediction(
+                traj.task_id, text, traj.sample,
+                turns=traj.n_turns, tokens=prompt + completion, finished=traj.stop_reason == "answer",
+            )
+        )  # fmt: skip
+    # Every task gets n_trials trials even when no trajectory of its last trial exists yet.
+    fillers = [
+        Prediction(t.id, None, n_trials - 1, finished=False)
+        for t in tasks
+        if (t.id, n_trials - 1) not in trajs
+    ]
+    report = score_predictions(benchmark, tasks, preds + fillers, ks=ks)
+    rows: list[dict[str, Any]] = []
+    stop_reasons: Counter[str] = Counter()
+    source_counts: Counter[str] = Counter()
+    rewards: list[dict[str, float]] = []
+    for item in report.items:
+        key = (item.task.id, item.trial)
+        traj = trajs.get(key)
+        row = item.to_dict()
+        if traj is None:
+            row.update(
+                prediction_source="none",
+                stop_reason="missing",
+                finished=False,
+                turns=0,
+                tokens=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                rewards={},
+                error="no trajectory (run interrupted?)",
+            )
+        else:
+            prompt, completion = _tokens(traj)
+            verdict = AnswerCheck(item.score.correct, item.score.reason, f"bench:{benchmark.name}")
+            reward = DataMindReward(checker=lambda _task, _pred, v=verdict: v).score(traj, item.task)
+            row.update(
+                prediction_source=sources[key], stop_reason=traj.stop_reason,
+                finished=traj.stop_reason == "answer", turns=traj.n_turns, tokens=prompt + completion,
+                prompt_tokens=prompt, completion_tokens=completion, rewards=reward.as_rewards(), error=traj.error,
+            )  # fmt: skip
+            rewards.append(reward.as_rewards())
+        stop_reasons[row["stop_reason"]] += 1
+        source_counts[row["prediction_source"]] += 1
+        rows.append(row)
+    write_jsonl_atomic(out / SCORES, rows)
+    summary: dict[str, Any] = {
+        "benchmark": benchmark.name,
+        "metric": benchmark.metric,
+        **(meta or {}),
+        "n_tasks": len(tasks),
+        "n_trials": n_trials,
+        "ks": list(ks),
+        "metrics": report.summary.to_dict(),
+        "official": report.totals,
+        "stop_reasons": dict(sorted(stop_reasons.items())),
+        "prediction_sources": dict(sorted(source_counts.items())),
+        "rewards": {
+            "mean_total": sum(r["total"] for r in rewards) / len(rewards) if rewards else None,
+            "format_ok": sum(r["format"] for r in rewards) / len(rewards) if rewards else None,
+        },
+        "missing_trials": len(tasks) * n_trials - len(trajs),
+        "rollout": rollout.to_dict() if rollout is not None else None,
+        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json_atomic(out / SUMMARY, summary)
+    paths = {"trajectories": out / TRAJECTORIES, "scores": out / SCORES, "summary": out / SUMMARY}
+    return EvalResult(summary=summary, report=report, rollout=rollout, paths=paths)
+
+
+# --- the run --------------------------------------------------------------------------------------------
+
+
+def _check_resume(out: Path, identity: dict[str, Any]) -> None:
+    record = out / RUN_RECORD
+    if record.exists():
+        try:
+            previous = json.loads(record.read_text(encoding="utf-8")).get("identity", {})
+        except (OSError, json.JSONDecodeError) as exc:
+            raise EvalError(f"{record}: cannot read the earlier run's settings ({exc})") from exc
+        differ = [k for k in identity if k in previous and previous[k] != identity[k]]
+        if differ:
+            parts = "; ".join(f"{k}: was {previous[k]!r}, now {identity[k]!r}" for k in differ)
+            raise EvalError(
+                f"{out} holds a run with other settings ({parts}); rerun with the same settings to resume "
+                "it, or pass another --out"
+            )
+    elif (out / TRAJECTORIES).exists():
+        raise EvalError(
+            f"{out / TRAJECTORIES} exists but {RUN_RECORD} does not: this folder was not made by "
+            "`datadojo eval`; pass another --out"
+        )
+
+
+def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
+    from datadojo.sandbox import SandboxConfig
+
+    if cfg.sandbox is not None:
+        return cfg.sandbox
+    return SandboxConfig(preload=()) if benchmark.defaults.language == "sql" else SandboxConfig()
+
+
+async def run_eval(
+    cfg: EvalConfig,
+    *,
+    backend: ChatBackend | None = None,
+    sandboxes: SandboxFactory | None = None,
+    on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
+    on_tasks: Callable[[list[Task]], None] | None = None,
+) -> EvalResult:
+    """Run the evaluation ``cfg`` describes (module docstring) and return its summary.
+
+    ``backend`` replaces the one ``cfg.model`` names (it is not closed here; an
+    :class:`~datadojo.eval.oracle.OracleBackend` given here is bound to each episode's task).
+    ``sandboxes`` replaces the default sandbox pool (tests pass a fake). ``on_tasks`` sees the task list
+    before the trials start (the CLI sizes its progress bar with it); ``on_trajectory`` is called as each
+    trajectory finishes.
+    """
+    from datadojo.eval.oracle import OracleBackend
+
+    try:
+        benchmark = get_benchmark(cfg.bench)
+    except KeyError as exc:
+        raise EvalError(str(exc.args[0])) from exc
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    identity = cfg.identity(benchmark)
+    _check_resume(out, identity)
+    agent_cfg = cfg.agent_config(benchmark)
+    tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
+    oracle: OracleBackend | None = backend if isinstance(backend, OracleBackend) else None
+    if cfg.agent == "oracle" and oracle is None:
+        try:
+            oracle = OracleBackend(tasks, dialect=agent_cfg.dialect)
+        except ValueError as exc:
+            raise EvalError(f"{benchmark.name}: {exc}") from exc
+    write_json_atomic(
+        out / RUN_RECORD,
+        {
+            "identity": identity,
+            "n_trials": cfg.n_trials,
+            "limit": cfg.limit,
+            "agent_config": agent_cfg.to_dict(),
+        },
+    )
+    if on_tasks is not None:
+        on_tasks(tasks)
+
+    own_backend = backend is None and oracle is None
+    if backend is not None:
+        chat: ChatBackend = backend
+    elif oracle is not None:
+        chat = oracle
+    else:
+        from datadojo.llm import load_backend
+
+        chat = load_backend(cfg.model or "")
+    pool = None
+    if sandboxes is None:
+        from datadojo.sandbox import SandboxPool
+
+        pool = SandboxPool(_sandbox_config(cfg, benchmark), size=cfg.concurrency)
+        base_factory: SandboxFactory = lambda task: pool.session(task.files)  # noqa: E731
+    else:
+        base_factory = sandboxes
+
+    def factory(task: Task) -> AbstractAsyncContextManager[CodeRunner]:
+        # Called by the runner inside the asyncio task of this episode: the oracle's binding stays private to it.
+        if oracle is not None:
+            oracle.bind(task)
+        return base_factory(task)
+
+    try:
+        rollout = await run_rollouts(
+            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials, config=agent_cfg,
+            concurrency=cfg.concurrency, sandboxes=factory, seed=cfg.seed, on_trajectory=on_trajectory,
+        )  # fmt: skip
+    finally:
+        if pool is not None:
+            await pool.close()
+        if own_backend:
+            await chat.aclose()
+
+    meta = {
+        "description": benchmark.description,
+        "agent": cfg.agent,
+        "model": cfg.model if cfg.agent == "model" else "oracle (gold SQL through the agent loop)",
+        "data": str(Path(cfg.data).resolve()),
+        "out": str(out.resolve()),
+        "limit": cfg.limit,
+        "agent_config": agent_cfg.to_dict(),
+        "concurrency": cfg.concurrency,
+        "seed": cfg.seed,
+    }
+    result = await asyncio.to_thread(
+        score_run, benchmark, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
+    )
+    if cfg.report:
+        from datadojo.eval.report import write_report
+
+        html_path, md_path = await asyncio.to_thread(write_report, out)
+        result.paths.update(report_html=html_path, report_md=md_path)
+    return result
+
+
+def run_eval_sync(cfg: EvalConfig, **kwargs: Any) -> EvalResult:
+    """Blocking :func:`run_eval` for scripts and notebooks."""
+    return asyncio.run(run_eval(cfg, **kwargs))

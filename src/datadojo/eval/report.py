@@ -1,0 +1,490 @@
+"""Static reports of an evaluation run: one self-contained HTML file and a Markdown summary.
+
+Why static and self-contained: a run folder is copied around (to a cluster's login node, into an issue,
+onto a laptop on a train); the report must open from disk with no server, no JavaScript library from a
+CDN and no internet. So the HTML carries its CSS inline, its plots as SVG generated here, and its
+trajectory viewer as nested ``<details>`` elements (collapsible without any script).
+
+Inputs are the files ``datadojo eval`` writes (``summary.json``, ``scores.jsonl``, ``trajectories.jsonl``;
+see :mod:`datadojo.eval.harness`), so ``datadojo report DIR`` can rebuild the reports of any run folder.
+
+* :func:`write_report` — read a run folder, write ``report.html`` and ``report.md`` (temp file + rename);
+* :func:`render_html`, :func:`render_markdown` — the same from data in memory;
+* :func:`bar_chart_svg`, :func:`histogram_svg` — the inline plots.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datadojo.jsonl import iter_jsonl, read_trajectories
+from datadojo.types import Trajectory
+
+__all__ = [
+    "bar_chart_svg",
+    "histogram_svg",
+    "load_run",
+    "render_html",
+    "render_markdown",
+    "write_report",
+]
+
+#: Trajectories shown in the HTML viewer (failed trials first); the rest are counted, not shown.
+MAX_TRAJECTORIES = 1000
+#: Longest text of one thought / code / observation shown in the viewer.
+MAX_BLOCK_CHARS = 6000
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1d2330;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d8dce5;padding-bottom:.2rem}
+table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d8dce5;padding:.25rem .6rem;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f2f4f8}
+.muted{color:#6b7385}.ok{color:#137333}.bad{color:#b3261e}
+.plots{display:flex;flex-wrap:wrap;gap:1.5rem}
+details.traj{border:1px solid #d8dce5;border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}
+details.traj>summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9rem}
+details.turn{margin:.4rem 0 .4rem 1rem;border-left:3px solid #d8dce5;padding-left:.6rem}
+pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;white-space:pre-wrap;word-break:break-word;margin:.3rem 0}
+pre.code{background:#eef3fb}pre.obs{background:#fbf8ee}pre.obs.error{background:#fbeeee}pre.answer{background:#eefbf0}
+.label{font-size:.8rem;text-transform:uppercase;letter-spacing:.04em;color:#6b7385;margin-top:.4rem}
+"""
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{path}: not found; is this a `datadojo eval` output folder?") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[Trajectory]]:
+    """``summary.json``, the ``scores.jsonl`` rows and the trajectories of a run folder.
+
+    The trajectories file is optional (a report can be built from scores alone); trajectories of
+    (task, trial) pairs without a score row (other ``--limit``/``-n``) are left out.
+    """
+    run = Path(run_dir)
+    summary = _read_json(run / "summary.json")
+    scores_path = run / "scores.jsonl"
+    if not scores_path.exists():
+        raise FileNotFoundError(f"{scores_path}: not found; is this a `datadojo eval` output folder?")
+    rows = [r for _, r in iter_jsonl(scores_path) if isinstance(r, dict)]
+    keys = {(str(r.get("id")), int(r.get("trial", 0))) for r in rows}
+    trajs: list[Trajectory] = []
+    traj_path = run / "trajectories.jsonl"
+    if traj_path.exists():
+        seen: set[tuple[str, int]] = set()
+        for t in read_trajectories(traj_path):
+            if t.key in keys and t.key not in seen:
+                seen.add(t.key)
+                trajs.append(t)
+    return summary, rows, trajs
+
+
+# --- formatting helpers --------------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v) * 100:.2f}%"
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{float(v):.{digits}f}"
+
+
+def _cut(text: str, limit: int = MAX_BLOCK_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[… {len(text) - limit} more characters not shown]"
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(key, label, formatted value)`` for the summary table, in reading order."""
+    m = summary.get("metrics", {})
+    n = summary.get("n_trials")
+    rows = [("pass@1", "pass@1 (mean over trials)", _pct(m.get("pass@1")))]
+    for k in summary.get("ks", []):
+        if k != 1 and f"pass@{k}" in m:
+            rows.append((f"pass@{k}", f"pass@{k} (unbiased estimator)", _pct(m[f"pass@{k}"])))
+    rows += [
+        (
+            "any_of_n",
+            f"any of {n}" + (f" (DataMind's pass@{n})" if n and n > 1 else ""),
+            _pct(m.get("any_of_n")),
+        ),
+        ("mean_score", "mean credit", _pct(m.get("mean_score"))),
+        ("success_rate", "success rate (answered within the turn budget)", _pct(m.get("success_rate"))),
+        ("avg_turns", "average turns", _num(m.get("avg_turns"))),
+        ("avg_tokens", "average tokens (prompt + completion)", _num(m.get("avg_tokens"), 0)),
+    ]
+    rewards = summary.get("rewards") or {}
+    if rewards.get("mean_total") is not None:
+        rows.append(("mean_reward", "mean DataMind reward R", _num(rewards["mean_total"], 3)))
+        rows.append(("format_ok", "well-formed trajectories (r_format = 1)", _pct(rewards.get("format_ok"))))
+    rows.append(("missing_trials", "trials without a trajectory", str(summary.get("missing_trials", 0))))
+    return rows
+
+
+# --- plots ----------------------------------------------------------------------------------------------
+
+
+def bar_chart_svg(
+    items: Sequence[tuple[str, float]],
+    *,
+    title: str,
+    max_value: float = 1.0,
+    percent: bool = True,
+    width: int = 520,
+) -> str:
+    """A horizontal bar chart (label, value) as inline SVG; values are clipped to ``[0, max_value]``."""
+    label_w, row_h, top = 170, 20, 28
+    bar_w = width - label_w - 70
+    height = top + row_h * max(1, len(items)) + 8
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
+    ]
+    if not items:
+        parts.append(f'<text x="0" y="{top + 14}" font-size="12" fill="#6b7385">no data</text>')
+    for i, (label, value) in enumerate(items):
+        y = top + i * row_h
+        frac = 0.0 if max_value <= 0 else min(max(value / max_value, 0.0), 1.0)
+        short = label if len(label) <= 26 else label[:25] + "…"
+        shown = f"{value * 100:.1f}%" if percent else f"{value:g}"
+        parts.append(
+            f"<g><title>{_e(label)}: {_e(shown)}</title>"
+            f'<text x="{label_w - 6}" y="{y + 14}" font-size="12" text-anchor="end">{_e(short)}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row_h - 6}" fill="#eef0f4"/>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{frac * bar_w:.1f}" height="{row_h - 6}" fill="#3b6fd8"/>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="12">{_e(shown)}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def histogram_svg(values: Sequence[int], *, title: str, width: int = 420, height: int = 200) -> str:
+    """A histogram of small non-negative integers (e.g. turns per trial) as inline SVG, one bar per value."""
+    counts = Counter(int(v) for v in values)
+    lo, hi = (min(counts), max(counts)) if counts else (0, 0)
+    bins = list(range(lo, hi + 1))
+    top, bottom, left = 28, 24, 30
+    plot_h = height - top - bottom
+    slot = min((width - left - 10) / max(1, len(bins)), 48.0)
+    peak = max(counts.values(), default=1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#6b7385"/>',
+        f'<text x="{left - 4}" y="{top + 10}" font-size="11" text-anchor="end">{peak}</text>',
+    ]
+    if not counts:
+        parts.append(f'<text x="{left}" y="{top + 20}" font-size="12" fill="#6b7385">no data</text>')
+    for i, b in enumerate(bins):
+        c = counts.get(b, 0)
+        h = plot_h * c / peak if peak else 0
+        x = left + i * slot
+        parts.append(
+            f"<g><title>{b}: {c}</title>"
+            f'<rect x="{x + 2:.1f}" y="{top + plot_h - h:.1f}" width="{max(slot - 4, 1):.1f}" height="{h:.1f}" '
+            f'fill="#3b6fd8"/>'
+            f'<text x="{x + slot / 2:.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{b}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --- HTML -----------------------------------------------------------------------------------------------
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, table_id: str = "", num_from: int = 1
+) -> str:
+    """Rows are already-escaped HTML cells; columns from ``num_from`` on are right-aligned numbers."""
+    tid = f' id="{table_id}"' if table_id else ""
+    out = [f"<table{tid}><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    for r in rows:
+        cells = "".join(
+            f'<td class="num">{c}</td>' if i >= num_from else f"<td>{c}</td>" for i, c in enumerate(r)
+        )
+        out.append(f"<tr>{cells}</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _question(traj: Trajectory | None) -> str:
+    if traj is None:
+        return ""
+    return next((str(m.get("content", "")) for m in traj.prompt if m.get("role") == "user"), "")
+
+
+def _turn_html(index: int, turn: Any) -> str:
+    kind = turn.action.kind
+    parts = [
+        f'<details class="turn" open><summary>turn {index + 1} · {_e(kind)}'
+        + (f" · {_e(turn.observation.status)}" if turn.observation is not None else "")
+        + "</summary>"
+    ]
+    if turn.thought:
+        parts.append(
+            f'<div class="label">thought</div><pre class="thought">{_e(_cut(turn.thought.strip()))}</pre>'
+        )
+    if kind in ("code", "sql"):
+        lang = "python" if kind == "code" else "sql"
+        parts.append(
+            f'<div class="label">{lang}</div><pre class="code language-{lang}">{_e(_cut(turn.action.text))}</pre>'
+        )
+    elif kind == "answer":
+        parts.append(
+            f'<div class="label">answer</div><pre class="answer">{_e(_cut(turn.action.text.strip()))}</pre>'
+        )
+    else:
+        parts.append(f'<div class="label">malformed turn</div><pre>{_e(_cut(turn.raw))}</pre>')
+        if turn.invalid_reason:
+            parts.append(f'<div class="muted">{_e(turn.invalid_reason)}</div>')
+    if turn.observation is not None:
+        cls = "obs error" if turn.observation.error else "obs"
+        parts.append(
+            f'<div class="label">observation ({_e(turn.observation.status)})</div>'
+            f'<pre class="{cls}">{_e(_cut(turn.observation.text.rstrip()) or "(no output)")}</pre>'
+        )
+    parts.append("</details>")
+    return "".join(parts)
+
+
+def _trajectory_html(row: dict[str, Any], traj: Trajectory | None) -> str:
+    ok = bool(row.get("correct"))
+    mark = '<span class="ok">✓</span>' if ok else '<span class="bad">✗</span>'
+    head = (
+        f"{mark} {_e(row.get('id'))} · trial {_e(row.get('trial'))} · score {_num(row.get('score'), 3)} · "
+        f"{_e(row.get('stop_reason'))} · {_e(row.get('turns'))} turn(s)"
+    )
+    rewards = row.get("rewards") or {}
+    reward_text = ", ".join(f"{k} {v:g}" for k, v in rewards.items()) if rewards else "n/a"
+    parts = [
+        f'<details class="traj" data-task="{_e(row.get("id"))}" data-trial="{_e(row.get("trial"))}" '
+        f'data-correct="{str(ok).lower()}"><summary>{head}</summary>',
+        f'<div class="label">question</div><pre>{_e(_cut(_question(traj)))}</pre>'
+        if traj is not None
+        else "",
+        f'<div class="label">gold</div><pre>{_e(_cut(_as_text(row.get("gold"))))}</pre>',
+        f'<div class="label">scored prediction ({_e(row.get("prediction_source"))})</div>'
+        f"<pre>{_e(_cut(_as_text(row.get('answer'))) or '(none)')}</pre>",
+        f"<div>scorer ({_e(row.get('metric'))}): {_e(row.get('reason'))}</div>",
+        f"<div>DataMind reward: {_e(reward_text)}</div>",
+    ]
+    if row.get("error"):
+        parts.append(f'<div class="bad">error: {_e(row["error"])}</div>')
+    if traj is not None:
+        parts.extend(_turn_html(i, t) for i, t in enumerate(traj.turns))
+    parts.append("</details>")
+    return "".join(parts)
+
+
+def render_html(
+    summary: dict[str, Any],
+    rows: Sequence[dict[str, Any]],
+    trajectories: Sequence[Trajectory] = (),
+    *,
+    max_trajectories: int = MAX_TRAJECTORIES,
+) -> str:
+    """The whole HTML report (module docstring) as a string."""
+    bench = str(summary.get("benchmark", "?"))
+    model = str(summary.get("model", "?"))
+    m = summary.get("metrics", {})
+    out = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>DataDojo evaluation · {_e(bench)} · {_e(model)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_e(bench)} · {_e(model)}</h1>",
+        f'<p class="muted">{_e(summary.get("description", ""))}</p>',
+        _table(
+            ["setting", "value"],
+            [
+                [_e(k), _e(v)]
+                for k, v in (
+                    ("agent", summary.get("agent")),
+                    ("data", summary.get("data")),
+                    ("tasks", summary.get("n_tasks")),
+                    ("trials per task", summary.get("n_trials")),
+                    ("turn budget", (summary.get("agent_config") or {}).get("max_turns")),
+                    ("dialect", (summary.get("agent_config") or {}).get("dialect")),
+                    ("official metric", summary.get("metric")),
+                    ("scored at", summary.get("scored_at")),
+                )
+            ],
+            num_from=99,
+        ),
+        "<h2>Summary</h2>",
+    ]
+    out.append('<table id="summary"><thead><tr><th>figure</th><th>value</th></tr></thead><tbody>')
+    for key, label, value in _headline(summary):
+        out.append(f'<tr><td>{_e(label)}</td><td class="num" data-metric="{_e(key)}">{_e(value)}</td></tr>')
+    out.append("</tbody></table>")
+
+    official = summary.get("official") or {}
+    if official:
+        out.append("<h2>Official totals (averaged over trials)</h2>")
+        out.append(_table(["figure", "value"], [
+            [_e(k), _e(str(int(v)) if k == "gold_errors" else _pct(v))] for k, v in official.items()
+        ], table_id="official"))  # fmt: skip
+
+    per_cat = m.get("per_category") or {}
+    turns = [int(r.get("turns") or 0) for r in rows if r.get("stop_reason") != "missing"]
+    cat_items = sorted(((c, s.get("pass@1", 0.0)) for c, s in per_cat.items()), key=lambda x: (-x[1], x[0]))
+    out.append('<h2>Plots</h2><div class="plots">')
+    if cat_items:
+        out.append(bar_chart_svg(cat_items[:40], title="pass@1 by category"))
+    stops = Counter(str(r.get("stop_reason")) for r in rows)
+    total = sum(stops.values()) or 1
+    out.append(bar_chart_svg([(k, v / total) for k, v in stops.most_common()], title="how trials ended"))
+    out.append(histogram_svg(turns, title="turns per trial"))
+    out.append("</div>")
+
+    if per_cat:
+        out.append("<h2>By category</h2>")
+        cat_rows = [
+            [_e(c), _e(s.get("n_tasks")), _e(_pct(s.get("pass@1"))), _e(_pct(s.get("any_of_n"))),
+             _e(_pct(s.get("success_rate"))), _e(_num(s.get("avg_turns")))]
+            for c, s in sorted(per_cat.items())
+        ]  # fmt: skip
+        out.append(
+            _table(
+                ["category", "tasks", "pass@1", "any of n", "success", "avg turns"],
+                cat_rows,
+                table_id="categories",
+            )
+        )
+
+    sources = summary.get("prediction_sources") or {}
+    if sources:
+        out.append("<h2>Where predictions came from</h2>")
+        out.append(_table(["source", "trials"], [[_e(k), _e(v)] for k, v in sources.items()]))
+
+    by_key = {t.key: t for t in trajectories}
+    ordered = sorted(rows, key=lambda r: (bool(r.get("correct")), str(r.get("id")), int(r.get("trial", 0))))
+    shown = ordered[:max_trajectories]
+    n_wrong = sum(1 for r in rows if not r.get("correct"))
+    out.append(
+        f'<h2>Trajectories</h2><p class="muted">{len(rows)} trial(s), {n_wrong} not fully correct '
+        "(listed first). Click a line to open it.</p>"
+    )
+    if len(ordered) > len(shown):
+        out.append(
+            f'<p class="muted">Showing {len(shown)} of {len(ordered)}; the others are in scores.jsonl '
+            "and trajectories.jsonl.</p>"
+        )
+    out.append('<div id="trajectories">')
+    for r in shown:
+        out.append(_trajectory_html(r, by_key.get((str(r.get("id")), int(r.get("trial", 0))))))
+    out.append("</div>")
+    out.append('<p class="muted">Generated by DataDojo (`datadojo report`).</p></body></html>')
+    return "\n".join(out)
+
+
+# --- Markdown -------------------------------------------------------------------------------------------
+
+
+def _md_cell(value: Any) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def render_markdown(
+    summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, max_failures: int = 50
+) -> str:
+    """A Markdown summary: settings, headline figures, official totals, categories, failed trials."""
+    m = summary.get("metrics", {})
+    lines = [
+        f"# {summary.get('benchmark', '?')} · {summary.get('model', '?')}",
+        "",
+        f"- agent: {summary.get('agent')}; tasks: {summary.get('n_tasks')}; trials per task: "
+        f"{summary.get('n_trials')}; turn budget: {(summary.get('agent_config') or {}).get('max_turns')}",
+        f"- data: `{summary.get('data')}`",
+        f"- scored at: {summary.get('scored_at')}",
+        "",
+        "| figure | value |",
+        "|---|---:|",
+    ]
+    lines += [f"| {_md_cell(label)} | {value} |" for _, label, value in _headline(summary)]
+    official = summary.get("official") or {}
+    if official:
+        lines += ["", "## Official totals (averaged over trials)", "", "| figure | value |", "|---|---:|"]
+        lines += [
+            f"| {_md_cell(k)} | {int(v) if k == 'gold_errors' else _pct(v)} |" for k, v in official.items()
+        ]
+    per_cat = m.get("per_category") or {}
+    if per_cat:
+        lines += [
+            "",
+            "## By category",
+            "",
+            "| category | tasks | pass@1 | any of n | success | avg turns |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for c, s in sorted(per_cat.items()):
+            lines.append(
+                f"| {_md_cell(c)} | {s.get('n_tasks')} | {_pct(s.get('pass@1'))} | {_pct(s.get('any_of_n'))} | "
+                f"{_pct(s.get('success_rate'))} | {_num(s.get('avg_turns'))} |"
+            )
+    stops = summary.get("stop_reasons") or {}
+    if stops:
+        lines += ["", "## How trials ended", ""] + [f"- {k}: {v}" for k, v in stops.items()]
+    failed = [r for r in rows if not r.get("correct")]
+    lines += ["", f"## Trials not fully correct ({len(failed)})", ""]
+    for r in failed[:max_failures]:
+        lines.append(f"- `{_md_cell(r.get('id'))}` trial {r.get('trial')}: {_md_cell(r.get('reason'))}")
+    if len(failed) > max_failures:
+        lines.append(f"- … and {len(failed) - max_failures} more (see scores.jsonl)")
+    if not failed:
+        lines.append("None.")
+    return "\n".join(lines) + "\n"
+
+
+# --- files ----------------------------------------------------------------------------------------------
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_report(run_dir: str | Path, *, max_trajectories: int = MAX_TRAJECTORIES) -> tuple[Path, Path]:
+    """Build ``report.html`` and ``report.md`` in ``run_dir`` from its run files; return their paths."""
+    run = Path(run_dir)
+    summary, rows, trajs = load_run(run)
+    html_path, md_path = run / "report.html", run / "report.md"
+    _write_text_atomic(html_path, render_html(summary, rows, trajs, max_trajectories=max_trajectories))
+    _write_text_atomic(md_path, render_markdown(summary, rows))
+    return html_path, md_path
