@@ -55,8 +55,17 @@ class NullRunner:
     """A code runner that answers instantly: measures the harness without sandbox execution."""
 
     async def run(self, code: str, *, language: str = "python", db: str | None = None) -> ExecResult:
-        return ExecResult(output="0\n", status="ok", error=False, timed_out=False, killed=False, truncated=False,
-                          isolation="none", duration_s=0.0, installed=[])
+        return ExecResult(
+            output="0\n",
+            status="ok",
+            error=False,
+            timed_out=False,
+            killed=False,
+            truncated=False,
+            isolation="none",
+            duration_s=0.0,
+            installed=[],
+        )
 
 
 @contextlib.asynccontextmanager
@@ -69,8 +78,9 @@ async def one_run(tasks: list[Task], concurrency: int, latency: float, sandboxes
         backend = load_backend(f"openai:bench@{server.base_url}?max_concurrency={concurrency}")
         cfg = AgentConfig(max_turns=TURNS)
         t0 = time.perf_counter()
-        summary = await run_rollouts(tasks, backend, Path(tmp) / "t.jsonl", config=cfg, concurrency=concurrency,
-                                     sandboxes=sandboxes)
+        summary = await run_rollouts(
+            tasks, backend, Path(tmp) / "t.jsonl", config=cfg, concurrency=concurrency, sandboxes=sandboxes
+        )
         elapsed = time.perf_counter() - t0
         await backend.aclose()
     assert summary.stop_reasons.get("answer", 0) == len(tasks), summary.to_dict()
@@ -103,34 +113,55 @@ async def main() -> None:
     ap.add_argument("--tasks", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--sweep", default="1,8,16,32", help="extra harness-only concurrencies to measure")
     ap.add_argument("--mode", default="chunked", choices=["chunked", "persistent"])
     ap.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
     args = ap.parse_args()
 
     csv = REPO / "examples" / "data" / "sales.csv"
-    tasks = [Task(id=f"bench-{i}", question="What is x?", files=[DataFile.from_path(csv)]) for i in range(args.tasks)]
-    print(f"rollout benchmark: {args.tasks} tasks x {TURNS} turns, latency {args.latency * 1000:.0f} ms, "
-          f"concurrency {args.concurrency}, cores {os.cpu_count()}, python {sys.version.split()[0]}")
+    tasks = [
+        Task(id=f"bench-{i}", question="What is x?", files=[DataFile.from_path(csv)])
+        for i in range(args.tasks)
+    ]
+    print(
+        f"rollout benchmark: {args.tasks} tasks x {TURNS} turns, latency {args.latency * 1000:.0f} ms, "
+        f"concurrency {args.concurrency}, cores {os.cpu_count()}, python {sys.version.split()[0]}"
+    )
 
-    harness_1 = await one_run(tasks[: min(32, len(tasks))], 1, args.latency, null_factory, "harness only, concurrency 1")
-    harness = await one_run(tasks, args.concurrency, args.latency, null_factory,
-                            f"harness only (no-op code runner), concurrency {args.concurrency}")
+    results = []
+    for c in [int(x) for x in args.sweep.split(",") if x] + [args.concurrency]:
+        n = min(len(tasks), max(4 * c, 32))
+        results.append(
+            await one_run(
+                tasks[:n],
+                c,
+                args.latency,
+                null_factory,
+                f"harness only (no-op code runner), concurrency {c}, {n} tasks",
+            )
+        )
 
     config = SandboxConfig(mode=args.mode, isolation=args.isolation)
     pool = SandboxPool(config, size=args.concurrency)
     t0 = time.perf_counter()
-    await pool.warm() if hasattr(pool, "warm") else None
+    await pool.start()
     warm_s = time.perf_counter() - t0
     try:
-        full = await one_run(tasks, args.concurrency, args.latency, lambda task: pool.session(task.files),
-                             f"full stack: real sandbox pool ({args.mode}), concurrency {args.concurrency}")
+        results.append(
+            await one_run(
+                tasks,
+                args.concurrency,
+                args.latency,
+                lambda task: pool.session(task.files),
+                f"full stack: real sandbox pool ({args.mode}), concurrency {args.concurrency}",
+            )
+        )
     finally:
         await pool.close()
 
     print()
-    show(harness_1)
-    show(harness)
-    show(full)
+    for r in results:
+        show(r)
     print(f"\n  sandbox pool warm-up ({args.concurrency} workers, before timing): {warm_s:.2f} s")
     print("\nTargets (issue 3): >= 80 % of ideal at concurrency 64; <= 5 ms harness overhead per turn.")
 

@@ -29,16 +29,26 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tokenizers.decoders.ByteLevel()
     trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=600, special_tokens=["<pad>", "<|im_start|>", "<|im_end|>"],
+        vocab_size=600,
+        special_tokens=["<pad>", "<|im_start|>", "<|im_end|>"],
         initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(corpus, trainer)
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>"
+    )
     fast.chat_template = TEMPLATE
     config = transformers.LlamaConfig(
-        vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=8192, pad_token_id=fast.pad_token_id,
-        eos_token_id=fast.eos_token_id, tie_word_embeddings=False,
+        vocab_size=len(fast),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        pad_token_id=fast.pad_token_id,
+        eos_token_id=fast.eos_token_id,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
@@ -60,7 +70,9 @@ class _NoRun:
 async def test_agent_runs_on_a_local_checkpoint(tiny_ckpt: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     backend = load_backend(f"hf:{tiny_ckpt}?device=cpu&dtype=float32")
-    task = Task(id="hf-1", question="How many rows?", files=[DataFile.from_path(REPO / "examples/data/sales.csv")])
+    task = Task(
+        id="hf-1", question="How many rows?", files=[DataFile.from_path(REPO / "examples/data/sales.csv")]
+    )
     cfg = AgentConfig(max_turns=2, sampling=SamplingParams(temperature=1.0, max_tokens=12), profile_chars=0)
     traj = await run_agent(task, backend, _NoRun(), cfg, seed=3)
     await backend.aclose()
@@ -74,7 +86,9 @@ async def test_agent_runs_on_a_local_checkpoint(tiny_ckpt: Path, monkeypatch: py
     assert traj.model and str(tiny_ckpt) in traj.model
 
 
-async def test_context_window_of_the_checkpoint_stops_the_episode(tiny_ckpt: Path, monkeypatch: pytest.MonkeyPatch):
+async def test_context_window_of_the_checkpoint_stops_the_episode(
+    tiny_ckpt: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     backend = load_backend(f"hf:{tiny_ckpt}?device=cpu&dtype=float32&context_window=64")
     task = Task(id="hf-2", question="How many rows?")

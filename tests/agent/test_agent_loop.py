@@ -141,8 +141,13 @@ async def test_context_limit_stops_instead_of_truncating(sandbox):
 
     dialect = get_dialect("datamind")
     cfg = AgentConfig(sampling=SamplingParams(max_tokens=100))
-    prompt = build_prompt(_task(), dialect, max_turns=cfg.max_turns, template=load_template(dialect),
-                          profile_chars=cfg.profile_chars)
+    prompt = build_prompt(
+        _task(),
+        dialect,
+        max_turns=cfg.max_turns,
+        template=load_template(dialect),
+        profile_chars=cfg.profile_chars,
+    )
     # digits count one token each: the observation of this cell alone is > 1,000 tokens
     reply = "<think>t</think><code>print(list(range(3000)))</code>"
     with ScriptedLLMServer([reply], strict=False) as server:
@@ -203,7 +208,9 @@ async def test_sql_turn_runs_against_the_task_database():
 
 
 async def test_trajectory_round_trips_through_json(sandbox):
-    with ScriptedLLMServer(["<think>t</think><code>print(2)</code>", "<think>u</think><answer>2</answer>"]) as server:
+    with ScriptedLLMServer(
+        ["<think>t</think><code>print(2)</code>", "<think>u</think><answer>2</answer>"]
+    ) as server:
         backend = _backend(server)
         traj = await run_agent(_task(), backend, sandbox, seed=5)
         await backend.aclose()
@@ -217,8 +224,9 @@ async def test_a_real_dabench_table():
     if not root.exists():
         pytest.skip(f"DABench data absent: {root}")
     table = root / "da-dev-tables" / "abalone.csv"
-    task = Task(id="dabench-abalone", question="How many rows does the table have?",
-                files=[DataFile.from_path(table)])
+    task = Task(
+        id="dabench-abalone", question="How many rows does the table have?", files=[DataFile.from_path(table)]
+    )
     script = [
         "<think>count rows</think><code>\nimport pandas as pd\ndf = pd.read_csv('abalone.csv')\nprint(df.shape)\n",
         lambda: None,

@@ -41,8 +41,17 @@ class _FakeSandbox:
         from datadojo.sandbox.result import ExecResult
 
         self.calls += 1
-        return ExecResult(output="241\n", status="ok", error=False, timed_out=False, killed=False,
-                          truncated=False, isolation="test", duration_s=0.0, installed=[])
+        return ExecResult(
+            output="241\n",
+            status="ok",
+            error=False,
+            timed_out=False,
+            killed=False,
+            truncated=False,
+            isolation="test",
+            duration_s=0.0,
+            installed=[],
+        )
 
 
 @contextlib.asynccontextmanager
@@ -69,7 +78,9 @@ async def test_rerun_skips_finished_pairs(tmp_path):
         backend = load_backend(f"openai:fake@{server.base_url}")
         await run_rollouts(_tasks(3), backend, out, n_samples=1, concurrency=2, sandboxes=_fake_factory)
         n_requests = len(server.requests)
-        summary = await run_rollouts(_tasks(4), backend, out, n_samples=1, concurrency=2, sandboxes=_fake_factory)
+        summary = await run_rollouts(
+            _tasks(4), backend, out, n_samples=1, concurrency=2, sandboxes=_fake_factory
+        )
         await backend.aclose()
         assert len(server.requests) == n_requests + 2  # only task-3 ran (2 turns)
     assert summary.skipped == 3 and summary.finished == 1
@@ -116,12 +127,27 @@ def test_resume_after_kill(tmp_path):
     out_dir = tmp_path / "run"
     traj = out_dir / "trajectories.jsonl"
     with ScriptedLLMServer(_reply, latency_s=0.15) as server:
-        cmd = [sys.executable, "-m", "datadojo.cli.app", "rollout", str(tasks_file), "--model",
-               f"openai:fake@{server.base_url}", "-n", "2", "--out", str(out_dir), "--concurrency", "2",
-               "--isolation", "none"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "datadojo.cli.app",
+            "rollout",
+            str(tasks_file),
+            "--model",
+            f"openai:fake@{server.base_url}",
+            "-n",
+            "2",
+            "--out",
+            str(out_dir),
+            "--concurrency",
+            "2",
+            "--isolation",
+            "none",
+        ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if traj.exists() and len(traj.read_bytes().splitlines()) >= 3:
@@ -146,8 +172,22 @@ def test_resume_after_kill(tmp_path):
 def test_rollout_cli_rejects_a_bad_task_file(tmp_path):
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"id": "a", "question": "q"}\n{"id": "b"}\n')
-    res = subprocess.run([sys.executable, "-m", "datadojo.cli.app", "rollout", str(bad), "--model", "openai:x@http://127.0.0.1:9/v1",
-                          "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "datadojo.cli.app",
+            "rollout",
+            str(bad),
+            "--model",
+            "openai:x@http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode != 0
     assert "tasks.jsonl:2" in res.stderr and "question" in res.stderr
 

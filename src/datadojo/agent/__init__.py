@@ -4,4 +4,12 @@ from datadojo.agent.config import AgentConfig
 from datadojo.agent.loop import AgentEvent, CodeRunner, run_agent
 from datadojo.agent.runner import RolloutSummary, finished_keys, run_rollouts
 
-__all__ = ["AgentConfig", "AgentEvent", "CodeRunner", "RolloutSummary", "finished_keys", "run_agent", "run_rollouts"]
+__all__ = [
+    "AgentConfig",
+    "AgentEvent",
+    "CodeRunner",
+    "RolloutSummary",
+    "finished_keys",
+    "run_agent",
+    "run_rollouts",
+]

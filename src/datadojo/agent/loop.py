@@ -84,7 +84,9 @@ async def run_agent(
     dialect = get_dialect(cfg.dialect)
     language = cfg.language or default_language_for_task(task)
     template = load_template(dialect, cfg.system_template)
-    prompt = build_prompt(task, dialect, max_turns=cfg.max_turns, template=template, profile_chars=cfg.profile_chars)
+    prompt = build_prompt(
+        task, dialect, max_turns=cfg.max_turns, template=template, profile_chars=cfg.profile_chars
+    )
     messages: list[dict[str, Any]] = [dict(m) for m in prompt]
     turns: list[Turn] = []
     params = cfg.sampling
@@ -103,9 +105,12 @@ async def run_agent(
             note = FINAL_TURN_NOTE.format(answer=dialect.answer)
             messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + note}
         if not backend.fits(messages, params.max_tokens or 0):
-            stop_reason, error = "context_limit", (
-                f"the next request ({backend.count_tokens(messages)} prompt tokens + "
-                f"{params.max_tokens or 0} for the reply) exceeds the context window of {backend.context_window}"
+            stop_reason, error = (
+                "context_limit",
+                (
+                    f"the next request ({backend.count_tokens(messages)} prompt tokens + "
+                    f"{params.max_tokens or 0} for the reply) exceeds the context window of {backend.context_window}"
+                ),
             )
             break
         t0 = time.perf_counter()
@@ -159,17 +164,25 @@ async def run_agent(
         consecutive_invalid = 0
         t1 = time.perf_counter()
         if parsed.kind == "sql" and not dbs:
-            result_obs = Observation(text="SQL needs a database and this task has none: use Python.", status="feedback")
+            result_obs = Observation(
+                text="SQL needs a database and this task has none: use Python.", status="feedback"
+            )
         else:
             # With several databases, SQL runs against the first one listed (Python can open any of them).
             db = dbs[0] if parsed.kind == "sql" else None
             try:
-                result = await sandbox.run(parsed.text, language="sql" if parsed.kind == "sql" else "python", db=db)
+                result = await sandbox.run(
+                    parsed.text, language="sql" if parsed.kind == "sql" else "python", db=db
+                )
                 result_obs = result.to_observation()
             except Exception as exc:  # the sandbox itself failed: end this trajectory, never the run
-                result_obs = Observation(text=f"Environment failure: {type(exc).__name__}: {exc}", status="env_error")
+                result_obs = Observation(
+                    text=f"Environment failure: {type(exc).__name__}: {exc}", status="env_error"
+                )
         exec_s = time.perf_counter() - t1
-        turn = parsed.to_turn(observation=result_obs, timings=Timings(llm_s=llm_s, exec_s=exec_s), tokens=tokens)
+        turn = parsed.to_turn(
+            observation=result_obs, timings=Timings(llm_s=llm_s, exec_s=exec_s), tokens=tokens
+        )
         turns.append(turn)
         emit(AgentEvent("turn", task.id, sample, (index, turn)))
         if result_obs.status == "env_error":
@@ -179,9 +192,7 @@ async def run_agent(
         messages.append({"role": "user", "content": dialect.format_observation(result_obs.text)})
 
     sampling = {
-        k: (list(v) if isinstance(v, tuple) else v)
-        for k, v in vars(params).items()
-        if not k.startswith("_")
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(params).items() if not k.startswith("_")
     }
     trajectory = Trajectory(
         task_id=task.id,

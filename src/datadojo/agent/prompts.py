@@ -101,7 +101,9 @@ def _profile(path: str, size: int, mtime_ns: int, budget_chars: int) -> str:
         return ""
 
 
-def build_prompt(task: Task, dialect: Dialect, *, max_turns: int, template: str, profile_chars: int) -> list[dict]:
+def build_prompt(
+    task: Task, dialect: Dialect, *, max_turns: int, template: str, profile_chars: int
+) -> list[dict]:
     """The system and user messages that open an episode of ``task``."""
     has_db = any(f.kind == "sqlite" for f in task.files)
     sql_ok = has_db and any("sql" in t.languages for t in dialect.code_tags)

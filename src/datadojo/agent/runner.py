@@ -102,7 +102,9 @@ class RolloutSummary:
         }
 
 
-def _jobs(tasks: Iterable[Task], n_samples: int, done: set[tuple[str, int]], summary: RolloutSummary) -> Iterator:
+def _jobs(
+    tasks: Iterable[Task], n_samples: int, done: set[tuple[str, int]], summary: RolloutSummary
+) -> Iterator:
     for task in tasks:
         for sample in range(n_samples):
             if (task.id, sample) in done:
@@ -155,7 +157,9 @@ async def run_rollouts(
         traj_seed = None if seed is None else seed * 1_000_003 + sample * 1_009
         try:
             async with sandboxes(task) as sandbox:
-                return await run_agent(task, backend, sandbox, cfg, sample=sample, seed=traj_seed, on_event=on_event)
+                return await run_agent(
+                    task, backend, sandbox, cfg, sample=sample, seed=traj_seed, on_event=on_event
+                )
         except Exception as exc:  # the sandbox could not be made (or closed): this trajectory only
             log.warning("task %s sample %d: environment failure: %s", task.id, sample, exc)
             return Trajectory(
@@ -204,4 +208,3 @@ async def run_rollouts(
             with contextlib.suppress(Exception):
                 await close_pool()
     return summary
-

@@ -31,12 +31,19 @@ MODEL_HELP = (
 )
 
 
-def _agent_config(max_turns: int, dialect: str, temperature: float, top_p: float, max_tokens: int | None,
-                  reserve_final_turn: bool) -> AgentConfig:
+def _agent_config(
+    max_turns: int,
+    dialect: str,
+    temperature: float,
+    top_p: float,
+    max_tokens: int | None,
+    reserve_final_turn: bool,
+) -> AgentConfig:
     try:
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        return AgentConfig(max_turns=max_turns, dialect=dialect, sampling=sampling,
-                           reserve_final_turn=reserve_final_turn)
+        return AgentConfig(
+            max_turns=max_turns, dialect=dialect, sampling=sampling, reserve_final_turn=reserve_final_turn
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
 
@@ -44,11 +51,15 @@ def _agent_config(max_turns: int, dialect: str, temperature: float, top_p: float
 def _model_spec(model: str | None) -> str:
     spec = model or os.environ.get("DATADOJO_MODEL")
     if not spec:
-        raise typer.BadParameter("no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model")
+        raise typer.BadParameter(
+            "no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model"
+        )
     return spec
 
 
-def _sandbox_config(mode: str, isolation: str):  # -> SandboxConfig (imported lazily: sandbox start-up is heavy)
+def _sandbox_config(
+    mode: str, isolation: str
+):  # -> SandboxConfig (imported lazily: sandbox start-up is heavy)
     from datadojo.sandbox import SandboxConfig
 
     return SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
@@ -60,15 +71,22 @@ def _show_turn(console: Console, index: int, turn: Turn, dialect: str) -> None:
     kind = turn.action.kind
     if kind in ("code", "sql"):
         lexer = "python" if kind == "code" else "sql"
-        console.print(Panel(Syntax(turn.action.text, lexer, word_wrap=True), title=f"{kind}", border_style="blue"))
+        console.print(
+            Panel(Syntax(turn.action.text, lexer, word_wrap=True), title=f"{kind}", border_style="blue")
+        )
     elif kind == "answer":
         console.print(Panel(turn.action.text.strip(), title="answer", border_style="green"))
     else:
         console.print(Panel(turn.raw.strip() or "(empty reply)", title="malformed turn", border_style="red"))
     if turn.observation is not None:
         style = "yellow" if turn.observation.error or turn.observation.status == "feedback" else "white"
-        console.print(Panel(turn.observation.text.rstrip() or "(no output)",
-                            title=f"observation · {turn.observation.status}", border_style=style))
+        console.print(
+            Panel(
+                turn.observation.text.rstrip() or "(no output)",
+                title=f"observation · {turn.observation.status}",
+                border_style=style,
+            )
+        )
 
 
 def _summary_table(summary: RolloutSummary) -> Table:
@@ -91,27 +109,37 @@ def _summary_table(summary: RolloutSummary) -> Table:
 
 
 def ask(
-    args: list[str] = typer.Argument(..., metavar="FILE... QUESTION",
-                                     help="One or more data files (or dataset folders), then the question."),
+    args: list[str] = typer.Argument(
+        ...,
+        metavar="FILE... QUESTION",
+        help="One or more data files (or dataset folders), then the question.",
+    ),
     model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     out: Path | None = typer.Option(None, "--out", "-o", help="Append the trajectory to this JSONL file."),
-    as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of the live view."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the trajectory as JSON instead of the live view."
+    ),
     max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
     dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
     mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option("auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."),
+    isolation: str = typer.Option(
+        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    ),
     temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
     top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
-    reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn",
-                                            help="Tell the model to answer when one turn is left."),
+    reserve_final_turn: bool = typer.Option(
+        False, "--reserve-final-turn", help="Tell the model to answer when one turn is left."
+    ),
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
 
     Example: datadojo ask examples/data/sales.csv "Which region had the most units?" --model openai:qwen@http://localhost:8000/v1
     """
     if len(args) < 2:
-        raise typer.BadParameter("give at least one data file and then the question", param_hint="FILE... QUESTION")
+        raise typer.BadParameter(
+            "give at least one data file and then the question", param_hint="FILE... QUESTION"
+        )
     *paths, question = args
     files: list[DataFile] = []
     for p in paths:
@@ -158,8 +186,11 @@ def ask(
     if traj.final_answer is not None:
         console.print(f"[bold green]Final answer:[/bold green] {traj.final_answer}")
     else:
-        console.print(f"[bold red]No answer[/bold red] (stop reason: {traj.stop_reason}"
-                      + (f": {traj.error}" if traj.error else "") + ")")
+        console.print(
+            f"[bold red]No answer[/bold red] (stop reason: {traj.stop_reason}"
+            + (f": {traj.error}" if traj.error else "")
+            + ")"
+        )
     if out is not None:
         console.print(f"trajectory appended to {out}")
 
@@ -173,7 +204,9 @@ def rollout(
     max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
     dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
     mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option("auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."),
+    isolation: str = typer.Option(
+        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    ),
     temperature: float = typer.Option(0.7, "--temperature"),
     top_p: float = typer.Option(0.95, "--top-p"),
     max_tokens: int | None = typer.Option(None, "--max-tokens"),
@@ -208,20 +241,35 @@ def rollout(
         backend = load_backend(spec)
         pool = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
         with Progress(
-            TextColumn("[bold]rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[rate]}"), console=console, transient=False,
+            TextColumn("[bold]rollout"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[rate]}"),
+            console=console,
+            transient=False,
         ) as progress:
             bar = progress.add_task("rollout", total=total, rate="")
 
             def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
-                progress.update(bar, completed=s.finished + s.skipped,
-                                rate=f"{s.trajectories_per_s:.2f} traj/s · {s.turns_per_s:.1f} turns/s · "
-                                     f"errors {s.errors}")
+                progress.update(
+                    bar,
+                    completed=s.finished + s.skipped,
+                    rate=f"{s.trajectories_per_s:.2f} traj/s · {s.turns_per_s:.1f} turns/s · "
+                    f"errors {s.errors}",
+                )
 
             try:
                 summary = await run_rollouts(
-                    tasks, backend, traj_path, n_samples=n, config=cfg, concurrency=concurrency,
-                    sandboxes=lambda task: pool.session(task.files), seed=seed, on_trajectory=on_trajectory,
+                    tasks,
+                    backend,
+                    traj_path,
+                    n_samples=n,
+                    config=cfg,
+                    concurrency=concurrency,
+                    sandboxes=lambda task: pool.session(task.files),
+                    seed=seed,
+                    on_trajectory=on_trajectory,
                 )
                 progress.update(bar, completed=summary.finished + summary.skipped)
                 return summary
