@@ -32,7 +32,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ import pandas as pd
 
 __all__ = [
     "MAX_PERMUTED_COLUMNS",
+    "SHAPE_SOURCE",
     "SIG_DIGITS",
     "Canonical",
     "canon_value",
@@ -49,6 +50,7 @@ __all__ = [
     "exact_match",
     "is_degenerate",
     "json_value",
+    "result_table",
     "row_overlap",
 ]
 
@@ -120,9 +122,10 @@ def _sort_key(v: Value) -> tuple[int, Any]:
 
 @dataclass(frozen=True)
 class Canonical:
-    """A result in canonical form: ``rows`` sorted, columns in canonical order; ``columns`` for display."""
+    """A result in canonical form: ``rows`` sorted, columns in canonical order; ``columns`` for display only
+    (two results with the same rows are equal whatever their column names)."""
 
-    columns: tuple[str, ...]
+    columns: tuple[str, ...] = field(compare=False)
     rows: tuple[tuple[Value, ...], ...]
 
     @property
@@ -154,7 +157,7 @@ def _from_json(v: Any) -> Value:
 
 
 def _column_key(rows: Sequence[tuple[Value, ...]], j: int) -> tuple[Any, ...]:
-    return tuple(sorted((_sort_key(r[j]) for r in rows)))
+    return tuple(sorted(_sort_key(r[j]) for r in rows))
 
 
 def _sorted_rows(rows: Sequence[tuple[Value, ...]], order: Sequence[int]) -> tuple[tuple[Value, ...], ...]:
@@ -178,47 +181,110 @@ def canonical_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Can
     if tied and sum(len(g) for g in tied) <= MAX_PERMUTED_COLUMNS:
         for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
             cand = _sorted_rows(crow, [j for p in perms for j in p])
-            if [tuple(_sort_key(v) for v in r) for r in cand] < [tuple(_sort_key(v) for v in r) for r in best]:
+            if [tuple(_sort_key(v) for v in r) for r in cand] < [
+                tuple(_sort_key(v) for v in r) for r in best
+            ]:
                 best = cand
     names = tuple(str(columns[j]) if j < len(columns) else f"c{j}" for j in order)
     return Canonical(names, best)
 
 
-def canonical_pandas(obj: Any) -> Canonical:
-    """Canonicalise what a pandas program left as its result (scalar, Series, DataFrame, list, array)."""
-    if isinstance(obj, pd.DataFrame):
-        frame = obj
-        if not _default_index(frame.index):
-            frame = frame.reset_index()
-        cols = [str(c) if not isinstance(c, tuple) else ".".join(map(str, c)) for c in frame.columns]
-        return canonical_rows(cols, list(frame.itertuples(index=False, name=None)))
-    if isinstance(obj, pd.Series):
-        if not _default_index(obj.index):
-            return canonical_pandas(obj.reset_index(name=str(obj.name) if obj.name is not None else "value"))
-        return canonical_rows([str(obj.name) if obj.name is not None else "value"], [(v,) for v in obj.tolist()])
-    if isinstance(obj, pd.Index):
-        return canonical_rows([str(obj.name or "value")], [(v,) for v in obj.tolist()])
-    if isinstance(obj, np.ndarray):
+#: Turns a pandas program's result into ``(column names, rows)``: the *shape* rules of the module
+#: docstring. It is source text because the same function must run inside the sandbox (appended to an
+#: agent's program by :mod:`.executor`) and here; one text, so the two can never disagree.
+SHAPE_SOURCE = r"""
+def _envlunch_plain(v):
+    import datetime as _dt
+    import math as _m
+    import numpy as _np
+    import pandas as _pd
+    if v is None or v is _pd.NaT or v is _pd.NA:
+        return None
+    if isinstance(v, _np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        return None if _m.isnan(v) else v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (_pd.Timestamp, _dt.datetime)):
+        ts = _pd.Timestamp(v)
+        if ts.hour == ts.minute == ts.second == ts.microsecond == 0:
+            return ts.strftime("%Y-%m-%d")
+        return ts.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(v, _dt.date):
+        return v.isoformat()
+    try:
+        if _pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _envlunch_shape(obj):
+    import numpy as _np
+    import pandas as _pd
+
+    def default_index(ix):
+        return isinstance(ix, _pd.RangeIndex) and ix.start == 0 and ix.step == 1 and ix.name is None
+
+    def rows_of(frame):
+        return [[_envlunch_plain(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+
+    if isinstance(obj, _pd.DataFrame):
+        frame = obj if default_index(obj.index) else obj.reset_index()
+        cols = [".".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns]
+        return cols, rows_of(frame)
+    if isinstance(obj, _pd.Series):
+        name = "value" if obj.name is None else str(obj.name)
+        if not default_index(obj.index):
+            frame = obj.reset_index(name=name) if name not in [str(n) for n in obj.index.names] else (
+                obj.rename("value").reset_index())
+            return _envlunch_shape(frame)
+        return [name], [[_envlunch_plain(v)] for v in obj.tolist()]
+    if isinstance(obj, _pd.Index):
+        return [str(obj.name or "value")], [[_envlunch_plain(v)] for v in obj.tolist()]
+    if isinstance(obj, _np.ndarray):
         if obj.ndim == 0:
-            return canonical_rows(["value"], [(obj.item(),)])
+            return ["value"], [[_envlunch_plain(obj.item())]]
         if obj.ndim == 1:
-            return canonical_rows(["value"], [(v,) for v in obj.tolist()])
+            return ["value"], [[_envlunch_plain(v)] for v in obj.tolist()]
         if obj.ndim == 2:
-            return canonical_rows([f"c{j}" for j in range(obj.shape[1])], [tuple(r) for r in obj.tolist()])
+            return [f"c{j}" for j in range(obj.shape[1])], [[_envlunch_plain(v) for v in r] for r in obj.tolist()]
         raise ValueError(f"cannot compare a {obj.ndim}-dimensional array")
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = list(obj)
         if items and all(isinstance(r, (list, tuple)) for r in items):
             width = max(len(r) for r in items)
-            return canonical_rows([f"c{j}" for j in range(width)], [tuple(r) for r in items])
-        return canonical_rows(["value"], [(v,) for v in items])
+            if any(len(r) != width for r in items):
+                raise ValueError("rows of different lengths")
+            return [f"c{j}" for j in range(width)], [[_envlunch_plain(v) for v in r] for r in items]
+        return ["value"], [[_envlunch_plain(v)] for v in items]
     if isinstance(obj, dict):
-        return canonical_rows(["key", "value"], list(obj.items()))
-    return canonical_rows(["value"], [(obj,)])
+        return ["key", "value"], [[_envlunch_plain(k), _envlunch_plain(v)] for k, v in obj.items()]
+    return ["value"], [[_envlunch_plain(obj)]]
+"""
+_shape_ns: dict[str, Any] = {}
+exec(compile(SHAPE_SOURCE, "<envlunch-shape>", "exec"), _shape_ns)
+_shape = _shape_ns["_envlunch_shape"]
 
 
-def _default_index(index: pd.Index) -> bool:
-    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None
+def result_table(obj: Any) -> tuple[list[str], list[list[Any]]]:
+    """``(columns, rows)`` of a pandas program's result, values as plain Python (JSON-able except ±inf)."""
+    return _shape(obj)
+
+
+def canonical_pandas(obj: Any) -> Canonical:
+    """Canonicalise what a pandas program left as its result (scalar, Series, DataFrame, list, array)."""
+    cols, rows = _shape(obj)
+    return canonical_rows(cols, rows)
 
 
 def is_degenerate(result: Canonical) -> bool:

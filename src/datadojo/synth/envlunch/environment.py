@@ -115,13 +115,12 @@ def frame_from_rows(columns: list[str], rows: list[tuple[Any, ...]]) -> pd.DataF
     for i, col in enumerate(columns):
         values = [r[i] for r in rows]
         present = [v for v in values if v is not None]
-        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        types = set(map(type, present))
+        if present and types == {int}:
             data[col] = pd.array(values, dtype="Int64") if len(present) < len(values) else values
-        elif present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        elif present and types <= {int, float}:
             data[col] = pd.array([float("nan") if v is None else float(v) for v in values], dtype="float64")
-        elif present and not all(isinstance(v, str) for v in present) and not all(
-            isinstance(v, bytes) for v in present
-        ):
+        elif present and types != {str} and types != {bytes}:
             # mixed text and numbers (SQLite allows it): text, so that Parquet stores what pandas saw
             data[col] = pd.Series([None if v is None else _text(v) for v in values], dtype="object")
         else:
@@ -274,31 +273,27 @@ def _match_columns(columns: list[str], wanted: list[Any]) -> list[str] | None:
 
 
 def load_table_file(path: str | Path, *, env_id: str | None = None) -> Environment:
-    """Load a CSV/TSV/Parquet/Excel/JSON file as a one-table environment (first sheet for Excel)."""
+    """Load a CSV/TSV/Parquet/Excel/JSON file as a one-table environment.
+
+    Reading (delimiter and encoding sniffing, Excel header rows, JSON records) is
+    :func:`datadojo.corpus.readers.frame_of`'s job; values then go through :func:`frame_from_rows` like a
+    database's, so both kinds of environment reach pandas the same way.
+    """
+    from datadojo.corpus.readers import frame_of
+
     path = Path(path)
-    suffix = path.suffix.lower()
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise EnvError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
     try:
-        if suffix in (".csv", ".tsv"):
-            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        elif suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
-        elif suffix in (".xlsx", ".xls"):
-            frame = pd.read_excel(path)
-        elif suffix in (".json", ".jsonl"):
-            frame = pd.read_json(path, lines=suffix == ".jsonl")
-        else:
-            raise EnvError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
-    except EnvError:
-        raise
-    except Exception as exc:  # pandas raises many types; name the file
+        frame = frame_of(path)
+    except Exception as exc:  # the corpus readers raise LoadError (a ValueError) and a few library errors
         raise EnvError(f"{path}: cannot read as a table ({type(exc).__name__}: {exc})") from exc
-    frame.columns = [str(c) for c in frame.columns]
-    if len(set(frame.columns)) != len(frame.columns):
-        raise EnvError(f"{path}: duplicate column names {list(frame.columns)}")
+    columns = [str(c) for c in frame.columns]
+    if len(set(columns)) != len(columns):
+        raise EnvError(f"{path}: duplicate column names {columns}")
     rows = [tuple(None if _isna(v) else _py(v) for v in r) for r in frame.itertuples(index=False, name=None)]
     name = path.stem
-    table = TableData(name, list(frame.columns), [str(t) for t in frame.dtypes], rows, (), None)
-    table._frame = frame.reset_index(drop=True)
+    table = TableData(name, columns, [str(t) for t in frame.dtypes], rows, (), None)
     return Environment(env_id or name, path, "table", {name: table}, [])
 
 

@@ -53,9 +53,29 @@ ROLES: tuple[str, ...] = ("key", "identifier", "temporal", "flag", "measure", "c
 
 #: Last-token words that make a column an identifier (rule 2).
 ID_WORDS = frozenset(
-    {"id", "ids", "code", "codes", "key", "no", "num", "nbr", "uuid", "guid", "zip", "zipcode",
-     "postcode", "phone", "fax", "ssn", "isbn", "email", "url", "number"}
-)  # fmt: skip
+    {
+        "id",
+        "ids",
+        "code",
+        "codes",
+        "key",
+        "no",
+        "num",
+        "nbr",
+        "uuid",
+        "guid",
+        "zip",
+        "zipcode",
+        "postcode",
+        "phone",
+        "fax",
+        "ssn",
+        "isbn",
+        "email",
+        "url",
+        "number",
+    }
+)
 #: Words that make a column temporal wherever they appear in its name (rule 3).
 DATE_WORDS = frozenset({"date", "dates", "datetime", "timestamp", "dob", "birthday"})
 #: Last-token words that make a column temporal (rule 3).
@@ -104,10 +124,13 @@ def table_roles(table: TableData, key_columns: Iterable[str]) -> dict[str, Colum
     out: dict[str, ColumnInfo] = {}
     for i, col in enumerate(table.columns):
         values = [r[i] for r in table.rows]
-        present = [v for v in values if v is not None and not (isinstance(v, float) and v != v)]
+        present = [v for v in values if v is not None]
+        types = set(map(type, present))
+        if float in types:
+            present = [v for v in present if v == v]  # drop NaN
         distinct = set(present)
-        numeric = bool(present) and all(is_number(v) for v in present)
-        integer = numeric and all(isinstance(v, int) or float(v).is_integer() for v in present)
+        numeric = bool(present) and types <= {int, float}
+        integer = numeric and (types == {int} or all(float(v).is_integer() for v in distinct))
         tokens = name_tokens(col)
         decl = table.decl_types[i] if i < len(table.decl_types) else ""
         role: Role
@@ -123,15 +146,20 @@ def table_roles(table: TableData, key_columns: Iterable[str]) -> dict[str, Colum
             _declared_temporal(decl)
             or tokens[-1] in TIME_WORDS
             or any(t in DATE_WORDS for t in tokens)
-            or (not numeric and sum(1 for v in present[:20] if isinstance(v, str) and _ISO_DATE.match(v)) >= 1
-                and all(isinstance(v, str) and _ISO_DATE.match(v) for v in present[:20]))
-        ):  # fmt: skip
+            or (
+                not numeric
+                and sum(1 for v in present[:20] if isinstance(v, str) and _ISO_DATE.match(v)) >= 1
+                and all(isinstance(v, str) and _ISO_DATE.match(v) for v in present[:20])
+            )
+        ):
             role = "temporal"
         elif numeric and distinct <= {0, 1}:
             role = "flag"
         elif numeric and len(distinct) >= 2:
             role = "measure"
-        elif not numeric and len(distinct) >= 2 and (len(distinct) <= 20 or 2 * len(distinct) <= len(present)):
+        elif (
+            not numeric and len(distinct) >= 2 and (len(distinct) <= 20 or 2 * len(distinct) <= len(present))
+        ):
             role = "category"
         else:
             role = "text"
@@ -140,9 +168,17 @@ def table_roles(table: TableData, key_columns: Iterable[str]) -> dict[str, Colum
 
 
 def column_roles(env: Environment) -> dict[str, dict[str, ColumnInfo]]:
-    """Roles of every column of every table of ``env`` (table → column → :class:`ColumnInfo`)."""
+    """Roles of every column of every table of ``env`` (table → column → :class:`ColumnInfo`).
+
+    Computed once per environment and cached on it (every task drawn from it needs them).
+    """
+    cached = env.__dict__.get("_roles")
+    if cached is not None:
+        return cached
     keys: dict[str, set[str]] = {t: set() for t in env.tables}
     for fk in env.foreign_keys:
         keys[fk.table].update(fk.columns)
         keys[fk.ref_table].update(fk.ref_columns)
-    return {name: table_roles(t, keys[name]) for name, t in env.tables.items()}
+    roles = {name: table_roles(t, keys[name]) for name, t in env.tables.items()}
+    env.__dict__["_roles"] = roles
+    return roles

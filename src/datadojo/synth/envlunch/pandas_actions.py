@@ -9,15 +9,16 @@ Every action is a line of pandas code acting on ``df``; the trajectory's program
 a prologue that reads each table from its Parquet file. Synthesis runs exactly those lines (``exec``) on
 the current observation, so the program a task stores is the program that was verified. Actions:
 
-* source — ``df = singer`` or ``df = concert.merge(singer, on="Singer_ID", how="inner")`` (a foreign key);
+* source — ``df = singer.copy()`` (a copy: later lines add columns to ``df``) or ``df = concert.merge(singer, on="Singer_ID", how="inner")`` (a foreign key);
 * filter — ``df = df[df["Age"] > 32]`` (an actual quantile of the column) or ``df = df[df["Country"] ==
   "France"]`` (a value the column holds); must keep at least one row and drop at least one;
 * top-k — ``df = df.sort_values(["Net_Worth", "Singer_ID"], ascending=[False, True], kind="stable")
   .head(3)`` with a key/identifier tie-break when the frame has one; needs k < rows;
 * grouped aggregate — ``df = df.groupby("Country", as_index=False).agg(mean_Age=("Age", "mean"))``;
   needs 2 ≤ groups < rows;
-* column ratio — ``df["a_per_b"] = df["a"] / df["b"]`` for two numeric columns, ``b`` never 0;
-* rank — ``df["Age_rank"] = df["Age"].rank(method="min", ascending=False)``;
+* column ratio — ``df["a_per_b"] = df["a"] / df["b"]`` for two measure columns, ``b`` never 0;
+* rank — ``df["Age_rank"] = df["Age"].rank(method="min", ascending=False)`` (of a measure, an aggregate or
+  a ratio);
 * join (levels 3–4, probability ½, at a random point of the chain where a foreign-key column is still in
   the frame) — ``df = df.merge(concert, left_on="Singer_ID", right_on="Singer_ID", how="inner", ...)``;
 * terminal — ``result = df["Age"].mean()`` (sum, mean, min, max, median), ``result =
@@ -32,7 +33,7 @@ from __future__ import annotations
 import keyword
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,7 @@ QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 AGG_FUNCS = ("sum", "mean", "min", "max", "median")
 GROUP_FUNCS = ("sum", "mean", "min", "max", "size")
 TOPK_MAX = 10
-_NUMERIC_ROLES = ("measure", "derived")
+_NUMERIC_ROLES = ("measure", "agg", "ratio", "rank")
 
 
 def level_of_chain(n: int) -> int:
@@ -110,26 +111,44 @@ class PandasProgram:
 
 @dataclass
 class PdState:
-    """The current observation: the frame, each column's role and origin, which tables it holds."""
+    """The current observation: the frame, each column's role and origin, which tables it holds.
+
+    ``varies`` marks columns whose values differ between the copies (rescaled measures and what is
+    computed from them); ``rows_vary`` says the frame's rows can differ (a table with deleted rows, or a
+    filter / top-k on a varying column). Terminal actions use them to skip answers that cannot change in
+    any copy (the §3 filter would drop those anyway; skipping them early saves the executions).
+    """
 
     df: pd.DataFrame
     roles: dict[str, str]
     origin: dict[str, tuple[str, str]]  # column -> (table, column in that table)
     tables: set[str]
+    varies: dict[str, bool]
+    rows_vary: bool
     grouped: bool = False
+    last: str = "source"
 
     def numeric(self, col: str) -> bool:
         return self.roles.get(col) in _NUMERIC_ROLES and pd.api.types.is_numeric_dtype(self.df[col].dtype)
 
+    def but(self, **changes: Any) -> PdState:
+        return replace(self, **changes)
+
 
 @dataclass
 class Ctx:
+    """What the actions need: environment, roles, the frames they run on, variable and file names, RNG.
+
+    ``varying_tables`` are tables some copy deletes rows from.
+    """
+
     env: Environment
     roles: dict[str, dict[str, ColumnInfo]]
     frames: dict[str, pd.DataFrame]
     variables: dict[str, str]
     rng: random.Random
     files: dict[str, str] = field(default_factory=dict)
+    varying_tables: frozenset[str] = frozenset()
 
 
 class NoAction(Exception):
@@ -139,8 +158,6 @@ class NoAction(Exception):
 def _lit(v: Any) -> str:
     if isinstance(v, np.generic):
         v = v.item()
-    if isinstance(v, float):
-        return repr(v)
     return repr(v)
 
 
@@ -154,7 +171,10 @@ def _run(ctx: Ctx, line: str, state_df: pd.DataFrame | None) -> dict[str, Any]:
 
 def _state_for_table(ctx: Ctx, table: str, df: pd.DataFrame) -> PdState:
     roles = {c: ctx.roles[table][c].role for c in df.columns}
-    return PdState(df, roles, {c: (table, c) for c in df.columns}, {table})
+    varies = {c: r == "measure" for c, r in roles.items()}
+    return PdState(
+        df, roles, {c: (table, c) for c in df.columns}, {table}, varies, table in ctx.varying_tables
+    )
 
 
 def _merge_line(left: str, right_var: str, lcols: tuple[str, ...], rcols: tuple[str, ...]) -> str:
@@ -171,6 +191,7 @@ def _merged_state(ctx: Ctx, state: PdState, new_df: pd.DataFrame, right: str) ->
     var = ctx.variables[right]
     roles = dict(state.roles)
     origin = dict(state.origin)
+    varies = dict(state.varies)
     for c in new_df.columns:
         if c in roles:
             continue
@@ -180,7 +201,16 @@ def _merged_state(ctx: Ctx, state: PdState, new_df: pd.DataFrame, right: str) ->
             origin[c] = (right, base)
         else:
             roles[c] = "text"
-    return PdState(new_df, roles, origin, state.tables | {right}, state.grouped)
+        varies[c] = roles[c] == "measure"
+    rows_vary = state.rows_vary or right in ctx.varying_tables
+    return state.but(
+        df=new_df,
+        roles=roles,
+        origin=origin,
+        tables=state.tables | {right},
+        varies=varies,
+        rows_vary=rows_vary,
+    )
 
 
 def _fk_options(ctx: Ctx, state: PdState) -> list[tuple[ForeignKey, tuple[str, ...], bool]]:
@@ -213,10 +243,11 @@ def act_source(ctx: Ctx, table: str, *, merge: bool) -> tuple[str, PdState, dict
                 continue
             if len(new_df) == 0:
                 continue
-            return line, _merged_state(ctx, state, new_df, right), {"kind": "source", "table": table,
-                                                                     "merge": str(fk)}  # fmt: skip
+            action = {"kind": "source", "table": table, "merge": str(fk)}
+            return line, _merged_state(ctx, state, new_df, right), action
         raise NoAction("source merge")
-    return f"df = {var}", state, {"kind": "source", "table": table}
+    line = f"df = {var}.copy()"
+    return line, state.but(df=_run(ctx, line, None)["df"]), {"kind": "source", "table": table}
 
 
 def act_join(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
@@ -234,7 +265,11 @@ def act_join(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
             continue
         if len(new_df) == 0:
             continue
-        return line, _merged_state(ctx, state, new_df, right), {"kind": "join", "fk": str(fk)}
+        return (
+            line,
+            _merged_state(ctx, state, new_df, right).but(last="join"),
+            {"kind": "join", "fk": str(fk)},
+        )
     raise NoAction("join")
 
 
@@ -253,6 +288,7 @@ def _quantile_values(s: pd.Series) -> list[Any]:
 
 
 def act_filter(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+    """Keep rows by a quantile threshold (numbers) or a held value (categories); must change the rows."""
     df = state.df
     n = len(df)
     cands: list[tuple[str, str, Any]] = []
@@ -260,91 +296,140 @@ def act_filter(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
         role = state.roles.get(col)
         s = df[col]
         if state.numeric(col) or (role == "temporal" and pd.api.types.is_numeric_dtype(s.dtype)):
+            arr = np.sort(s.to_numpy(dtype="float64", na_value=np.nan))
+            arr = arr[~np.isnan(arr)]
             for v in _quantile_values(s):
-                for op in (">", ">=", "<", "<="):
-                    cands.append((col, op, v))
+                lo, hi = np.searchsorted(arr, float(v), "left"), np.searchsorted(arr, float(v), "right")
+                counts = {">": len(arr) - hi, ">=": len(arr) - lo, "<": lo, "<=": hi}
+                cands += [(col, op, v) for op, cnt in counts.items() if 0 < cnt < n]
         elif role in ("category", "flag") or (role == "temporal" and s.dtype != object):
-            held = [v for v in s.dropna().unique().tolist()[:50] if isinstance(v, (str, int, float, bool))]
+            freq = s.value_counts(dropna=True)
+            held = [
+                v for v, c in freq.items() if c < n and isinstance(v, (str, int, float, bool, np.generic))
+            ]
             ctx.rng.shuffle(held)
-            for v in held[:8]:
-                cands.append((col, "==", v))
-    ctx.rng.shuffle(cands)
-    for col, op, v in cands:
-        line = f"df = df[df[{_lit(col)}] {op} {_lit(v)}]"
-        try:
-            new_df = _run(ctx, line, df)["df"]
-        except Exception:
-            continue
-        if 0 < len(new_df) < n:
-            return line, PdState(new_df, state.roles, state.origin, state.tables, state.grouped), {
-                "kind": "filter", "column": col, "op": op, "value": v}  # fmt: skip
-    raise NoAction("filter")
+            cands += [(col, "==", v) for v in held[:8]]
+    if not cands:
+        raise NoAction("filter")
+    col, op, v = ctx.rng.choice(cands)
+    line = f"df = df[df[{_lit(col)}] {op} {_lit(v)}]"
+    new_df = _run(ctx, line, df)["df"]
+    if not 0 < len(new_df) < n:
+        raise NoAction("filter")
+    action = {"kind": "filter", "column": col, "op": op, "value": _lit_value(v)}
+    return (
+        line,
+        state.but(df=new_df, rows_vary=state.rows_vary or state.varies.get(col, False), last="filter"),
+        action,
+    )
+
+
+def _lit_value(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def act_topk(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+    """The k rows with the largest (or smallest) value of a numeric column, with a key tie-break."""
     df = state.df
     n = len(df)
     measures = [c for c in df.columns if state.numeric(c) and df[c].notna().any()]
-    if n < 2 or not measures:
+    if n < 2 or not measures or state.last == "topk":
         raise NoAction("topk")
     m = ctx.rng.choice(measures)
     k = ctx.rng.randint(1, min(TOPK_MAX, n - 1))
     desc = ctx.rng.random() < 0.7
-    ties = [c for c in df.columns if state.roles.get(c) in ("key", "identifier") and c != m
-            and df[c].notna().all() and pd.api.types.is_numeric_dtype(df[c].dtype)]  # fmt: skip
     if state.grouped:
         ties = [c for c in df.columns if c != m and state.roles.get(c) not in _NUMERIC_ROLES][:1]
-    by = [m, *ties[:1]]
-    asc = [not desc] + [True] * (len(by) - 1)
+    else:
+        ties = [
+            c
+            for c in df.columns
+            if state.roles.get(c) in ("key", "identifier")
+            and c != m
+            and df[c].notna().all()
+            and pd.api.types.is_numeric_dtype(df[c].dtype)
+        ][:1]
+    by = [m, *ties]
+    asc = [not desc] + [True] * len(ties)
     line = f'df = df.sort_values({_lit(by)}, ascending={asc!r}, kind="stable").head({k})'
     new_df = _run(ctx, line, df)["df"]
-    return line, PdState(new_df, state.roles, state.origin, state.tables, state.grouped), {
-        "kind": "topk", "by": m, "k": k, "desc": desc, "tiebreak": ties[:1]}  # fmt: skip
+    action = {"kind": "topk", "by": m, "k": k, "desc": desc, "tiebreak": ties}
+    return (
+        line,
+        state.but(df=new_df, rows_vary=state.rows_vary or state.varies.get(m, False), last="topk"),
+        action,
+    )
 
 
 def act_groupby(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+    """Group by a category/key column and aggregate a numeric column (or count rows)."""
     df = state.df
     n = len(df)
-    groups = [c for c in df.columns if state.roles.get(c) in ("category", "flag", "temporal", "key", "identifier")
-              and 2 <= df[c].nunique(dropna=True) < n]  # fmt: skip
+    groups = [
+        c
+        for c in df.columns
+        if state.roles.get(c) in ("category", "flag", "temporal", "key", "identifier")
+        and 2 <= df[c].nunique(dropna=True) < n
+    ]
     if not groups:
         raise NoAction("groupby")
     g = ctx.rng.choice(groups)
     measures = [c for c in df.columns if c != g and state.numeric(c)]
-    menu: list[tuple[str, str]] = [("size", g)] + [(f, m) for m in measures for f in GROUP_FUNCS if f != "size"]
+    menu: list[tuple[str, str]] = [("size", g)] + [
+        (f, m) for m in measures for f in GROUP_FUNCS if f != "size"
+    ]
     func, arg = ctx.rng.choice(menu)
-    out = "count" if func == "size" else f"{func}_{arg}"
-    line = f"df = df.groupby({_lit(g)}, as_index=False).agg({out}=({_lit(arg)}, {_lit(func)}))"
-    if not out.isidentifier() or keyword.iskeyword(out) or out == g:
-        line = f"df = df.groupby({_lit(g)}, as_index=False).agg(**{{{_lit(out)}: ({_lit(arg)}, {_lit(func)})}})"
+    if func == "size":
+        line = f"df = df.groupby({_lit(g)}, as_index=False).size()"
+        out, out_varies = "size", state.rows_vary
+    else:
+        line = f"df = df.groupby({_lit(g)}, as_index=False)[{_lit(arg)}].{func}()"
+        out, out_varies = arg, state.rows_vary or state.varies.get(arg, False)
     try:
         new_df = _run(ctx, line, df)["df"]
     except Exception:
         raise NoAction("groupby") from None
-    roles = {g: state.roles[g], out: "derived"}
+    if list(new_df.columns) != [g, out]:
+        raise NoAction("groupby")
+    roles = {g: state.roles[g], out: "agg"}
     origin = {g: state.origin[g]} if g in state.origin else {}
-    return line, PdState(new_df, roles, origin, state.tables, grouped=True), {
-        "kind": "groupby", "by": g, "agg": func, "column": arg}  # fmt: skip
+    varies = {g: state.varies.get(g, False), out: out_varies}
+    new = state.but(df=new_df, roles=roles, origin=origin, varies=varies, grouped=True, last="groupby")
+    return line, new, {"kind": "groupby", "by": g, "agg": func, "column": arg}
 
 
 def act_ratio(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+    """A new column: one measure divided by another (never by zero)."""
     df = state.df
-    nums = [c for c in df.columns if state.numeric(c)]
-    pairs = [(a, b) for a in nums for b in nums if a != b and f"{a}_per_{b}" not in df.columns
-             and df[b].notna().all() and (df[b] != 0).all()]  # fmt: skip
+    nums = [
+        c
+        for c in df.columns
+        if state.roles.get(c) == "measure" and pd.api.types.is_numeric_dtype(df[c].dtype)
+    ]
+    pairs = [(a, b) for a in nums for b in nums if a != b and f"{a}_per_{b}" not in df.columns]
+    pairs = [(a, b) for a, b in pairs if df[b].notna().all() and (df[b] != 0).all()]
     if not pairs:
         raise NoAction("ratio")
     a, b = ctx.rng.choice(pairs)
     name = f"{a}_per_{b}"
     line = f"df[{_lit(name)}] = df[{_lit(a)}] / df[{_lit(b)}]"
     new_df = _run(ctx, line, df)["df"]
-    return line, PdState(new_df, {**state.roles, name: "derived"}, state.origin, state.tables, state.grouped), {
-        "kind": "ratio", "numerator": a, "denominator": b}  # fmt: skip
+    varies = {**state.varies, name: state.varies.get(a, False) or state.varies.get(b, False)}
+    new = state.but(df=new_df, roles={**state.roles, name: "ratio"}, varies=varies, last="ratio")
+    return line, new, {"kind": "ratio", "numerator": a, "denominator": b}
 
 
 def act_rank(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+    """A new column: the rank of a numeric column (ties share the lowest rank)."""
     df = state.df
-    nums = [c for c in df.columns if state.numeric(c) and df[c].nunique() >= 2 and f"{c}_rank" not in df.columns]
+    nums = [
+        c
+        for c in df.columns
+        if state.roles.get(c) in ("measure", "agg", "ratio")
+        and state.numeric(c)
+        and df[c].nunique() >= 2
+        and f"{c}_rank" not in df.columns
+    ]
     if not nums:
         raise NoAction("rank")
     c = ctx.rng.choice(nums)
@@ -352,22 +437,40 @@ def act_rank(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     name = f"{c}_rank"
     line = f'df[{_lit(name)}] = df[{_lit(c)}].rank(method="min", ascending={not desc})'
     new_df = _run(ctx, line, df)["df"]
-    return line, PdState(new_df, {**state.roles, name: "derived"}, state.origin, state.tables, state.grouped), {
-        "kind": "rank", "column": c, "desc": desc}  # fmt: skip
+    # a rank is unchanged by rescaling: it varies only when the rows do
+    new = state.but(
+        df=new_df,
+        roles={**state.roles, name: "rank"},
+        varies={**state.varies, name: state.rows_vary},
+        last="rank",
+    )
+    return line, new, {"kind": "rank", "column": c, "desc": desc}
 
 
-_TRANSFORM_FUNCS = {"filter": act_filter, "topk": act_topk, "groupby": act_groupby, "ratio": act_ratio,
-                    "rank": act_rank}  # fmt: skip
+_TRANSFORM_FUNCS = {
+    "filter": act_filter,
+    "topk": act_topk,
+    "groupby": act_groupby,
+    "ratio": act_ratio,
+    "rank": act_rank,
+}
 
 
 def act_terminal(ctx: Ctx, state: PdState) -> tuple[str, dict[str, Any]]:
+    """A scalar aggregate, a quantile or a row count, among those that can differ in some copy."""
     df = state.df
     if len(df) == 0:
         raise NoAction("terminal")
-    nums = [c for c in df.columns if state.numeric(c) and df[c].notna().any()]
-    menu: list[tuple[str, Any, Any]] = [("count", None, None)]
+    nums = [
+        c
+        for c in df.columns
+        if state.numeric(c) and df[c].notna().any() and (state.varies.get(c, False) or state.rows_vary)
+    ]
+    menu: list[tuple[str, Any, Any]] = [("count", None, None)] if state.rows_vary else []
     menu += [("agg", c, f) for c in nums for f in AGG_FUNCS]
     menu += [("quantile", c, q) for c in nums for q in (0.1, 0.25, 0.75, 0.9)]
+    if not menu:
+        raise NoAction("terminal")
     kind, col, arg = ctx.rng.choice(menu)
     if kind == "count":
         return "result = len(df)", {"kind": "count"}
@@ -387,7 +490,9 @@ def build_program(
     lo, hi = CHAIN_LENGTHS[level]
     n_chain = ctx.rng.randint(lo, hi)
     want_join = level in JOIN_LEVELS and ctx.rng.random() < JOIN_PROBABILITY
-    merge_source = ctx.rng.random() < 0.5 and bool(_fk_options(ctx, _state_for_table(ctx, table, ctx.frames[table])))
+    merge_source = ctx.rng.random() < 0.5 and bool(
+        _fk_options(ctx, _state_for_table(ctx, table, ctx.frames[table]))
+    )
     line, state, action = act_source(ctx, table, merge=merge_source)
     lines, actions = [line], [action]
     pending_join = want_join

@@ -29,7 +29,6 @@ import io
 import math
 import os
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from datadojo.synth.envlunch.environment import Environment, ForeignKey, TableData, stable_int
+from datadojo.synth.envlunch.environment import Environment, ForeignKey, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo
 
 __all__ = [
@@ -48,8 +47,8 @@ __all__ = [
     "RESCALE_RANGE",
     "CopyPlan",
     "norm_key",
-    "parquet_roundtrip",
     "pandas_copy",
+    "parquet_roundtrip",
     "plan_copies",
     "plan_copy",
     "sqlite_copy",
@@ -86,31 +85,49 @@ def norm_key(v: Any) -> Any:
     return v
 
 
-def _key_tuples(table: TableData, columns: Sequence[str]) -> list[tuple[Any, ...]]:
-    idx = [table.columns.index(c) for c in columns]
-    return [tuple(norm_key(r[i]) for i in idx) for r in table.rows]
+def _fk_codes(env: Environment, fk: ForeignKey) -> tuple[np.ndarray, np.ndarray, int]:
+    """Integer codes for the key values of ``fk``: (parent row codes, child row codes, number of codes).
+
+    A child value that no parent row holds gets ``-1``: it already dangled in the original and the cascade
+    leaves it alone. Cached on the environment (every copy of every task cascades along the same keys).
+    """
+    cache: dict[ForeignKey, tuple[np.ndarray, np.ndarray, int]] = env.__dict__.setdefault(
+        "_fk_code_cache", {}
+    )
+    if fk not in cache:
+        parent, child = env.tables[fk.ref_table], env.tables[fk.table]
+        pidx = [parent.columns.index(c) for c in fk.ref_columns]
+        cidx = [child.columns.index(c) for c in fk.columns]
+        codes: dict[tuple[Any, ...], int] = {}
+        pcodes = np.array(
+            [codes.setdefault(tuple(norm_key(r[i]) for i in pidx), len(codes)) for r in parent.rows],
+            dtype=np.int64,
+        )
+        ccodes = np.array(
+            [codes.get(tuple(norm_key(r[i]) for i in cidx), -1) for r in child.rows], dtype=np.int64
+        )
+        cache[fk] = (pcodes, ccodes, len(codes))
+    return cache[fk]
 
 
 def _cascade(env: Environment, keep: dict[str, np.ndarray]) -> None:
     """Delete child rows whose referenced parent key was deleted, until nothing changes."""
-    fks: list[ForeignKey] = env.foreign_keys
-    child_keys = {fk: _key_tuples(env.tables[fk.table], fk.columns) for fk in fks}
-    parent_keys = {fk: _key_tuples(env.tables[fk.ref_table], fk.ref_columns) for fk in fks}
     changed = True
     while changed:
         changed = False
-        for fk in fks:
-            pk = parent_keys[fk]
+        for fk in env.foreign_keys:
             pmask = keep[fk.ref_table]
-            present = {k for k, kept in zip(pk, pmask, strict=True) if kept}
-            removed = {k for k in pk if k not in present}
-            if not removed:
+            if pmask.all():
                 continue
+            pcodes, ccodes, n = _fk_codes(env, fk)
+            alive = np.zeros(n + 1, dtype=bool)
+            alive[pcodes[pmask]] = True
+            alive[n] = True  # index -1 (dangling in the original) maps here: never removed
             cmask = keep[fk.table]
-            for i, key in enumerate(child_keys[fk]):
-                if cmask[i] and key in removed:
-                    cmask[i] = False
-                    changed = True
+            drop = cmask & ~alive[ccodes]
+            if drop.any():
+                cmask[drop] = False
+                changed = True
 
 
 def plan_copy(
@@ -152,7 +169,9 @@ def plan_copies(
     return [plan_copy(env, roles, k, seed, rescale=rescale) for k in range(1, n_copies + 1)]
 
 
-def sqlite_copy(env: Environment, plan: CopyPlan | None, dest: sqlite3.Connection | None = None) -> sqlite3.Connection:
+def sqlite_copy(
+    env: Environment, plan: CopyPlan | None, dest: sqlite3.Connection | None = None
+) -> sqlite3.Connection:
     """Copy ``env``'s database into ``dest`` (default: a new in-memory database) minus the planned rows.
 
     The whole file is copied with SQLite's backup API (schema, indexes, views, exact stored values), then
@@ -197,11 +216,17 @@ def _rescale(series: pd.Series, factor: float) -> pd.Series:
     return series.map(lambda v: v if v is None else (round(v * factor) if isinstance(v, int) else v * factor))
 
 
-def pandas_copy(env: Environment, plan: CopyPlan | None) -> dict[str, pd.DataFrame]:
-    """The environment's tables as DataFrames with the plan's rows removed and measures rescaled."""
+def pandas_copy(
+    env: Environment, plan: CopyPlan | None, frames: dict[str, pd.DataFrame] | None = None
+) -> dict[str, pd.DataFrame]:
+    """The environment's tables as DataFrames with the plan's rows removed and measures rescaled.
+
+    ``frames`` are the original tables to start from (default: :meth:`TableData.frame`); rows are in the
+    same order as ``env``'s rows, which the plan's masks index.
+    """
     out: dict[str, pd.DataFrame] = {}
     for name, table in env.tables.items():
-        frame = table.frame()
+        frame = table.frame() if frames is None else frames[name]
         if plan is not None:
             mask = plan.keep[name]
             if not mask.all():

@@ -42,9 +42,11 @@ groups; a DISTINCT needs duplicates; a CTE-vs-average needs unequal group values
 
 from __future__ import annotations
 
+import bisect
 import random
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -70,6 +72,7 @@ __all__ = [
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 AGG_FUNCS = ("SUM", "AVG", "MIN", "MAX")
 TOPK_MAX = 10
+OBS_ROW_CAP = 5000
 
 
 def q_ident(name: str) -> str:
@@ -125,9 +128,10 @@ class SqlStep:
 
     kind: str
     params: dict[str, Any]
+    sql: str = ""  # the partial query after this action (what the trajectory executed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.params}
+        return {"kind": self.kind, **self.params, "sql": self.sql}
 
 
 @dataclass
@@ -149,9 +153,15 @@ class SqlQuery:
     row_cols: list[Col] = field(default_factory=list)
 
     def copy(self) -> SqlQuery:
-        return replace(self, tables=list(self.tables), joins=list(self.joins), where=list(self.where),
-                       order=list(self.order), select=None if self.select is None else list(self.select),
-                       row_cols=list(self.row_cols))  # fmt: skip
+        return replace(
+            self,
+            tables=list(self.tables),
+            joins=list(self.joins),
+            where=list(self.where),
+            order=list(self.order),
+            select=None if self.select is None else list(self.select),
+            row_cols=list(self.row_cols),
+        )
 
     @property
     def grouped(self) -> bool:
@@ -197,7 +207,12 @@ class SqlQuery:
 
 
 def execute_sql(
-    con: sqlite3.Connection, sql: str, *, row_cap: int | None = None, timeout_s: float = 10.0
+    con: sqlite3.Connection,
+    sql: str,
+    *,
+    row_cap: int | None = None,
+    timeout_s: float = 10.0,
+    count_rest: bool = True,
 ) -> tuple[list[str], list[tuple[Any, ...]], int]:
     """Run one query: ``(column names, rows (at most row_cap), total row count)``.
 
@@ -213,7 +228,7 @@ def execute_sql(
             return names, rows, len(rows)
         rows = cur.fetchmany(row_cap)
         extra = 0
-        while True:
+        while count_rest:
             more = cur.fetchmany(4096)
             if not more:
                 break
@@ -223,9 +238,17 @@ def execute_sql(
         con.set_progress_handler(None, 0)
 
 
-def observe(con: sqlite3.Connection, query: SqlQuery, *, row_cap: int = 20_000) -> Obs:
-    """Execute the partial query and return the observation the next action is chosen from."""
-    _, rows, n = execute_sql(con, query.render(), row_cap=row_cap)
+def observe(con: sqlite3.Connection, query: SqlQuery, *, row_cap: int = OBS_ROW_CAP) -> Obs:
+    """Execute the partial query and return the observation the next action is chosen from.
+
+    At most ``row_cap`` rows are fetched (parameters of the next action are read off them); the row count
+    is exact (a ``COUNT(*)`` over the query when the cap is hit).
+    """
+    sql = query.render()
+    _, rows, _ = execute_sql(con, sql, row_cap=row_cap, count_rest=False)
+    n = len(rows)
+    if n >= row_cap:
+        n = execute_sql(con, f"SELECT COUNT(*) FROM ({sql})")[1][0][0]
     return Obs(query.output_cols(), rows, n)
 
 
@@ -244,12 +267,16 @@ class Ctx:
     roles: dict[str, dict[str, ColumnInfo]]
     rng: random.Random
     max_rows: int
-    final_size_matters: bool = False
+    obs_cache: dict[str, Obs] | None = None
 
 
 def _cols_of(ctx: Ctx, table: str, alias: str) -> list[Col]:
     t = ctx.env.tables[table]
-    return [Col(alias, table, c, ctx.roles[table][c].role) for c in t.columns if ctx.roles[table][c].role != "empty"]
+    return [
+        Col(alias, table, c, ctx.roles[table][c].role)
+        for c in t.columns
+        if ctx.roles[table][c].role != "empty"
+    ]
 
 
 def _quantile_values(values: list[Any]) -> list[Any]:
@@ -303,9 +330,15 @@ def act_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection, *, chain:
         new_alias = f"T{len(q.tables) + 1}"
         new_table = fk.ref_table if new_is_parent else fk.table
         if new_is_parent:
-            pairs = [(f"{alias}.{q_ident(c)}", f"{new_alias}.{q_ident(r)}") for c, r in zip(fk.columns, fk.ref_columns, strict=True)]
+            pairs = [
+                (f"{alias}.{q_ident(c)}", f"{new_alias}.{q_ident(r)}")
+                for c, r in zip(fk.columns, fk.ref_columns, strict=True)
+            ]
         else:
-            pairs = [(f"{alias}.{q_ident(r)}", f"{new_alias}.{q_ident(c)}") for c, r in zip(fk.columns, fk.ref_columns, strict=True)]
+            pairs = [
+                (f"{alias}.{q_ident(r)}", f"{new_alias}.{q_ident(c)}")
+                for c, r in zip(fk.columns, fk.ref_columns, strict=True)
+            ]
         on = " AND ".join(f"{x} = {y}" for x, y in pairs)
         trial = q.copy()
         trial.tables.append((new_table, new_alias))
@@ -334,15 +367,18 @@ def act_filter(ctx: Ctx, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep:
         if kind is None:
             continue
         if col.role in ("measure", "temporal") or (kind == "num" and col.role != "category"):
+            srt = sorted(x for x in vals if x is not None)
             for v in _quantile_values(vals):
-                for op in (">", ">=", "<", "<="):
-                    cnt = sum(1 for x in vals if x is not None and _cmp(x, op, v))
+                lo, hi = bisect.bisect_left(srt, v), bisect.bisect_right(srt, v)
+                counts = {">": len(srt) - hi, ">=": len(srt) - lo, "<": lo, "<=": hi}
+                for op, cnt in counts.items():
                     cands.append((col, op, v, cnt))
         if col.role in ("category", "flag") or (col.role == "temporal" and kind == "str"):
-            distinct = sorted({x for x in vals if x is not None}, key=lambda x: (str(type(x)), x))
+            freq = Counter(x for x in vals if x is not None)
+            distinct = sorted(freq, key=lambda x: (str(type(x)), x))
             ctx.rng.shuffle(distinct)
             for v in distinct[:8]:
-                cands.append((col, "=", v, sum(1 for x in vals if x == v)))
+                cands.append((col, "=", v, freq[v]))
     valid = [c for c in cands if 0 < c[3] < n and (not cap_rows or c[3] <= ctx.max_rows)]
     if not valid:
         raise NoAction("filter")
@@ -387,8 +423,14 @@ def act_group_agg(ctx: Ctx, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep
         expr = f"{func}({arg.sql})"
     q.group = g
     q.agg = Col("", "", "value", "measure", expr=expr, agg=True)
-    return SqlStep("group_agg", {"group": f"{g.table}.{g.name}", "agg": func,
-                                 "column": None if arg is None else f"{arg.table}.{arg.name}"})  # fmt: skip
+    return SqlStep(
+        "group_agg",
+        {
+            "group": f"{g.table}.{g.name}",
+            "agg": func,
+            "column": None if arg is None else f"{arg.table}.{arg.name}",
+        },
+    )
 
 
 def act_having(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
@@ -430,7 +472,9 @@ def act_order_limit(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
     q.order = [f"{m.sql} {direction}"] + [f"{m.alias}.{q_ident(c)} ASC" for c in pk]
     q.tiebreak_projection = True  # remaining ties broken by the projected columns (deterministic multiset)
     q.limit = k
-    return SqlStep("order_limit", {"by": f"{m.table}.{m.name}", "desc": desc, "k": k, "tiebreak": pk or "projection"})
+    return SqlStep(
+        "order_limit", {"by": f"{m.table}.{m.name}", "desc": desc, "k": k, "tiebreak": pk or "projection"}
+    )
 
 
 def act_project(ctx: Ctx, q: SqlQuery, obs: Obs, *, one: bool = False) -> SqlStep:
@@ -438,8 +482,12 @@ def act_project(ctx: Ctx, q: SqlQuery, obs: Obs, *, one: bool = False) -> SqlSte
     if not usable:
         raise NoAction("project")
     if one:
-        dup = [c for c in usable if c.role in ("category", "flag", "temporal", "key", "measure")
-               and len(set(obs.values(c))) < len(obs.rows)]  # fmt: skip
+        dup = [
+            c
+            for c in usable
+            if c.role in ("category", "flag", "temporal", "key", "measure")
+            and len(set(obs.values(c))) < len(obs.rows)
+        ]
         if not dup:
             raise NoAction("project")
         chosen = [ctx.rng.choice(dup)]
@@ -469,7 +517,9 @@ def act_anti_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection) -> S
     fks = [fk for fk in ctx.env.foreign_keys if fk.ref_table == t and fk.table != t]
     ctx.rng.shuffle(fks)
     for fk in fks:
-        cond = " AND ".join(f"S.{q_ident(c)} = {a}.{q_ident(r)}" for c, r in zip(fk.columns, fk.ref_columns, strict=True))
+        cond = " AND ".join(
+            f"S.{q_ident(c)} = {a}.{q_ident(r)}" for c, r in zip(fk.columns, fk.ref_columns, strict=True)
+        )
         clause = f"NOT EXISTS (SELECT 1 FROM {q_ident(fk.table)} AS S WHERE {cond})"
         trial = q.copy()
         trial.where.append(clause)
@@ -526,7 +576,9 @@ NON_AGGREGATING: tuple[OperatorSpec, ...] = (
     OperatorSpec("topk_tiebreak", False, ("order_limit", "project"), source_filter=_has_measure),
     OperatorSpec("anti_join_project", False, ("anti_join", "project"), needs_fk=1, source_filter=_is_parent),
     OperatorSpec("filter_distinct", False, ("filter", "project_one", "distinct")),
-    OperatorSpec("join_filter_project", False, ("join", "filter", "project"), needs_fk=1, source_filter=_has_fk),
+    OperatorSpec(
+        "join_filter_project", False, ("join", "filter", "project"), needs_fk=1, source_filter=_has_fk
+    ),
 )
 AGGREGATING: tuple[OperatorSpec, ...] = (
     OperatorSpec("group_agg", True, ("group_agg",)),
@@ -534,17 +586,43 @@ AGGREGATING: tuple[OperatorSpec, ...] = (
     OperatorSpec("group_agg_having", True, ("group_agg", "having")),
     OperatorSpec("group_agg_topk", True, ("group_agg", "order_limit")),
     OperatorSpec("join_group_agg", True, ("join", "group_agg"), needs_fk=1, source_filter=_has_fk),
-    OperatorSpec("join_filter_group_agg", True, ("join", "filter", "group_agg"), needs_fk=1, source_filter=_has_fk),
-    OperatorSpec("join_group_agg_having", True, ("join", "group_agg", "having"), needs_fk=1, source_filter=_has_fk),
-    OperatorSpec("cte_above_avg", True, ("join", "group_agg", "cte_above_avg"), needs_fk=1, source_filter=_has_fk),
-    OperatorSpec("chain3_group_agg", True, ("join", "join_chain", "group_agg"), needs_fk=2, source_filter=_has_fk),
-    OperatorSpec("chain3_filter_group_agg", True, ("join", "join_chain", "filter", "group_agg"), needs_fk=2,
-                 source_filter=_has_fk),  # fmt: skip
+    OperatorSpec(
+        "join_filter_group_agg", True, ("join", "filter", "group_agg"), needs_fk=1, source_filter=_has_fk
+    ),
+    OperatorSpec(
+        "join_group_agg_having", True, ("join", "group_agg", "having"), needs_fk=1, source_filter=_has_fk
+    ),
+    OperatorSpec(
+        "cte_above_avg", True, ("join", "group_agg", "cte_above_avg"), needs_fk=1, source_filter=_has_fk
+    ),
+    OperatorSpec(
+        "chain3_group_agg", True, ("join", "join_chain", "group_agg"), needs_fk=2, source_filter=_has_fk
+    ),
+    OperatorSpec(
+        "chain3_filter_group_agg",
+        True,
+        ("join", "join_chain", "filter", "group_agg"),
+        needs_fk=2,
+        source_filter=_has_fk,
+    ),
 )
 OPERATORS: dict[str, OperatorSpec] = {op.name: op for op in NON_AGGREGATING + AGGREGATING}
 assert len(OPERATORS) == 15 and len(AGGREGATING) == 10 and len(NON_AGGREGATING) == 5
 
 _REDUCING = {"filter", "group_agg", "having", "order_limit", "distinct", "anti_join", "cte_above_avg"}
+
+
+def _observe(ctx: Ctx, con: sqlite3.Connection, q: SqlQuery) -> Obs:
+    """:func:`observe`, memoised per context when it has a cache (the solver re-runs the same prefixes)."""
+    if ctx.obs_cache is None:
+        return observe(con, q)
+    sql = q.render()
+    hit = ctx.obs_cache.get(sql)
+    if hit is None:
+        if len(ctx.obs_cache) > 512:
+            ctx.obs_cache.clear()
+        hit = ctx.obs_cache[sql] = observe(con, q)
+    return Obs(q.output_cols(), hit.rows, hit.n_rows)
 
 
 def build_query(
@@ -555,8 +633,8 @@ def build_query(
     Raises :class:`NoAction` when some step's valid pool is empty (the trajectory is dropped).
     """
     q = SqlQuery()
-    steps = [act_source(ctx, q, table)]
-    obs = observe(con, q)
+    steps = [replace(act_source(ctx, q, table), sql=q.render())]
+    obs = _observe(ctx, con, q)
     if obs.n_rows == 0:
         raise NoAction("source")
     for i, kind in enumerate(spec.steps):
@@ -586,8 +664,8 @@ def build_query(
             step = act_cte_above_avg(ctx, q, obs)
         else:  # pragma: no cover - the specs above use only these kinds
             raise ValueError(f"unknown SQL action kind {kind!r}")
-        steps.append(step)
-        obs = observe(con, q)
+        steps.append(replace(step, sql=q.render()))
+        obs = _observe(ctx, con, q)
         if obs.n_rows == 0:
             raise NoAction(kind)
     return q, steps, obs

@@ -1,0 +1,344 @@
+"""``datadojo warmup``: EnvLunch warm-up tasks — build, reference-solve, score, audit, §6 probe.
+
+Thin layer over :mod:`datadojo.synth.envlunch`: parse arguments, show progress and summary tables.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+warmup_app = typer.Typer(
+    name="warmup",
+    help=(
+        "EnvLunch warm-up (arXiv 2610.33817): verifiable agent tasks made from databases and tables with no "
+        "annotation. A random executable trajectory is composed and run; the agent gets the environment and "
+        "the final observation o*, and is rewarded for a program that reproduces it in hidden "
+        "counterfactual copies of the environment."
+    ),
+    no_args_is_help=True,
+)
+console = Console()
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _table(title: str, header: list[str], rows: Iterable[list[Any]], *, left: int = 1) -> Table:
+    t = Table(title=title, title_justify="left")
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i < left else "right")
+    for r in rows:
+        t.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in r))
+    return t
+
+
+def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
+    from datadojo.jsonl import read_tasks
+    from datadojo.synth.envlunch.tasks import task_info
+
+    if not tasks_path.is_file():
+        raise typer.BadParameter(f"{tasks_path}: no such task file")
+    infos = []
+    for task in read_tasks(tasks_path):
+        try:
+            infos.append(task_info(task, tasks_path))
+        except ValueError as exc:
+            raise typer.BadParameter(f"{tasks_path}: {exc}") from exc
+        if limit is not None and len(infos) >= limit:
+            break
+    return infos
+
+
+def _executor(in_process: bool, concurrency: int) -> Any:
+    from datadojo.synth.envlunch.executor import InProcessExecutor, SandboxExecutor
+
+    return InProcessExecutor() if in_process else SandboxExecutor(concurrency=concurrency)
+
+
+@warmup_app.command("build")
+def build(
+    sources: list[Path] = typer.Argument(..., help="SQLite databases, table files, or folders holding them."),
+    n: int = typer.Option(1600, "--n", help="Number of tasks (EnvLunch §4 uses 1,600)."),
+    out: Path = typer.Option(
+        Path("tasks.jsonl"), "--out", "-o", help="Task file; copies go to <stem>.copies/."
+    ),
+    exclude: list[str] = typer.Option([], "--exclude", help="Environment names (file stems) to leave out."),
+    seed: int = typer.Option(0, "--seed", help="Everything is reproducible from the seed."),
+    sql_fraction: float = typer.Option(0.5, "--sql-fraction", help="Share of SQL tasks (the rest pandas)."),
+    workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
+    attempts: int = typer.Option(25, "--attempts", help="Draws per task and environment before moving on."),
+) -> None:
+    """Synthesise warm-up tasks (SQL and pandas) with counterfactual copies, and summarise them."""
+    from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
+    from datadojo.synth.envlunch.environment import EnvError
+
+    try:
+        config = BuildConfig(n=n, seed=seed, sql_fraction=sql_fraction, workers=workers, attempts=attempts)
+        envs = load_environments(
+            sources, exclude=exclude, on_error=lambda m: console.print(f"[yellow]skipped:[/] {m}")
+        )
+    except (ValueError, EnvError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if not envs:
+        raise typer.BadParameter("no readable environment among the sources")
+    console.print(f"{len(envs)} environments loaded")
+    with _progress() as prog:
+        bar = prog.add_task("synthesising", total=n)
+        try:
+            report = build_tasks(envs, out, config, progress=lambda done, _: prog.update(bar, completed=done))
+        except EnvError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    _show_build(report)
+
+
+def _show_build(report: Any) -> None:
+    tasks = report.tasks
+    by_level: dict[tuple[str, int], int] = defaultdict(int)
+    for t in tasks:
+        by_level[(t.extra["backend"], t.extra["level"])] += 1
+    levels = sorted({lv for _, lv in by_level})
+    rows = [
+        [
+            b,
+            *[by_level.get((b, lv), 0) for lv in levels],
+            sum(v for (bb, _), v in by_level.items() if bb == b),
+        ]
+        for b in ("sql", "pandas")
+    ]
+    console.print(
+        _table("Tasks by backend and level", ["backend", *[f"L{lv}" for lv in levels], "total"], rows)
+    )
+    ops = report.by(
+        lambda t: (t.extra["backend"], t.extra["operator"] if t.extra["backend"] == "sql" else t.category)
+    )
+    console.print(
+        _table(
+            "Tasks by operator",
+            ["backend", "operator / terminal", "tasks"],
+            [[b, o, c] for (b, o), c in sorted(ops.items())],
+            left=2,
+        )
+    )
+    rej = ", ".join(f"{k} {v}" for k, v in report.rejections.most_common())
+    console.print(f"draws {report.draws}; rejected: {rej or 'none'}")
+    rate = len(tasks) / report.seconds if report.seconds else 0.0
+    console.print(
+        f"[bold]{len(tasks)} tasks[/] from {report.envs_used}/{report.n_envs} environments in {report.seconds:.1f} s "
+        f"({rate:.1f} tasks/s) → {report.out} (copies: {report.copies})"
+    )
+    if report.missing:
+        console.print(
+            f"[yellow]{report.missing} tasks could not be made (environments too small or too few)[/]"
+        )
+
+
+@warmup_app.command("solve")
+def solve(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
+    out: Path = typer.Option(
+        Path("trajectories.jsonl"), "--out", "-o", help="Trajectory JSONL (overwritten)."
+    ),
+    time_limit: float = typer.Option(3.0, "--time-limit", help="Search seconds per task."),
+    max_candidates: int = typer.Option(400, "--max-candidates", help="Compositions tried per task."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Run the reference query-by-output solver; write its trajectories (score them with `warmup score`)."""
+    from datadojo.jsonl import write_jsonl_atomic
+    from datadojo.synth.envlunch.solver import SolverConfig, solver_trajectory
+    from datadojo.synth.envlunch.solver import solve as run_solve
+
+    infos = _load_infos(tasks_path, limit)
+    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit, seed=seed)
+    trajs = []
+    with _progress() as prog:
+        bar = prog.add_task("solving", total=len(infos))
+        for info in infos:
+            res = run_solve([info], config)[0]
+            trajs.append(solver_trajectory(info, res))
+            prog.advance(bar)
+    write_jsonl_atomic(out, trajs)
+    found = sum(t.final_answer is not None for t in trajs)
+    console.print(f"found a program for {found}/{len(trajs)} tasks on E (copies not checked yet) → {out}")
+
+
+@warmup_app.command("score")
+def score(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
+    trajectories: Path = typer.Argument(..., metavar="TRAJECTORIES.jsonl"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the trajectories with rewards here."),
+    in_process: bool = typer.Option(
+        False,
+        "--in-process",
+        help="Run programs here, not in the sandbox "
+        "(only for programs you trust, e.g. the reference solver's).",
+    ),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", help="Sandboxes at once."),
+) -> None:
+    """Reward trajectories (EnvLunch Eq. 4): run each submitted program in every counterfactual copy."""
+    from datadojo.jsonl import JsonlError, read_trajectories, write_jsonl_atomic
+    from datadojo.synth.envlunch.reward import score_trajectories
+
+    infos = {i.task.id: i for i in _load_infos(tasks_path)}
+    try:
+        trajs = list(read_trajectories(trajectories))
+    except (JsonlError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    with console.status(f"scoring {len(trajs)} trajectories"):
+        try:
+            records = score_trajectories(infos, trajs, _executor(in_process, concurrency))
+        except ValueError as exc:
+            raise typer.BadParameter(f"{trajectories}: {exc}") from exc
+    if out is not None:
+        for traj, rec in zip(trajs, records, strict=True):
+            traj.rewards["envlunch"] = rec.reward
+            traj.extra["envlunch"] = rec.to_dict()
+        write_jsonl_atomic(out, trajs)
+    _show_scores(records)
+
+
+def _show_scores(records: list[Any]) -> None:
+    groups: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for r in records:
+        groups[(r.backend, r.level)].append(r)
+    rows = [
+        [b, lv, len(rs), sum(r.solved for r in rs) / len(rs), statistics.fmean(r.reward for r in rs)]
+        for (b, lv), rs in sorted(groups.items())
+    ]
+    if records:
+        rows.append(
+            [
+                "all",
+                "",
+                len(records),
+                sum(r.solved for r in records) / len(records),
+                statistics.fmean(r.reward for r in records),
+            ]
+        )
+    console.print(
+        _table("EnvLunch rewards", ["backend", "level", "n", "solved (all copies)", "mean R"], rows)
+    )
+
+
+@warmup_app.command("audit")
+def audit(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
+    sandbox: bool = typer.Option(False, "--sandbox", help="Run the constant programs in the sandbox too."),
+) -> None:
+    """Hack-resistance audit: score the answer that prints o* as constants, with copies on and off."""
+    from datadojo.synth.envlunch.audit import run_audit
+
+    infos = _load_infos(tasks_path, limit)
+    with console.status(f"auditing {len(infos)} tasks"):
+        report = run_audit(infos, _executor(not sandbox, 2))
+    rows = [[b, n, w, wo] for b, (n, w, wo) in report.by_backend().items()]
+    rows.append(["all", report.n, report.pass_with_copies, report.pass_without_copies])
+    console.print(
+        _table(
+            "Constant-printing answer: pass rate (min_k m = 1)",
+            ["backend", "tasks", "with copies", "without copies"],
+            rows,
+        )
+    )
+    leaks = report.leaks()
+    if leaks:
+        console.print(
+            f"[red]{len(leaks)} tasks pay the constant answer despite the copies:[/] {', '.join(leaks[:10])}"
+        )
+        raise typer.Exit(1)
+    console.print("[green]no retained task rewards the constant answer[/]")
+
+
+@warmup_app.command("probe-tasks")
+def probe_tasks(
+    out: Path = typer.Option(
+        Path("probe.jsonl"), "--out", "-o", help="Task file; tables go to <stem>.probe/."
+    ),
+    seed: int = typer.Option(0, "--seed"),
+    per_domain: int = typer.Option(25, "--per-domain", help="Tasks per domain (6 domains; §6 uses 25)."),
+) -> None:
+    """Write the §6 controlled environment: 6 domains × 25 tasks over 64 hidden encodings."""
+    from datadojo.synth.envlunch.probe import make_probe_tasks
+
+    tasks = make_probe_tasks(out, seed=seed, per_domain=per_domain)
+    console.print(f"{len(tasks)} probe tasks → {out}")
+
+
+@warmup_app.command("probe")
+def probe(
+    tasks_path: Path = typer.Argument(..., metavar="PROBE.jsonl"),
+    trajectories: Path = typer.Argument(..., metavar="TRAJECTORIES.jsonl"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write per-trajectory curves (JSONL)."),
+    in_process: bool = typer.Option(False, "--in-process", help="Replay here instead of in the sandbox."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed for the 95% intervals."),
+) -> None:
+    """Remaining uncertainty log2(#consistent worlds) after each action (§6), mean and 95% interval."""
+    from datadojo.jsonl import read_tasks, read_trajectories, write_jsonl_atomic
+    from datadojo.synth.envlunch.probe import uncertainty_curves
+
+    tasks = {t.id: t for t in read_tasks(tasks_path)}
+    trajs = list(read_trajectories(trajectories))
+    curves = []
+    with _progress() as prog:
+        bar = prog.add_task("replaying in 64 worlds", total=len(trajs))
+        for traj in trajs:
+            try:
+                curves.extend(uncertainty_curves(tasks, [traj], in_process=in_process))
+            except ValueError as exc:
+                raise typer.BadParameter(f"{trajectories}: {exc}") from exc
+            prog.advance(bar)
+    if out is not None:
+        write_jsonl_atomic(out, [c.to_dict() for c in curves])
+    longest = max((len(c.bits) for c in curves), default=0)
+    rows = []
+    for i in range(longest):
+        # a trajectory that stopped keeps its last uncertainty (6 bits if it took no action)
+        vals = [c.bits[i] if i < len(c.bits) else (c.bits[-1] if c.bits else 6.0) for c in curves]
+        lo, hi = _bootstrap(vals, seed)
+        rows.append([i + 1, len(vals), statistics.fmean(vals), lo, hi])
+    console.print(
+        _table(
+            "Remaining uncertainty (bits) after each action",
+            ["action", "n", "mean", "95% lo", "95% hi"],
+            rows,
+        )
+    )
+    console.print(
+        f"{sum(c.unmatched for c in curves)} actions could not be replayed exactly (they filter nothing)"
+    )
+
+
+def _bootstrap(values: list[float], seed: int, n: int = 1000) -> tuple[float, float]:
+    """95% percentile interval of the mean by bootstrap resampling over trajectories (§6)."""
+    if not values:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(n))
+    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``warmup`` command group to the ``datadojo`` app."""
+    app.add_typer(warmup_app, name="warmup")

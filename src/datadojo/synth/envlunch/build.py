@@ -1,0 +1,283 @@
+"""Building a warm-up task set: which environment each task comes from, parallel synthesis, output files.
+
+EnvLunch §4 draws its 1,600 warm-up tasks "at random in a single pass" from its environment corpora. How
+tasks are spread over environments and backends is not specified; ours (documented in
+``docs/envlunch.md``):
+
+* task ``i`` draws its backend (SQL with probability ``sql_fraction``, when any database can give SQL
+  tasks) and then an environment uniformly among those *feasible* for that backend (SQL: a database with a
+  table of at least 20 rows, otherwise no copy can differ; pandas: any table with rows, plus either 20 rows
+  somewhere or a measure column to rescale), from an RNG seeded by ``(seed, i, round)``;
+* within that environment up to ``attempts`` trajectories are drawn (seeded by ``(seed, i, attempt)``)
+  until one passes the §3 filter and is not a duplicate (same program) of a task already kept there;
+* task indices that found none are drawn again (new environment) in the next round, up to ``max_rounds``.
+
+Every draw depends only on the seed and the task index, so the output is the same for any number of
+worker processes. Workers are forked processes, each handling whole environments (so an environment's
+copies are built once); they write that environment's files themselves.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datadojo.jsonl import write_jsonl_atomic
+from datadojo.synth.envlunch.environment import (
+    EnvError,
+    Environment,
+    discover_sources,
+    load_environment,
+    stable_int,
+)
+from datadojo.synth.envlunch.synthesis import EnvContext, SynthConfig, Synthesized, synthesize, task_rng
+from datadojo.synth.envlunch.tasks import copies_root, task_from_synth, write_env_files
+from datadojo.types import Task
+
+__all__ = ["BuildConfig", "BuildReport", "build_tasks", "load_environments"]
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """How many tasks, from which mix, with how much effort."""
+
+    n: int = 1600
+    seed: int = 0
+    sql_fraction: float = 0.5
+    attempts: int = 25
+    max_rounds: int = 6
+    workers: int = 1
+    synth: SynthConfig = field(default_factory=SynthConfig)
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"n must be >= 0, got {self.n}")
+        if not 0.0 <= self.sql_fraction <= 1.0:
+            raise ValueError(f"sql_fraction must be in [0, 1], got {self.sql_fraction}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+
+
+@dataclass
+class BuildReport:
+    """What a build produced: tasks (in index order), rejection reasons, time, files."""
+
+    tasks: list[Task]
+    rejections: Counter[str]
+    draws: int
+    seconds: float
+    n_envs: int
+    envs_used: int
+    out: Path | None = None
+    copies: Path | None = None
+    missing: int = 0
+
+    def by(self, key: Callable[[Task], Any]) -> Counter[Any]:
+        return Counter(key(t) for t in self.tasks)
+
+
+def load_environments(
+    paths: Sequence[str | Path], *, exclude: Sequence[str] = (), on_error: Callable[[str], None] | None = None
+) -> list[Environment]:
+    """Load every environment under ``paths`` (ids made unique); unreadable ones are reported and skipped."""
+    envs: list[Environment] = []
+    used: set[str] = set()
+    for src in discover_sources(list(paths), exclude=tuple(exclude)):
+        env_id, i = src.stem, 2
+        while env_id in used:
+            env_id, i = f"{src.stem}_{i}", i + 1
+        try:
+            env = load_environment(src, env_id=env_id)
+        except EnvError as exc:
+            if on_error is not None:
+                on_error(str(exc))
+            continue
+        used.add(env_id)
+        envs.append(env)
+    return envs
+
+
+# Worker state: set in the parent before forking, so workers share the loaded environments.
+_ENVS: list[Environment] = []
+_CONF: BuildConfig | None = None
+_STAGE: Path | None = None
+_REL_ROOT = ""
+
+
+@dataclass
+class _Job:
+    env_index: int
+    backend: str
+    indices: list[int]
+    round: int
+    seen: set[str]
+    write_files: bool
+
+
+@dataclass
+class _JobResult:
+    env_index: int
+    backend: str
+    tasks: list[tuple[int, Task, str]]  # (index, task, program)
+    failed: list[int]
+    rejections: Counter[str]
+    draws: int
+
+
+def _run_job(job: _Job) -> _JobResult:
+    assert _CONF is not None and _STAGE is not None
+    env = _ENVS[job.env_index]
+    ctx = EnvContext(env, _CONF.synth)
+    out: list[tuple[int, Task, str]] = []
+    failed: list[int] = []
+    rejections: Counter[str] = Counter()
+    draws = 0
+    seen = set(job.seen)
+    for index in job.indices:
+        got: Synthesized | None = None
+        for attempt in range(_CONF.attempts):
+            seed_attempt = job.round * 10_000 + attempt
+            rng = task_rng(_CONF.seed, index, seed_attempt)
+            draws += 1
+            res = synthesize(ctx, job.backend, rng)  # type: ignore[arg-type]
+            if isinstance(res, str):
+                rejections[res.split(":")[0]] += 1
+                continue
+            if res.program in seen:
+                rejections["duplicate"] += 1
+                continue
+            got = res
+            seen.add(res.program)
+            task = task_from_synth(
+                res,
+                ctx,
+                task_id=f"envlunch-{index:05d}-{res.backend}-{env.env_id}",
+                rel_root=_REL_ROOT,
+                seed=_CONF.seed,
+                task_seed=stable_int(_CONF.seed, "task", index, seed_attempt),
+            )
+            out.append((index, task, res.program))
+            break
+        if got is None:
+            failed.append(index)
+    if out and job.write_files:
+        write_env_files(ctx, job.backend, _STAGE)
+    ctx.close()
+    return _JobResult(job.env_index, job.backend, out, failed, rejections, draws)
+
+
+def _feasible(envs: list[Environment], synth: SynthConfig) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {"sql": [], "pandas": []}
+    for i, env in enumerate(envs):
+        ctx = EnvContext(env, synth)
+        if ctx.sql_feasible:
+            out["sql"].append(i)
+        if ctx.pandas_feasible:
+            out["pandas"].append(i)
+    return out
+
+
+def build_tasks(
+    envs: list[Environment],
+    out: str | Path,
+    config: BuildConfig,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> BuildReport:
+    """Synthesise ``config.n`` tasks over ``envs``; write ``out`` (JSONL) and its copies folder.
+
+    ``progress(done, total)`` is called as environments finish. Returns the report (tasks in index order).
+    """
+    global _ENVS, _CONF, _STAGE, _REL_ROOT
+    start = time.perf_counter()
+    out = Path(out)
+    root = copies_root(out)
+    feasible = _feasible(envs, config.synth)
+    if not feasible["sql"] and not feasible["pandas"]:
+        raise EnvError(
+            "no environment can give a task (every table is empty, or too small and without measures)"
+        )
+    stage = root.with_name(f".{root.name}.{os.getpid()}.tmp")
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    _ENVS, _CONF, _STAGE, _REL_ROOT = envs, config, stage, root.name
+    written: set[tuple[int, str]] = set()
+    seen: dict[tuple[int, str], set[str]] = {}
+    results: dict[int, Task] = {}
+    rejections: Counter[str] = Counter()
+    draws = 0
+    pending = list(range(config.n))
+    ctx_mp = multiprocessing.get_context("fork")
+    pool = ctx_mp.Pool(config.workers) if config.workers > 1 else None
+    try:
+        for rnd in range(config.max_rounds):
+            if not pending:
+                break
+            groups: dict[tuple[int, str], list[int]] = {}
+            for index in pending:
+                rng = random.Random(stable_int(config.seed, "assign", index, rnd))
+                want_sql = rng.random() < config.sql_fraction
+                backend = "sql" if (want_sql and feasible["sql"]) or not feasible["pandas"] else "pandas"
+                env_index = rng.choice(feasible[backend])
+                groups.setdefault((env_index, backend), []).append(index)
+            jobs = [
+                _Job(e, b, idx, rnd, seen.get((e, b), set()), (e, b) not in written)
+                for (e, b), idx in sorted(groups.items(), key=lambda kv: -_cost(envs[kv[0][0]], len(kv[1])))
+            ]
+            pending = []
+            it = pool.imap_unordered(_run_job, jobs) if pool is not None else map(_run_job, jobs)
+            for res in it:
+                key = (res.env_index, res.backend)
+                for index, task, program in res.tasks:
+                    results[index] = task
+                    seen.setdefault(key, set()).add(program)
+                if res.tasks:
+                    written.add(key)
+                pending.extend(res.failed)
+                rejections.update(res.rejections)
+                draws += res.draws
+                if progress is not None:
+                    progress(len(results), config.n)
+            pending.sort()
+    except BaseException:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+            pool = None
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        _ENVS, _CONF, _STAGE = [], None, None
+    tasks = [results[i] for i in sorted(results)]
+    write_jsonl_atomic(out, tasks)
+    if root.exists():
+        shutil.rmtree(root)
+    os.replace(stage, root)
+    return BuildReport(
+        tasks=tasks,
+        rejections=rejections,
+        draws=draws,
+        seconds=time.perf_counter() - start,
+        n_envs=len(envs),
+        envs_used=len({t.extra["env"] for t in tasks}),
+        out=out,
+        copies=root,
+        missing=config.n - len(tasks),
+    )
+
+
+def _cost(env: Environment, n_tasks: int) -> float:
+    """Rough cost of a job, to start the big environments first (better balance across workers)."""
+    return env.n_rows * 0.01 + n_tasks

@@ -1,0 +1,224 @@
+"""EnvLunch tasks as :class:`datadojo.types.Task` records, and the environment files stored beside them.
+
+EnvLunch §3, Eq. (2): the task is T(E, τ) = (E, o*) — the environment and the target observation, never
+the trajectory. So a task's ``question`` renders an instruction and o*; its ``files`` are the environment
+(the database, or the tables as Parquet files); everything the scorer needs lives in ``extra``:
+
+``backend`` (``sql`` | ``pandas``), ``level``, ``n_operators``, ``operator``, ``operators`` (the action
+kinds in order), ``env``, ``seed``, ``k``, ``w``, ``t_max``, ``copies`` (one folder per counterfactual copy,
+relative to the task file's folder), ``db_name`` (SQL), ``target`` (o* canonical) and ``copy_targets``
+(τ(E'_k) canonical, computed at synthesis, so scoring only runs the agent's program),
+``foreign_keys`` and (pandas) ``table_files`` (the schema, for the reference solver), and — for
+reference and for regenerating the results, never shown to the agent — ``program`` and ``actions``.
+
+Layout on disk, beside ``tasks.jsonl``::
+
+    tasks.copies/<env>/<backend>/orig/<files>    what the agent sees (Task.files point here)
+    tasks.copies/<env>/<backend>/<k>/<files>     counterfactual copy k = 1..K (never shown)
+
+Every file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from datadojo.synth.envlunch.canon import Canonical, canonical_from_json
+from datadojo.synth.envlunch.perturb import sqlite_copy, write_atomic_bytes, write_sqlite_atomic
+from datadojo.synth.envlunch.synthesis import EnvContext, Synthesized
+from datadojo.types import DataFile, Task
+
+__all__ = [
+    "T_MAX",
+    "W_BREVITY",
+    "EnvLunchTaskInfo",
+    "copies_root",
+    "env_dir",
+    "question_text",
+    "render_target",
+    "task_from_synth",
+    "task_info",
+    "write_env_files",
+]
+
+#: EnvLunch §3, Eq. (4): "t_max is the turn budget of the harness (16 for SQL and 48 for pandas), and w=0.5".
+T_MAX = {"sql": 16, "pandas": 48}
+W_BREVITY = 0.5
+
+
+def copies_root(tasks_path: str | Path) -> Path:
+    """``tasks.jsonl`` → ``tasks.copies`` (the folder that holds every environment and copy)."""
+    p = Path(tasks_path)
+    return p.with_name(p.name.split(".")[0] + ".copies") if "." in p.name else p.with_name(p.name + ".copies")
+
+
+def env_dir(root: Path, env_id: str, backend: str) -> Path:
+    return root / env_id / backend
+
+
+def write_env_files(ctx: EnvContext, backend: str, root: Path) -> None:
+    """Write the original environment and its K copies for ``backend`` under ``root`` (temp + rename)."""
+    base = env_dir(root, ctx.env.env_id, backend)
+    if backend == "sql":
+        _, _, plans = ctx.sql
+        name = db_file_name(ctx)
+        # fresh copies: the in-memory ones carry synthesis-only indexes
+        for sub, plan in [("orig", None), *((str(k), p) for k, p in enumerate(plans, 1))]:
+            con = sqlite_copy(ctx.env, plan)
+            try:
+                write_sqlite_atomic(con, base / sub / name)
+            finally:
+                con.close()
+        return
+    _frames, copies = ctx.pandas
+    for table, data in ctx.orig_parquet.items():
+        write_atomic_bytes(base / "orig" / ctx.files[table], data)
+    for k, version in enumerate(copies, 1):
+        for table, frame in version.items():
+            write_atomic_bytes(base / str(k) / ctx.files[table], frame.to_parquet(index=False))
+
+
+def db_file_name(ctx: EnvContext) -> str:
+    return ctx.env.source.name if ctx.env.source.suffix else f"{ctx.env.env_id}.sqlite"
+
+
+def render_target(display: dict[str, Any], *, max_cell: int = 80) -> str:
+    """o* as the agent sees it: a ``|``-separated table (or the single value of a scalar)."""
+    cols, rows = display["columns"], display["rows"]
+    if len(rows) == 1 and len(cols) == 1 and cols[0] == "value":
+        return f"Target value: {_cell(rows[0][0], max_cell)}"
+    head = " | ".join(str(c) for c in cols)
+    body = "\n".join(" | ".join(_cell(v, max_cell) for v in r) for r in rows)
+    n = len(rows)
+    return f"Target result ({n} row{'s' if n != 1 else ''} × {len(cols)} column{'s' if len(cols) != 1 else ''}):\n{head}\n{body}"
+
+
+def _cell(v: Any, max_cell: int) -> str:
+    if v is None:
+        return "NULL"
+    text = repr(v) if isinstance(v, float) else str(v).replace("\n", "\\n").replace("|", "\\|")
+    return text if len(text) <= max_cell else text[: max_cell - 3] + "..."
+
+
+def question_text(backend: str, files: list[str], target: str) -> str:
+    """The instruction plus o* (EnvLunch §3: the agent gets E and o*, never τ)."""
+    if backend == "sql":
+        return (
+            f"EnvLunch warm-up task (SQL). The SQLite database `{files[0]}` is in your working directory. "
+            "An unknown SQL query, run on this database, produced the target result below. Query the "
+            "database to find a query that reproduces it, then give that query (one SELECT statement) as "
+            "your final answer. Your query is also run on hidden versions of the database with some rows "
+            "removed and must match the unknown query's results there too, so a query that spells out the "
+            "target values as constants will not be rewarded. Row order and column names do not matter.\n\n"
+            f"{target}"
+        )
+    listed = ", ".join(f"`{f}`" for f in files)
+    return (
+        f"EnvLunch warm-up task (pandas). The tables {listed} are in your working directory (read them "
+        "with `pd.read_parquet`). An unknown pandas program computed the target below from these tables. "
+        "Explore the data to find a program that reproduces it, then give the complete Python program "
+        "(reading the files itself) as your final answer; it must store its answer in a variable named "
+        "`result` or end with an expression. The program is also run on hidden versions of the tables with "
+        "some rows removed and numeric measures rescaled, and must match the unknown program's results "
+        "there too, so a program that writes the target value as a constant will not be rewarded.\n\n"
+        f"{target}"
+    )
+
+
+def task_from_synth(
+    syn: Synthesized, ctx: EnvContext, *, task_id: str, rel_root: str, seed: int, task_seed: int
+) -> Task:
+    """Render a retained trajectory as a :class:`Task` (files relative to the task file's folder)."""
+    backend = syn.backend
+    base = f"{rel_root}/{syn.env_id}/{backend}"
+    if backend == "sql":
+        name = db_file_name(ctx)
+        files = [DataFile(path=f"{base}/orig/{name}", kind="sqlite", name=name)]
+        k = ctx.config.k_sql
+    else:
+        files = [
+            DataFile(path=f"{base}/orig/{ctx.files[t]}", kind="parquet", name=ctx.files[t])
+            for t in sorted(ctx.env.tables)
+        ]
+        k = ctx.config.k_pandas
+    target_text = render_target(syn.target_display)
+    question = question_text(backend, [f.visible_name for f in files], target_text)
+    extra: dict[str, Any] = {
+        "backend": backend,
+        "level": syn.level,
+        "n_operators": syn.n_operators,
+        "operator": syn.operator,
+        "operators": [a["kind"] for a in syn.actions],
+        "env": syn.env_id,
+        "seed": seed,
+        "task_seed": task_seed,
+        "k": k,
+        "w": W_BREVITY,
+        "t_max": T_MAX[backend],
+        "copies": [f"{base}/{i}" for i in range(1, k + 1)],
+        "orig": f"{base}/orig",
+        "target": syn.target.to_json(),
+        "copy_targets": [c.to_json() for c in syn.copy_results],
+        "program": syn.program,
+        "actions": syn.actions,
+        "tables": syn.tables,
+        "foreign_keys": [
+            [fk.table, list(fk.columns), fk.ref_table, list(fk.ref_columns)] for fk in ctx.env.foreign_keys
+        ],
+    }
+    if backend == "pandas":
+        extra["table_files"] = {t: ctx.files[t] for t in sorted(ctx.env.tables)}
+    if backend == "sql":
+        extra["db_name"] = db_file_name(ctx)
+    return Task(
+        id=task_id,
+        question=question,
+        files=files,
+        answer=syn.target_display,
+        answer_kind="envlunch",
+        source="envlunch",
+        category=f"{backend}:{syn.operator}" if backend == "sql" else f"pandas:{syn.actions[-1]['kind']}",
+        difficulty=syn.level,
+        extra=extra,
+    )
+
+
+class EnvLunchTaskInfo:
+    """The scoring view of an EnvLunch task: backend, copies (absolute), targets, w, t_max."""
+
+    def __init__(self, task: Task, base_dir: Path) -> None:
+        extra = task.extra
+        if task.answer_kind != "envlunch":
+            raise ValueError(f"task {task.id}: answer_kind is {task.answer_kind!r}, not 'envlunch'")
+        try:
+            self.backend: str = extra["backend"]
+            self.copy_dirs = tuple(_resolve(base_dir, p) for p in extra["copies"])
+            self.orig_dir = _resolve(base_dir, extra["orig"])
+            self.copy_targets: list[Canonical] = [canonical_from_json(c) for c in extra["copy_targets"]]
+            self.target: Canonical = canonical_from_json(extra["target"])
+            self.w = float(extra.get("w", W_BREVITY))
+            self.t_max = int(extra.get("t_max", T_MAX[self.backend]))
+            self.db_name: str | None = extra.get("db_name")
+            self.level = int(extra["level"])
+            self.program: str = extra["program"]
+        except KeyError as exc:
+            raise ValueError(f"task {task.id}: extra lacks the EnvLunch field {exc.args[0]!r}") from None
+        if self.backend not in T_MAX:
+            raise ValueError(f"task {task.id}: extra.backend must be 'sql' or 'pandas', got {self.backend!r}")
+        if len(self.copy_dirs) != len(self.copy_targets):
+            raise ValueError(
+                f"task {task.id}: {len(self.copy_dirs)} copies but {len(self.copy_targets)} targets"
+            )
+        self.task = task
+
+
+def _resolve(base: Path, p: str) -> Path:
+    path = Path(p)
+    return path if path.is_absolute() else (base / path)
+
+
+def task_info(task: Task, tasks_path: str | Path) -> EnvLunchTaskInfo:
+    """Scoring view of ``task`` read from ``tasks_path`` (relative paths resolve against its folder)."""
+    return EnvLunchTaskInfo(task, Path(os.path.abspath(tasks_path)).parent)

@@ -1,0 +1,133 @@
+"""Canonical results and the agreement m (EnvLunch §3, Eq. 4), and the reward R."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datadojo.synth.envlunch.canon import (
+    canon_value,
+    canonical_from_json,
+    canonical_pandas,
+    canonical_rows,
+    exact_match,
+    is_degenerate,
+    row_overlap,
+)
+from datadojo.synth.envlunch.reward import envlunch_reward, extract_submission
+from datadojo.types import Action, Trajectory, Turn
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_value_rules() -> None:
+    assert canon_value(3.0) == 3 and isinstance(canon_value(3.0), int)
+    assert canon_value(np.int64(4)) == 4 and canon_value(True) == 1
+    assert canon_value(float("nan")) is None and canon_value(pd.NA) is None and canon_value(pd.NaT) is None
+    assert canon_value(-0.0) == 0
+    # 9 significant digits: summation-order noise disappears, real differences stay
+    assert canon_value(0.1 + 0.2) == canon_value(0.3)
+    assert canon_value(1234.56789012) != canon_value(1234.56781012)
+    assert canon_value(pd.Timestamp("2020-05-01")) == "2020-05-01"
+    assert canon_value(pd.Timestamp("2020-05-01 10:30:00")) == "2020-05-01 10:30:00"
+    assert canon_value(b"ab") == "ab" and canon_value("Ab ") == "Ab "
+
+
+def test_shapes_scalar_series_frame() -> None:
+    assert canonical_pandas(5) == canonical_pandas(pd.DataFrame({"x": [5.0]}))
+    assert canonical_pandas(np.float64(2.5)) == canonical_pandas(pd.Series([2.5]))
+    grouped = pd.DataFrame({"g": ["a", "b", "a"], "v": [1, 2, 3]}).groupby("g")["v"].sum()
+    as_frame = pd.DataFrame({"name": ["b", "a"], "total": [2, 4]})
+    # the groupby index becomes a column; names and orders do not matter
+    assert canonical_pandas(grouped) == canonical_rows(["x", "y"], [(4, "a"), (2, "b")])
+    assert exact_match(canonical_pandas(grouped), canonical_pandas(as_frame)) == 1.0
+    assert exact_match(canonical_pandas(grouped), canonical_pandas(as_frame.assign(total=[2, 5]))) == 0.0
+    assert canonical_pandas([1, 2]) == canonical_pandas(np.array([2, 1]))
+
+
+def test_overlap_worked_example() -> None:
+    """A = {(1,a), (2,b), (2,b)}, B = {(2,b), (3,c)} as multisets: |A∩B| = 1, |A∪B| = 4 → m = 1/4."""
+    a = canonical_rows(["n", "s"], [(1, "a"), (2, "b"), (2, "b")])
+    b = canonical_rows(["s", "n"], [("b", 2), ("c", 3)])  # columns in the other order
+    assert row_overlap(a, b) == pytest.approx(0.25)
+    assert row_overlap(a, a) == 1.0
+    assert row_overlap(a, canonical_rows(["n"], [(1,)])) == 0.0  # arity differs
+    empty = canonical_rows(["n"], [])
+    assert row_overlap(empty, empty) == 1.0 and is_degenerate(empty)
+
+
+def test_degenerate_results() -> None:
+    assert is_degenerate(canonical_rows(["a", "b"], [(None, None)]))
+    assert is_degenerate(canonical_pandas(float("inf")))
+    assert is_degenerate(canonical_pandas(float("nan")))
+    assert not is_degenerate(canonical_rows(["a"], [(0,)]))
+
+
+def test_json_round_trip_keeps_the_canonical_form() -> None:
+    c = canonical_rows(["a", "b"], [(1.5, "x"), (None, "y"), (2, "z")])
+    assert canonical_from_json(c.to_json()) == c
+    with pytest.raises(ValueError, match="columns"):
+        canonical_from_json({"rows": []})
+
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.integers(-5, 5), st.sampled_from(["a", "b", "c", None]), st.floats(-100, 100, allow_nan=False)
+    ),
+    max_size=12,
+)
+
+
+@given(rows_strategy, st.randoms())
+@settings(max_examples=80, deadline=None)
+def test_canonical_form_ignores_row_and_column_order(rows: list[tuple], rnd) -> None:
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    perm = [2, 0, 1]
+    permuted = [tuple(r[j] for j in perm) for r in shuffled]
+    a = canonical_rows(["x", "y", "z"], rows)
+    b = canonical_rows(["z", "x", "y"], permuted)
+    assert a == b
+    assert row_overlap(a, b) == 1.0 and exact_match(a, b) == 1.0
+
+
+@given(rows_strategy, rows_strategy)
+@settings(max_examples=80, deadline=None)
+def test_overlap_is_in_unit_interval_and_one_only_when_equal(r1: list[tuple], r2: list[tuple]) -> None:
+    a, b = canonical_rows(["x", "y", "z"], r1), canonical_rows(["x", "y", "z"], r2)
+    m = row_overlap(a, b)
+    assert 0.0 <= m <= 1.0
+    assert (m == 1.0) == (a.rows == b.rows) or row_overlap(b, a) == 1.0
+
+
+def test_reward_worked_example() -> None:
+    """Eq. (4): t = 4 of t_max = 16, w = 0.5, m = (1, 0.5): (1 + 0.5 · (1 − 4/16)) · 0.5 = 0.6875."""
+    assert envlunch_reward([1.0, 0.5], 4, 16, 0.5) == pytest.approx(0.6875)
+    assert envlunch_reward([1.0, 1.0, 1.0], 0, 48) == pytest.approx(1.5)
+    assert envlunch_reward([1.0], 48, 48) == pytest.approx(1.0)
+    assert envlunch_reward([1.0], 99, 48) == pytest.approx(1.0)  # t clipped to t_max
+    assert envlunch_reward([0.0, 1.0], 2, 16) == 0.0
+    with pytest.raises(ValueError, match="at least one copy"):
+        envlunch_reward([], 1, 16)
+    assert math.isclose(envlunch_reward([0.8], 8, 16), 1.25 * 0.8)
+
+
+def _traj(turns: list[Turn], answer: str | None, stop: str = "answer") -> Trajectory:
+    return Trajectory(task_id="t", turns=turns, final_answer=answer, stop_reason=stop)  # type: ignore[arg-type]
+
+
+def test_submission_is_the_answer_program_and_t_the_turns_before_it() -> None:
+    code = Turn(raw="<code>x</code>", action=Action(kind="sql", text="SELECT 1"))
+    ans = Turn(raw="<answer>…</answer>", action=Action(kind="answer", text="SELECT 2"))
+    sub = extract_submission(_traj([code, code, code, ans], "```sql\nSELECT name FROM t\n```"), "sql")
+    assert sub.program == "SELECT name FROM t" and sub.t == 3 and sub.error is None
+    none = extract_submission(_traj([code] * 5, None, "max_turns"), "sql")
+    assert none.program is None and none.t == 5 and "no final answer" in (none.error or "")
+    wrong = extract_submission(_traj([ans], "```sql\nSELECT 1\n```"), "pandas")
+    assert wrong.program is None and "python" in (wrong.error or "")
