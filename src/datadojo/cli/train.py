@@ -1,0 +1,300 @@
+"""``datadojo train sft|rl`` and ``datadojo export llamafactory|trl|verl``: thin over :mod:`datadojo.train`.
+
+Training runs on whatever ``accelerate launch`` set up (CPU, one GPU, DDP, DeepSpeed, FSDP): run
+``accelerate launch -m datadojo.cli.app train sft ...`` for several devices, plain ``datadojo train sft``
+for one. A configuration file (``--config``, JSON or TOML, keys as in :class:`~datadojo.train.config.SFTConfig`
+/ :class:`~datadojo.train.config.RLConfig`) is read first, flags override it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["register"]
+
+train_app = typer.Typer(
+    help="Train agents: SFT with environment masking (the cold start), RL with the mixed SFT + DAPO objective "
+    "or EnvLunch's GRPO warm-up. See docs/training.md.",
+    no_args_is_help=True,
+)
+export_app = typer.Typer(
+    help="Export trajectories / tasks for LLaMA-Factory, TRL or verl.",
+    no_args_is_help=True,
+)
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)
+
+
+def _print(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=1) + "\n")
+
+
+def _model_path(model: str | None, config_model: str) -> str | None:
+    spec = model or config_model
+    if spec and spec.startswith("hf:"):
+        spec = spec[3:].split("?", 1)[0]
+    return spec or None
+
+
+@train_app.command("sft")
+def sft(
+    data: Path = typer.Option(
+        ..., "--data", "-d", help="Trajectories JSONL (e.g. curated expert trajectories)."
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help="Local checkpoint folder (or hf:PATH)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run folder (config, metrics, checkpoints, final model)."
+    ),
+    config: Path | None = typer.Option(None, "--config", "-c", help="SFTConfig as .json or .toml."),
+    epochs: float | None = typer.Option(None, "--epochs", help="Epochs over the data (default 3)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimiser steps (overrides --epochs)."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help="Trajectories per optimiser step (all devices)."
+    ),
+    micro_batch_size: int | None = typer.Option(
+        None, "--micro-batch-size", help="Trajectories per forward pass."
+    ),
+    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per trajectory (longer: cut)."),
+    save_every: int | None = typer.Option(
+        None, "--save-every", help="Checkpoint every N steps (0: at the end)."
+    ),
+    seed: int | None = typer.Option(None, "--seed"),
+    no_resume: bool = typer.Option(False, "--no-resume", help="Refuse to continue an existing run folder."),
+) -> None:
+    """Fine-tune on trajectories, training only the agent's tokens (prompts and observations masked)."""
+    from datadojo.train.config import ConfigError, SFTConfig, load_config
+
+    try:
+        cfg = load_config(config, SFTConfig) if config else SFTConfig()
+        optim = cfg.optim if lr is None else type(cfg.optim)(**{**cfg.optim.__dict__, "lr": lr})
+        cfg = cfg.replace(
+            model=_model_path(model, cfg.model),
+            output_dir=str(out) if out else None,
+            epochs=epochs,
+            max_steps=max_steps,
+            batch_size=batch_size,
+            micro_batch_size=micro_batch_size,
+            max_length=max_length,
+            save_every=save_every,
+            seed=seed,
+            optim=optim,
+        )
+        if not cfg.model:
+            raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
+        from datadojo.train.sft import train_sft
+
+        summary = train_sft(cfg, data, resume=not no_resume)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        raise _fail(exc) from exc
+    _print(summary.to_dict())
+
+
+@train_app.command("rl")
+def rl(
+    tasks: Path = typer.Option(..., "--tasks", "-t", help="Tasks JSONL to roll out on."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Local checkpoint folder of the policy (or hf:PATH)."
+    ),
+    experts: Path | None = typer.Option(
+        None,
+        "--experts",
+        "-e",
+        help="Expert trajectories JSONL for the SFT term (by task_id); needed when γ > 0.",
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Run folder."),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="RLConfig as .json or .toml (over the preset)."
+    ),
+    preset: str = typer.Option(
+        "datamind", "--preset", help="datamind (γ·SFT + (1−γ)·DAPO) or envlunch (GRPO warm-up)."
+    ),
+    reward: str = typer.Option(
+        "datamind", "--reward", help="datamind (format/answer/length) or envlunch (Eq. 4)."
+    ),
+    judge: str | None = typer.Option(
+        None, "--judge", help="Model spec of an LLM judge for r_answer (datamind reward)."
+    ),
+    sampler: str | None = typer.Option(
+        None,
+        "--sampler",
+        help="hf (the training model, in process; default) or openai:NAME@URL (a vLLM server).",
+    ),
+    steps: int | None = typer.Option(None, "--steps", help="RL steps (total_steps)."),
+    tasks_per_step: int | None = typer.Option(None, "--tasks-per-step"),
+    group_size: int | None = typer.Option(None, "--group-size", help="Rollouts per task (G)."),
+    updates_per_step: int | None = typer.Option(
+        None, "--updates-per-step", help="Optimiser updates per step."
+    ),
+    micro_batch_size: int | None = typer.Option(None, "--micro-batch-size"),
+    max_turns: int | None = typer.Option(None, "--max-turns"),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Tokens per action turn."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Training tokens per trajectory."),
+    lr: float | None = typer.Option(None, "--lr"),
+    gamma_mode: str | None = typer.Option(None, "--gamma-mode", help="cosine, linear or fixed."),
+    gamma: float | None = typer.Option(None, "--gamma", help="γ for --gamma-mode fixed."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="Episodes (sandboxes) in flight."),
+    save_every: int | None = typer.Option(None, "--save-every"),
+    publish_every: int | None = typer.Option(
+        None, "--publish-every", help="Save the policy for a server every N steps."
+    ),
+    seed: int | None = typer.Option(None, "--seed"),
+    no_resume: bool = typer.Option(False, "--no-resume"),
+) -> None:
+    """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
+    from datadojo.jsonl import read_tasks, read_trajectories
+    from datadojo.llm.base import SamplingParams
+    from datadojo.train.config import ConfigError, RLConfig
+    from datadojo.train.rewards import datamind_reward_fn, make_reward_fn
+    from datadojo.train.rollouts import AgentRollouts, in_process_sampler
+
+    try:
+        if preset not in ("datamind", "envlunch"):
+            raise ConfigError(f"--preset must be datamind or envlunch, got {preset!r}")
+        base = RLConfig.datamind() if preset == "datamind" else RLConfig.envlunch()
+        if config:
+            from datadojo.train.config import load_config
+
+            base = load_config(config, RLConfig, base=base)
+        optim = base.optim if lr is None else type(base.optim)(**{**base.optim.__dict__, "lr": lr})
+        cfg = base.replace(
+            model=_model_path(model, base.model),
+            output_dir=str(out) if out else None,
+            sampler=sampler,
+            total_steps=steps,
+            tasks_per_step=tasks_per_step,
+            group_size=group_size,
+            updates_per_step=updates_per_step,
+            micro_batch_size=micro_batch_size,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            max_length=max_length,
+            gamma_mode=gamma_mode,
+            gamma_value=gamma,
+            concurrency=concurrency,
+            save_every=save_every,
+            publish_every=publish_every,
+            seed=seed,
+            optim=optim,
+        )
+        if not cfg.model:
+            raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
+        task_list = list(read_tasks(tasks))
+        if judge:
+            from datadojo.llm import load_backend
+            from datadojo.reward import DataMindReward, LLMJudge
+
+            judge_obj = LLMJudge(load_backend(judge), cache=Path(cfg.output_dir) / "judge_cache.jsonl")
+            reward_fn = datamind_reward_fn(DataMindReward(judge=judge_obj))
+        else:
+            reward_fn = make_reward_fn(reward, tasks_path=tasks)
+        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_new_tokens)
+
+        def source(accelerator: Any) -> AgentRollouts:
+            if cfg.sampler == "hf":
+                backend = in_process_sampler(cfg.model, str(accelerator.device))
+            else:
+                from datadojo.llm import load_backend
+
+                backend = load_backend(cfg.sampler)
+            return AgentRollouts(
+                backend,
+                max_turns=cfg.max_turns,
+                dialect=cfg.dialect,
+                sampling=sampling,
+                concurrency=cfg.concurrency,
+            )
+
+        from datadojo.train.rl import RLTrainer
+
+        expert_list = list(read_trajectories(experts)) if experts else []
+        trainer = RLTrainer(cfg, task_list, reward_fn, source, experts=expert_list)
+        try:
+            summary = trainer.train(resume=not no_resume)
+        finally:
+            trainer.source.close()
+    except (ValueError, FileNotFoundError, ImportError, KeyError) as exc:
+        raise _fail(exc) from exc
+    _print(summary.to_dict())
+
+
+@export_app.command("llamafactory")
+def export_llamafactory_cmd(
+    data: Path = typer.Option(..., "--data", "-d", help="Trajectories JSONL."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for <name>.jsonl and dataset_info.json."),
+    name: str = typer.Option("datadojo", "--name", help="Dataset name in dataset_info.json."),
+    observation_role: str = typer.Option(
+        "observation", "--observation-role", help="observation (LLaMA-Factory's tool role) or human."
+    ),
+) -> None:
+    """ShareGPT SFT data with observation turns masked, plus the dataset_info.json entry."""
+    from datadojo.jsonl import read_trajectories
+    from datadojo.train.export.llamafactory import export_llamafactory
+
+    try:
+        report = export_llamafactory(
+            read_trajectories(data), out, name=name, observation_role=observation_role
+        )  # type: ignore[arg-type]
+    except (ValueError, FileNotFoundError) as exc:
+        raise _fail(exc) from exc
+    _print(report.to_dict())
+
+
+@export_app.command("trl")
+def export_trl_cmd(
+    data: Path = typer.Option(..., "--data", "-d", help="Trajectories JSONL."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
+    with_masks: bool = typer.Option(False, "--with-masks", help="Keep each message's train flag."),
+) -> None:
+    """Conversational `messages` records for TRL's SFTTrainer (assistant_only_loss)."""
+    from datadojo.jsonl import read_trajectories
+    from datadojo.train.export.trl import export_trl
+
+    try:
+        report = export_trl(read_trajectories(data), out, with_masks=with_masks)
+    except (ValueError, FileNotFoundError) as exc:
+        raise _fail(exc) from exc
+    _print(report.to_dict())
+
+
+@export_app.command("verl")
+def export_verl_cmd(
+    tasks: Path = typer.Option(..., "--tasks", "-t", help="Tasks JSONL."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder for train/val parquet files and tool_config.yaml."
+    ),
+    val_fraction: float = typer.Option(0.0, "--val-fraction", help="Share of tasks for val.parquet."),
+    max_turns: int = typer.Option(10, "--max-turns"),
+    dialect: str = typer.Option("datamind", "--dialect"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """verl parquet files (data_source, prompt, ability, reward_model, extra_info) and the sandbox tool config."""
+    from datadojo.jsonl import read_tasks
+    from datadojo.train.export.verl import export_verl
+
+    try:
+        report = export_verl(
+            read_tasks(tasks),
+            out,
+            val_fraction=val_fraction,
+            seed=seed,
+            max_turns=max_turns,
+            dialect=dialect,
+            tasks_path=tasks,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        raise _fail(exc) from exc
+    _print(report.to_dict())
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")
+    app.add_typer(export_app, name="export")

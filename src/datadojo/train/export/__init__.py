@@ -1,0 +1,39 @@
+"""Exports of trajectories and tasks for the training engines users already run at scale.
+
+* :mod:`~datadojo.train.export.llamafactory` — SFT data in ShareGPT format (observation turns masked) plus
+  its ``dataset_info.json`` entry;
+* :mod:`~datadojo.train.export.trl` — SFT data in TRL's conversational ``messages`` format;
+* :mod:`~datadojo.train.export.verl` — RL prompts as verl parquet files, with the reward module
+  (:mod:`~datadojo.train.export.verl_reward`), the multi-turn sandbox tool
+  (:mod:`~datadojo.train.export.verl_tool`) and DataMind's DAPO loss for verl's policy-loss registry
+  (:mod:`~datadojo.train.export.verl_loss`).
+
+Every export drops trajectories with a void turn (DataMind §4 masks them out of training) and reports how
+many it dropped; every file is written to a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["ExportError", "ExportReport"]
+
+
+class ExportError(ValueError):
+    """A record that cannot be expressed in the target format; the message names the trajectory or task."""
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote and skipped."""
+
+    format: str
+    files: list[str] = field(default_factory=list)
+    written: int = 0
+    skipped_void: int = 0
+    skipped_other: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,182 @@
+"""What both trainers do with a causal LM: load it (offline), set up accelerate, pad batches, get log-probs.
+
+Distribution is accelerate's: :func:`make_accelerator` builds an ``Accelerator`` from the environment that
+``accelerate launch`` sets up (one CPU process in tests, one GPU, DDP over many, or DeepSpeed / FSDP from an
+``accelerate config`` file), so one training configuration runs everywhere and this project contains no
+distribution code of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from datadojo.train.losses import token_entropy, token_logprobs
+from datadojo.train.tokenize import TokenizedTrajectory
+
+__all__ = [
+    "TokenBatch",
+    "collate",
+    "forward_logprobs",
+    "load_model_and_tokenizer",
+    "make_accelerator",
+    "pad_stack",
+]
+
+
+def make_accelerator(mixed_precision: str = "auto", *, seed: int | None = None) -> Any:
+    """An ``accelerate.Accelerator``; ``auto`` mixed precision is bf16 on a bf16-capable GPU, else none."""
+    try:
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("training needs accelerate: pip install 'datadojo[train]'") from exc
+    if mixed_precision == "auto":
+        mixed_precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    acc = Accelerator(mixed_precision=mixed_precision)
+    if seed is not None:
+        set_seed(seed)
+    return acc
+
+
+def load_model_and_tokenizer(
+    path: str | os.PathLike[str],
+    *,
+    gradient_checkpointing: bool = False,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer from a *local* checkpoint (never downloaded), in float32.
+
+    Weights stay float32 (master weights); accelerate's mixed precision casts the compute. The tokenizer
+    must have a chat template (tokenisation with masks needs it) and gets a pad token (EOS) if it has none.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = os.fspath(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+        import transformers
+
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"  # renamed in transformers 4.56
+        model = AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, trust_remote_code=trust_remote_code, **{dtype_kw: torch.float32}
+        )
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot load checkpoint {path!r} (offline, local files only): {exc}") from exc
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"{path}: the tokenizer has no chat template; set one in tokenizer_config.json")
+    if tok.pad_token_id is None:
+        if tok.eos_token is None:
+            raise ValueError(f"{path}: the tokenizer has neither a pad nor an eos token")
+        tok.pad_token = tok.eos_token
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    return model, tok
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded ``(B, T)`` tensors: ids, attention mask and loss mask (1 = agent token)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+
+    @property
+    def target_mask(self) -> torch.Tensor:
+        """The loss mask aligned with predicted tokens (position t predicts token t + 1): ``(B, T - 1)``."""
+        return self.loss_mask[:, 1:]
+
+    def to(self, device: Any) -> TokenBatch:
+        return TokenBatch(
+            self.input_ids.to(device), self.attention_mask.to(device), self.loss_mask.to(device)
+        )
+
+
+def collate(examples: Sequence[TokenizedTrajectory], pad_id: int) -> TokenBatch:
+    """Pad tokenised trajectories on the right into one :class:`TokenBatch`."""
+    if not examples:
+        raise ValueError("cannot collate an empty batch")
+    length = max(len(e.input_ids) for e in examples)
+    ids = torch.full((len(examples), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(examples), length), dtype=torch.long)
+    mask = torch.zeros((len(examples), length), dtype=torch.float32)
+    for i, e in enumerate(examples):
+        n = len(e.input_ids)
+        ids[i, :n] = torch.tensor(e.input_ids, dtype=torch.long)
+        attn[i, :n] = 1
+        mask[i, :n] = torch.tensor(e.loss_mask, dtype=torch.float32)
+    return TokenBatch(ids, attn, mask)
+
+
+def pad_stack(rows: Sequence[torch.Tensor], length: int, value: float = 0.0) -> torch.Tensor:
+    """Stack 1-D tensors into ``(len(rows), length)``, right-padded with ``value`` (or cut)."""
+    out = torch.full((len(rows), length), value, dtype=torch.float32, device=rows[0].device if rows else None)
+    for i, r in enumerate(rows):
+        n = min(length, r.shape[0])
+        out[i, :n] = r[:n]
+    return out
+
+
+def forward_logprobs(
+    model: Any, batch: TokenBatch, *, entropy: bool = False, entropy_grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs of the batch's own tokens, ``(B, T - 1)``, and optionally per-token entropies.
+
+    Gradients flow when the caller has them enabled. Entropies carry a gradient only with ``entropy_grad``
+    (GRPO's entropy bonus); as a metric they are computed without building a graph.
+    """
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+    logits = out.logits[:, :-1]
+    logp = token_logprobs(logits, batch.input_ids[:, 1:])
+    ent = None
+    if entropy and entropy_grad:
+        ent = token_entropy(logits)
+    elif entropy:
+        with torch.no_grad():  # a metric: chunked along the sequence so only a slice of (T, V) is live
+            d = logits.detach()
+            ent = torch.cat([token_entropy(d[:, i : i + 1024]) for i in range(0, d.shape[1], 1024)], dim=1)
+    return logp, ent
+
+
+def build_optimizer(model: Any, optim: Any, total_steps: int) -> tuple[Any, Any]:
+    """AdamW over the trainable parameters and a transformers LR scheduler over ``total_steps`` updates.
+
+    ``optim`` is an :class:`~datadojo.train.config.OptimConfig`; warm-up is ``warmup_ratio`` of the steps.
+    """
+    from transformers import get_scheduler
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+    optimizer = torch.optim.AdamW(
+        params, lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps, weight_decay=optim.weight_decay
+    )
+    scheduler = get_scheduler(
+        optim.scheduler,
+        optimizer,
+        num_warmup_steps=int(optim.warmup_ratio * total_steps),
+        num_training_steps=total_steps,
+    )
+    return optimizer, scheduler
+
+
+def check_resumable(saved: dict[str, Any], current: dict[str, Any], where: str) -> None:
+    """Refuse to resume a run whose configuration changed in a way that changes its meaning.
+
+    Step budgets, checkpoint cadence and the output folder may change between runs; anything else (the
+    model, the data order seed, the loss, the batch sizes) would make the resumed run a different one.
+    """
+    free = {"epochs", "max_steps", "total_steps", "save_every", "keep_checkpoints", "output_dir", "sampler"}
+    changed = sorted(k for k in set(saved) | set(current) if k not in free and saved.get(k) != current.get(k))
+    if changed:
+        raise ValueError(
+            f"{where}: cannot resume: the configuration differs from the checkpoint's in "
+            f"{', '.join(changed)}; use a new output folder or the original settings"
+        )

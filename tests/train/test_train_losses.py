@@ -1,0 +1,266 @@
+"""The losses against hand-computed examples (DataMind §4; EnvLunch §4), gradients, masks and micro-batching."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from datadojo.train.losses import (  # noqa: E402
+    apply_void_mask,
+    dapo_loss,
+    dynamic_sampling_keep,
+    group_advantages,
+    grpo_loss,
+    low_var_kl,
+    mixed_objective,
+    normalization_weights,
+    sft_loss,
+    token_entropy,
+    token_logprobs,
+)
+
+
+def t(x: object, **kw: object) -> torch.Tensor:
+    return torch.tensor(x, dtype=torch.float32, **kw)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def test_token_logprobs_and_entropy_match_the_definitions() -> None:
+    logits = t([[[0.0, math.log(3.0)], [math.log(2.0), 0.0]]])  # probs [1/4, 3/4], [2/3, 1/3]
+    targets = torch.tensor([[1, 1]])
+    lp = token_logprobs(logits, targets)
+    assert lp.tolist()[0] == pytest.approx([math.log(3 / 4), math.log(1 / 3)], abs=1e-6)
+    ent = token_entropy(logits)
+    h1 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    h2 = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
+    assert ent.tolist()[0] == pytest.approx([h1, h2], abs=1e-6)
+    with pytest.raises(ValueError, match="do not match"):
+        token_logprobs(logits, torch.tensor([[1]]))
+
+
+def test_group_advantages_by_hand() -> None:
+    # rewards [1, 0, 0, 0]: mean 0.25, sample std sqrt((0.5625 + 3 * 0.0625) / 3) = 0.5
+    a = group_advantages(t([1, 0, 0, 0]), eps=0.0)
+    assert a.tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    # two groups are normalised separately; equal rewards and singletons give 0
+    a = group_advantages(t([1, 0, 2, 2, 5]), torch.tensor([0, 0, 1, 1, 2]), eps=0.0)
+    s = math.sqrt(0.5)  # sample std of [1, 0]
+    assert a.tolist() == pytest.approx([0.5 / s, -0.5 / s, 0.0, 0.0, 0.0])
+    # population std when asked: [1, 0, 0, 0] has std sqrt(0.1875)
+    a = group_advantages(t([1, 0, 0, 0]), eps=0.0, unbiased=False)
+    assert a[0].item() == pytest.approx(0.75 / math.sqrt(0.1875))
+
+
+def test_dynamic_sampling_keeps_only_mixed_groups() -> None:
+    correct = torch.tensor([1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1], dtype=torch.bool)
+    groups = torch.tensor([0] * 4 + [1] * 4 + [2] * 4)
+    keep = dynamic_sampling_keep(correct, groups)
+    assert keep.tolist() == [False] * 8 + [True] * 4
+
+
+def test_normalization_weights_by_hand() -> None:
+    mask = t([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
+    groups = torch.tensor([0, 0, 1, 1])
+    tok = normalization_weights(mask, "token")
+    assert tok.sum().item() == pytest.approx(1.0) and tok[0, 0].item() == pytest.approx(1 / 6)
+    grp = normalization_weights(mask, "group", group_ids=groups)
+    # group 0 has 4 tokens, group 1 has 2; two groups: 1/(2*4) and 1/(2*2)
+    assert grp[0, 0].item() == pytest.approx(1 / 8) and grp[3, 0].item() == pytest.approx(1 / 4)
+    assert grp.sum().item() == pytest.approx(1.0)
+    seq = normalization_weights(mask, "sequence")
+    # three live sequences of 3, 1 and 2 tokens (the empty one does not count)
+    assert seq[0, 0].item() == pytest.approx(1 / 9) and seq[1, 0].item() == pytest.approx(1 / 3)
+    ssum = normalization_weights(mask, "sequence_sum")
+    assert ssum[0, 0].item() == pytest.approx(1 / 3)
+    assert normalization_weights(mask, "token", total=12)[0, 0].item() == pytest.approx(1 / 12)
+    assert normalization_weights(torch.zeros(2, 3), "group").sum().item() == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ SFT
+
+
+def test_sft_loss_by_hand_and_masked_tokens_get_no_gradient() -> None:
+    logp = t([[-1.0, -2.0, -3.0], [-0.5, -4.0, -9.0]], requires_grad=True)
+    mask = t([[1, 1, 0], [0, 1, 0]])
+    loss = sft_loss(logp, mask)
+    assert loss.item() == pytest.approx((1 + 2 + 4) / 3)  # token mean over the 3 agent tokens
+    loss.backward()
+    assert logp.grad is not None
+    assert logp.grad.flatten().tolist() == pytest.approx([-1 / 3, -1 / 3, 0.0, 0.0, -1 / 3, 0.0])
+    # §4's formula read literally: per-trajectory sums, averaged over trajectories
+    assert sft_loss(logp.detach(), mask, normalization="sequence_sum").item() == pytest.approx(
+        ((1 + 2) + 4) / 2
+    )
+
+
+# ------------------------------------------------------------------------------------------------ DAPO
+
+
+def _dapo_example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # sequence 0: ratios 1.5 and 0.9, advantage +1; sequence 1: ratio 0.7 (+ a masked token), advantage -1
+    old = t([[0.0, 0.0], [0.0, 0.0]])
+    logp = torch.log(t([[1.5, 0.9], [0.7, 2.0]])).requires_grad_(True)
+    adv = t([1.0, -1.0])
+    mask = t([[1, 1], [1, 0]])
+    return logp, old, adv, mask
+
+
+def test_dapo_loss_by_hand() -> None:
+    logp, old, adv, mask = _dapo_example()
+    out = dapo_loss(logp, old, adv, mask)
+    # min(rA, clip(r, 0.8, 1.28)A): 1.5 -> 1.28 (clipped), 0.9 -> 0.9, 0.7·(-1) -> min(-0.7, -0.8) = -0.8 (clipped)
+    assert out.loss.item() == pytest.approx(-(1.28 + 0.9 - 0.8) / 3)
+    assert out.metrics["clip_frac"].item() == pytest.approx(2 / 3)
+    out.loss.backward()
+    assert logp.grad is not None
+    # only the unclipped token carries gradient: d(-rA/3)/dlogp = -r·A/3 = -0.3; the masked token gets none
+    assert logp.grad.flatten().tolist() == pytest.approx([0.0, -0.3, 0.0, 0.0], abs=1e-6)
+
+
+def test_dapo_upper_clip_is_decoupled_from_the_lower_one() -> None:
+    old = t([[0.0, 0.0]])
+    logp = torch.log(t([[1.25, 0.75]]))
+    pos = dapo_loss(logp, old, t([1.0]), t([[1, 1]]))
+    # with symmetric PPO (0.2/0.2) the 1.25 ratio would be clipped at 1.2; ε_high = 0.28 leaves it alone.
+    # For A > 0 the lower bound never binds: min(0.75, clip(0.75) = 0.8) = 0.75.
+    assert pos.loss.item() == pytest.approx(-(1.25 + 0.75) / 2)
+    sym = dapo_loss(logp, old, t([1.0]), t([[1, 1]]), eps_high=0.2)
+    assert sym.loss.item() == pytest.approx(-(1.2 + 0.75) / 2)
+
+
+def test_dapo_group_normalisation_by_hand() -> None:
+    # group 0: 3 tokens at ratio 1 with A=+1; group 1: 1 token, A=-1 → mean over groups of per-group means
+    old = torch.zeros(2, 3)
+    logp = torch.zeros(2, 3)
+    mask = t([[1, 1, 1], [1, 0, 0]])
+    out = dapo_loss(logp, old, t([1.0, -1.0]), mask, group_ids=torch.tensor([0, 1]))
+    assert out.loss.item() == pytest.approx((-1.0 + 1.0) / 2)
+    one = dapo_loss(logp, old, t([1.0, -1.0]), mask)  # one group: token mean over all 4 tokens
+    assert one.loss.item() == pytest.approx(-(3 - 1) / 4)
+
+
+def test_micro_batches_with_batch_weights_sum_to_the_batch_loss() -> None:
+    torch.manual_seed(0)
+    logp = torch.randn(6, 5) * 0.1 - 1
+    old = logp + torch.randn(6, 5) * 0.2
+    mask = (torch.rand(6, 5) > 0.3).float()
+    adv = torch.randn(6)
+    groups = torch.tensor([0, 0, 0, 1, 1, 1])
+    full = dapo_loss(logp, old, adv, mask, group_ids=groups).loss
+    w = normalization_weights(mask, "group", group_ids=groups)
+    parts = sum(
+        dapo_loss(logp[i : i + 2], old[i : i + 2], adv[i : i + 2], mask[i : i + 2], weights=w[i : i + 2]).loss
+        for i in range(0, 6, 2)
+    )
+    assert float(parts) == pytest.approx(full.item(), abs=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(-2, 2), min_size=2, max_size=6),
+    st.lists(st.integers(1, 4), min_size=2, max_size=6),
+)
+def test_dapo_at_ratio_one_is_minus_the_token_weighted_advantage(
+    advs: list[float], lengths: list[int]
+) -> None:
+    n = min(len(advs), len(lengths))
+    advs, lengths = advs[:n], lengths[:n]
+    mask = torch.zeros(n, 4)
+    for i, L in enumerate(lengths):
+        mask[i, :L] = 1
+    out = dapo_loss(torch.zeros(n, 4), torch.zeros(n, 4), t(advs), mask)
+    expected = -sum(a * L for a, L in zip(advs, lengths, strict=True)) / sum(lengths)
+    assert out.loss.item() == pytest.approx(expected, abs=1e-5)
+    assert out.metrics["clip_frac"].item() == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ void turns
+
+
+def test_void_trajectories_contribute_nothing() -> None:
+    torch.manual_seed(1)
+    logp = (torch.randn(3, 4) * 0.1 - 1).requires_grad_(True)
+    old = logp.detach() + 0.05
+    mask = torch.ones(3, 4)
+    adv = t([1.0, -0.5, 2.0])
+    void = torch.tensor([False, True, False])
+    masked = apply_void_mask(mask, void)
+    with_void = dapo_loss(logp, old, adv, masked).loss
+    without = dapo_loss(logp[[0, 2]], old[[0, 2]], adv[[0, 2]], mask[[0, 2]]).loss
+    assert with_void.item() == pytest.approx(without.item(), abs=1e-6)  # neither numerator nor denominator
+    sft = sft_loss(logp, masked)
+    (with_void + sft).backward()
+    assert logp.grad is not None and torch.all(logp.grad[1] == 0)
+
+
+# ------------------------------------------------------------------------------------------------ GRPO
+
+
+def test_low_var_kl_is_k3() -> None:
+    logp, ref = t([-1.0, -2.0]), t([-1.5, -1.0])
+    d = ref - logp
+    assert low_var_kl(logp, ref).tolist() == pytest.approx((torch.exp(d) - d - 1).tolist())
+    assert low_var_kl(logp, logp).tolist() == [0.0, 0.0]
+
+
+def test_grpo_loss_by_hand() -> None:
+    # one sequence, two tokens; A = +1
+    logp = torch.log(t([[1.2, 1.0]])).requires_grad_(True)  # ratios 1.2 and 1.0 against old = 0
+    old = t([[0.0, 0.0]])
+    rollout = t([[math.log(0.4), math.log(0.9)]])  # TIS weights exp(old - rollout) = 2.5 → 1.5, 1.111…
+    ref = t([[0.0, math.log(2.0)]])
+    ent = t([[0.5, 1.5]])
+    mask = t([[1, 1]])
+    out = grpo_loss(
+        logp,
+        old,
+        t([1.0]),
+        mask,
+        ref_logp=ref,
+        rollout_logp=rollout,
+        entropy=ent,
+        kl_coef=0.01,
+        entropy_coef=0.001,
+    )
+    pg = -(1.2 * 1.5 + 1.0 * (1 / 0.9)) / 2  # sequence mean of -min(rA, clip(r)A)·TIS
+    d = torch.log(t([1 / 1.2, 2.0]))  # log(π_ref/π_θ) per token
+    kl = float((torch.exp(d) - d - 1).mean())
+    entropy = (0.5 + 1.5) / 2
+    assert out.loss.item() == pytest.approx(pg + 0.01 * kl - 0.001 * entropy, abs=1e-6)
+    assert out.metrics["tis_clip_frac"].item() == pytest.approx(0.5)
+    assert out.metrics["kl"].item() == pytest.approx(kl, abs=1e-6)
+    out.loss.backward()
+    assert logp.grad is not None and torch.isfinite(logp.grad).all()
+
+
+def test_grpo_without_rollout_logprobs_has_unit_importance_weight() -> None:
+    logp = torch.log(t([[1.1, 0.95]]))
+    out = grpo_loss(logp, torch.zeros(1, 2), t([2.0]), torch.ones(1, 2), kl_coef=0.0, entropy_coef=0.0)
+    assert out.loss.item() == pytest.approx(-(1.1 * 2 + 0.95 * 2) / 2)
+
+
+def test_grpo_requires_what_its_terms_need() -> None:
+    x = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="ref_logp"):
+        grpo_loss(x, x, t([1.0]), torch.ones(1, 2), entropy=x)
+    with pytest.raises(ValueError, match="entropy"):
+        grpo_loss(x, x, t([1.0]), torch.ones(1, 2), ref_logp=x)
+    with pytest.raises(ValueError, match="shape"):
+        dapo_loss(x, torch.zeros(1, 3), t([1.0]), torch.ones(1, 2))
+
+
+# ------------------------------------------------------------------------------------------------ mixed
+
+
+def test_mixed_objective() -> None:
+    assert mixed_objective(t(2.0), t(-1.0), 0.9).item() == pytest.approx(0.9 * 2 - 0.1)
+    assert mixed_objective(t(2.0), t(-1.0), 0.0).item() == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        mixed_objective(t(1.0), t(1.0), 1.5)
