@@ -15,6 +15,11 @@ from datadojo import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "agent",
     "corpus",
+    "eval",
+    "exec",
+    "score",
+    "train",
+    "warmup",
 )
 
 app = typer.Typer(

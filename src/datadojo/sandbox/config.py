@@ -98,6 +98,11 @@ class SandboxConfig:
     run the cell again (DataMind §4); off by default because it needs the network and changes the
     environment. ``workspace_root``: where per-trajectory workspaces are created (default: the system temp
     directory); ``keep_workspace`` leaves them in place after :meth:`Sandbox.close` for inspection.
+    ``prereplay`` (chunked mode): re-run the kept chunks in the next fresh process right after a cell,
+    while the model thinks, rather than when the next cell arrives. Same code, same order, same fresh
+    interpreter, so the same observations; but the rebuilt state then waits in memory between turns (as
+    in persistent mode). Turn it off to hold no interpreter state between turns at all, which is what
+    DataMind's chunked mode is for when memory is the constraint.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -114,6 +119,7 @@ class SandboxConfig:
     workspace_root: str | None = None
     keep_workspace: bool = False
     start_timeout_s: float = 120.0
+    prereplay: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("chunked", "persistent"):

@@ -38,6 +38,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,9 @@ _ETC_FILES = (
 _TOP_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 _CAPS_KEPT = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+#: Reduced mode under root: the worker becomes PID 1 of new PID, mount (with its own /proc), network, IPC
+#: and UTS namespaces; the file system stays the host's.
+_UNSHARE_ARGS = ("--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts")
 
 #: Dedicated uids for cells live in [_UID_BASE, _UID_BASE + _UID_SPAN): far above real accounts and
 #: above the ranges container runtimes hand out (subuid maps start at 100000 and span 65536 per user).
@@ -153,6 +157,22 @@ def bwrap_available() -> tuple[bool, str]:
     return True, ""
 
 
+@functools.lru_cache(maxsize=1)
+def unshare_available() -> bool:
+    """Whether util-linux ``unshare`` can give a reduced-mode worker its own PID/network namespaces.
+
+    Only tried as root (without a user namespace, unprivileged ``unshare`` cannot make PID namespaces).
+    """
+    exe = shutil.which("unshare")
+    if exe is None or os.geteuid() != 0:
+        return False
+    try:
+        proc = subprocess.run([exe, *_UNSHARE_ARGS, "true"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
 def resolve_isolation(requested: str) -> str:
     """Turn ``auto`` / ``bwrap`` / ``none`` into what will be used: ``bwrap`` or ``reduced``."""
     global _warned_reduced
@@ -169,11 +189,17 @@ def resolve_isolation(requested: str) -> str:
         reason = "isolation='none' was configured"
     if not _warned_reduced:
         _warned_reduced = True
+        namespaces = (
+            "its own PID and network namespaces (util-linux unshare) but the host's file system"
+            if unshare_available()
+            else "no namespaces (network, file system and other processes are reachable)"
+        )
         log.warning(
-            "sandbox isolation is reduced (%s): code runs in separate processes with resource limits and "
-            "the static policy, but without namespaces (network, file system and other processes are "
-            "reachable by code that gets past the policy); every result records isolation='reduced'",
+            "sandbox isolation is reduced (%s): code runs in separate processes with resource limits, the "
+            "static policy and %s; code that gets past the policy is not contained by bubblewrap. Every "
+            "result records isolation='reduced'",
             reason,
+            namespaces,
         )
     return "reduced"
 
@@ -182,29 +208,49 @@ def _covered(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def _protected() -> list[str]:
+    """Directories whose *whole* content must not be shown to the sandbox even if ``sys.path`` names them
+    (a script run from ``/tmp`` puts ``/tmp`` on ``sys.path``, and ``/tmp`` holds other sandboxes)."""
+    return [os.path.realpath(p) for p in (os.getcwd(), tempfile.gettempdir(), str(Path.home()), "/")]
+
+
+def _exposable(path: str, protected: list[str]) -> bool:
+    """False for ``path`` equal to, or an ancestor of, a protected directory."""
+    return not any(p == path or p.startswith(path.rstrip("/") + "/") for p in protected)
+
+
+def _search_paths(extra: list[str]) -> list[str]:
+    """The harness's absolute ``sys.path`` entries worth giving the worker, then ``extra``."""
+    import datadojo
+
+    protected = _protected()
+    paths = [str(Path(datadojo.__file__).resolve().parent.parent)]
+    for p in [*sys.path, *extra]:
+        usable = p and os.path.isabs(p) and os.path.isdir(p) and p not in paths
+        if usable and _exposable(os.path.realpath(p), protected):
+            paths.append(p)
+    return paths
+
+
 def python_paths(extra: list[str] | None = None) -> list[str]:
     """Directories the worker needs read access to: the interpreter's prefixes, ``sys.path``, our package.
 
-    Nested paths are dropped (binding ``/a`` already shows ``/a/b``); the current directory and ``''``
-    are left out so that the harness's working directory is not exposed.
+    Nested paths are dropped (binding ``/a`` already shows ``/a/b``). Entries that would expose the
+    current directory, the temp directory or the home directory wholesale are left out.
     """
-    import datadojo
-
     candidates = [
         sys.base_prefix,
         sys.prefix,
         sys.exec_prefix,
         sys.base_exec_prefix,
         os.path.dirname(os.path.realpath(sys.executable)),
-        str(Path(datadojo.__file__).resolve().parent.parent),
+        *_search_paths(extra or []),
     ]
-    candidates += [p for p in sys.path if p and os.path.isabs(p)]
-    candidates += extra or []
-    cwd = os.getcwd()
+    protected = _protected()
     existing: list[str] = []
     for p in candidates:
         real = os.path.realpath(p)
-        if os.path.isdir(real) and real not in ("/", cwd) and real not in existing:
+        if os.path.isdir(real) and real not in existing and _exposable(real, protected):
             existing.append(real)
     existing.sort(key=len)
     result: list[str] = []
@@ -212,15 +258,6 @@ def python_paths(extra: list[str] | None = None) -> list[str]:
         if not _covered(p, result):
             result.append(p)
     return result
-
-
-def _import_paths(extra: list[str]) -> list[str]:
-    """The ``sys.path`` the worker starts with: the harness's (absolute entries), then ``extra``."""
-    import datadojo
-
-    paths = [str(Path(datadojo.__file__).resolve().parent.parent)]
-    paths += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p) and p not in paths]
-    return paths + [p for p in extra if p not in paths]
 
 
 def _world_accessible(path: str) -> bool:
@@ -273,7 +310,7 @@ def build_launch(
 ) -> LaunchPlan:
     """The command line that starts a worker for ``workspace`` under ``isolation``."""
     extra = [p for p in (extra_paths or []) if os.path.isdir(p)]
-    import_paths = _import_paths(extra)
+    import_paths = _search_paths(extra)
     python = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(import_paths)]
     settings = dict(settings)
     if isolation == "bwrap":
@@ -282,8 +319,9 @@ def build_launch(
             raise IsolationUnavailable("bwrap disappeared")
         env = _base_env(WORKSPACE_MOUNT, "/tmp")
         argv = [exe, *_namespace_args()]
-        argv += _filesystem_args(python_paths(extra))
+        # The private /tmp first: binds below it (an install directory under /tmp) must stay visible.
         argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+        argv += _filesystem_args(python_paths(extra))
         argv += ["--bind", str(workspace.path), WORKSPACE_MOUNT]
         argv += ["--ro-bind", str(workspace.inputs), INPUTS_MOUNT]
         argv += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
@@ -297,8 +335,12 @@ def build_launch(
     os.chmod(tmp, 0o1777)
     env = _base_env(str(workspace.path), str(tmp))
     root_cells = os.geteuid() == 0 and settings.get("cell_uid") is None
-    settings.update(workspace=str(workspace.path), pidns=False, count_procs=root_cells)
-    return LaunchPlan(argv=python, env=env, cwd=str(workspace.path), isolation="reduced", settings=settings)
+    argv = python
+    pidns = unshare_available()
+    if pidns:  # cannot signal, or even name, the host's processes; no network
+        argv = [str(shutil.which("unshare")), *_UNSHARE_ARGS, "--", *python]
+    settings.update(workspace=str(workspace.path), pidns=pidns, count_procs=root_cells)
+    return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation="reduced", settings=settings)
 
 
 def _filesystem_args(paths: list[str]) -> list[str]:
@@ -310,7 +352,7 @@ def _filesystem_args(paths: list[str]) -> list[str]:
             args += ["--ro-bind", top, top]
     for name in _ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    made: set[str] = {"/", "/usr", "/etc"}
+    made: set[str] = {"/", "/usr", "/etc", "/tmp"}
     for p in paths:
         if _covered(p, ["/usr"]):
             continue

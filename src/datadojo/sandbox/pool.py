@@ -105,7 +105,9 @@ class SandboxPool:
                     return sandbox
                 await sandbox.close()
             if not self._starting or self._failure is not None:
-                return await Sandbox.launch(self.config)
+                sandbox = await Sandbox.launch(self.config)  # raises what stopped the warm start
+                self._failure = None  # it works (again): pre-warming resumes
+                return sandbox
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:

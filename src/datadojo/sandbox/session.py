@@ -37,7 +37,7 @@ from datadojo.sandbox.isolation import (
 from datadojo.sandbox.policy import check_code, format_violations
 from datadojo.sandbox.protocol import ProtocolError, encode_frame, read_frame_async
 from datadojo.sandbox.result import ExecResult
-from datadojo.sandbox.workspace import Workspace
+from datadojo.sandbox.workspace import WORKSPACE_MOUNT, Workspace
 from datadojo.types import DataFile
 
 __all__ = ["Sandbox", "SandboxError", "run_cells"]
@@ -129,10 +129,16 @@ class WorkerProcess:
         return reply
 
     async def stop(self) -> None:
-        """Ask the worker to exit (it cleans up its processes), then make sure it is gone."""
+        """Make sure the worker and everything it started are gone.
+
+        Under bubblewrap killing it is enough (the PID namespace dies with it, taking every process in
+        it along); in the reduced mode the worker is asked to exit first, so that it can sweep the
+        processes its cells left.
+        """
         if self.proc is None:
             return
-        if self.proc.returncode is None and not self.broken and self.proc.stdin is not None:
+        graceful = self.plan.isolation != "bwrap"
+        if graceful and self.proc.returncode is None and not self.broken and self.proc.stdin is not None:
             with contextlib.suppress(Exception):
                 self._send({"op": "exit"})
                 self.proc.stdin.close()
@@ -146,10 +152,11 @@ class WorkerProcess:
         if proc is None:
             return
         if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            # Signals go straight to the pid (not via Popen.kill, whose poll() would reap the process
+            # behind asyncio's child watcher); until the watcher reaps it, the pid cannot be reused.
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             await proc.wait()
         if proc.stdin is not None:
@@ -199,6 +206,7 @@ class Sandbox:
         self._worker: WorkerProcess | None = None
         self._lock = asyncio.Lock()
         self._chunks: list[list[str]] = []
+        self._reported_failures: set[str] = set()  # kept chunks whose failing replay was reported
         self._turn = 0
         self._sql_turn = 0
         self._closed = False
@@ -223,7 +231,7 @@ class Sandbox:
     async def launch(cls, config: SandboxConfig | None = None) -> Sandbox:
         """Start a sandbox with an empty workspace (what a pool keeps warm); add files later."""
         config = config or SandboxConfig()
-        isolation = resolve_isolation(config.isolation)
+        isolation = await asyncio.to_thread(resolve_isolation, config.isolation)  # probes once, blocking
         uid = allocate_uid()
         extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
         extra = extra if config.auto_install else []
@@ -271,6 +279,7 @@ class Sandbox:
             "cell_uid": self.cell_uid,
             "seed": self.seed,
             "sql": {"row_limit": cfg.sql_row_limit, "timeout_s": cfg.sql_timeout_s},
+            "prereplay": cfg.prereplay,
         }
         extra = [str(self._install_dir)] if cfg.auto_install else []
         plan = build_launch(
@@ -306,7 +315,7 @@ class Sandbox:
     @property
     def code_workspace(self) -> str:
         """The working directory as the agent's code sees it (``/workspace`` under bubblewrap)."""
-        return str(self._worker.plan.settings["workspace"]) if self._worker else str(self.workspace)
+        return WORKSPACE_MOUNT if self.isolation == "bwrap" else str(self.workspace)
 
     async def run(
         self, code: str, *, language: Literal["python", "sql"] = "python", db: str | None = None
@@ -338,7 +347,13 @@ class Sandbox:
         self._turn += 1
         filename = f"<cell-{self._turn}>"
         chunks = self._chunks if self.config.mode == "chunked" else []
-        message = {"op": "python", "code": code, "filename": filename, "chunks": chunks}
+        message = {
+            "op": "python",
+            "code": code,
+            "filename": filename,
+            "chunks": chunks,
+            "reported_failures": sorted(self._reported_failures),
+        }
         result = await self._call_installing(message)
         if self.config.mode == "chunked" and result.status == "ok":
             self._chunks.append([filename, code])
@@ -390,6 +405,7 @@ class Sandbox:
             installed.append(str(outcome.distribution))
             before.append(outcome.note)
             reply = await self._call({**message, "invalidate_caches": True})
+        self._reported_failures.update(reply.get("replay_failed") or [])
         output = str(reply.get("output", ""))
         if before:
             output = "\n".join(before) + "\n" + output

@@ -94,7 +94,7 @@ class Workspace:
         if parent is not None:
             Path(parent).mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix="datadojo-sb-", dir=parent)).resolve()
-        os.chmod(root, 0o755)  # the sandbox uid must be able to traverse it in the reduced mode
+        os.chmod(root, 0o711)  # the sandbox uid traverses it (reduced mode); other users cannot list it
         ws = cls(root, placement=placement, uid=uid, keep=keep)
         ws.path.mkdir(mode=0o755)
         ws.inputs.mkdir(mode=0o755)
