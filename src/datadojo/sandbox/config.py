@@ -103,6 +103,9 @@ class SandboxConfig:
     interpreter, so the same observations; but the rebuilt state then waits in memory between turns (as
     in persistent mode). Turn it off to hold no interpreter state between turns at all, which is what
     DataMind's chunked mode is for when memory is the constraint.
+    ``reuse``: a :class:`~datadojo.sandbox.pool.SandboxPool` resets a sandbox after its trajectory (every
+    process ended; workspace, private /tmp and kept chunks emptied) and hands it to the next one, instead of
+    starting a new worker; turn it off to give every trajectory a brand-new worker.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -120,6 +123,7 @@ class SandboxConfig:
     keep_workspace: bool = False
     start_timeout_s: float = 120.0
     prereplay: bool = True
+    reuse: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("chunked", "persistent"):

@@ -328,7 +328,7 @@ def build_launch(
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--", *python]
-        settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False)
+        settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True)
         return LaunchPlan(argv=argv, env=env, cwd=str(workspace.root), isolation="bwrap", settings=settings)
     tmp = workspace.root / "tmp"
     tmp.mkdir(mode=0o1777, exist_ok=True)

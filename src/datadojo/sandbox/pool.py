@@ -71,7 +71,11 @@ class SandboxPool:
     def _refill(self) -> None:
         if self._closed or self._failure is not None:
             return
-        while len(self._ready) + len(self._starting) < self.warm:
+        # Keep ``warm`` sandboxes ready, but never more than ``size`` alive in all: a sandbox that comes
+        # back from a trajectory is reset and reused (see :meth:`session`), so it counts as one of them.
+        while len(self._ready) + len(self._starting) < self.warm and (
+            len(self._ready) + len(self._starting) + len(self._active) < self.size
+        ):
             task = asyncio.ensure_future(self._spawn())
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
@@ -120,7 +124,13 @@ class SandboxPool:
     async def session(
         self, files: Sequence[DataFile | str | os.PathLike[str]] = ()
     ) -> AsyncIterator[Sandbox]:
-        """A sandbox for one trajectory holding ``files``; closed (not reused) when the block ends."""
+        """A sandbox for one trajectory holding ``files``.
+
+        When the block ends the sandbox is reset (its processes ended, workspace, /tmp and kept chunks
+        emptied; see :meth:`Sandbox.reset`) and goes back to the warm list, so the next trajectory pays
+        neither an interpreter start nor the pandas import. A sandbox whose reset fails, or any sandbox
+        when ``config.reuse`` is off, is closed and replaced.
+        """
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
         async with self._slots:
@@ -132,9 +142,27 @@ class SandboxPool:
                 await sandbox.add_files(files)
                 yield sandbox
             finally:
-                self._active.discard(sandbox)
-                await sandbox.close()
+                if not await self._recycle(sandbox):
+                    self._active.discard(sandbox)
+                    await sandbox.close()
                 self._refill()
+
+    async def _recycle(self, sandbox: Sandbox) -> bool:
+        """Reset a used sandbox and make it ready again; False when it must be closed instead."""
+        if self._closed or not self.config.reuse or not sandbox.alive:
+            return False
+        try:
+            await sandbox.reset()
+        except (SandboxError, OSError) as exc:
+            log.warning("sandbox pool: could not reset a sandbox for reuse (%s); starting a new one", exc)
+            return False
+        self._active.discard(sandbox)
+        if self._closed:
+            await sandbox.close()
+            return True
+        self._ready.append(sandbox)
+        self._wake()
+        return True
 
     async def close(self) -> None:
         """Stop every sandbox of the pool, warm or in use."""

@@ -294,6 +294,31 @@ class Sandbox:
         self._worker = worker
         self._worker_starts += 1
 
+    async def reset(self) -> None:
+        """Make this sandbox fresh for another trajectory without restarting its worker.
+
+        The worker ends every process of the previous trajectory, empties its private /tmp and forks a
+        fresh child (or interpreter); the workspace and the data files are emptied; kept chunks are
+        forgotten. Raises :class:`SandboxError` when the worker is not healthy: close the sandbox then.
+        """
+        async with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            worker = self._worker
+            if worker is None or not worker.alive or worker.broken:
+                raise SandboxError("the sandbox's worker is not running")
+            try:
+                reply = await worker.call({"op": "reset"}, self.config.start_timeout_s)
+            except (TimeoutError, ProtocolError) as exc:
+                raise SandboxError(f"resetting the worker failed: {exc}") from exc
+            if reply.get("op") != "reset":
+                raise SandboxError(f"resetting the worker failed: {reply.get('message', reply)}")
+            await asyncio.to_thread(self._ws.reset)
+            self._chunks.clear()
+            self._reported_failures.clear()
+            self._turn = 0
+            self._sql_turn = 0
+
     async def close(self) -> None:
         """Stop the worker and remove the workspace (unless ``keep_workspace``); safe to call twice."""
         if self._closed:

@@ -40,6 +40,7 @@ import os
 import random
 import resource
 import select
+import shutil
 import signal
 import sys
 import time
@@ -392,6 +393,8 @@ class Worker:
                     reply, finish = self.execute(msg)
                 elif op == "ping":
                     reply = {"op": "pong"}
+                elif op == "reset":
+                    reply = self.reset()
                 else:
                     reply = {"op": "error", "message": f"unknown request {op!r}"}
             except Exception as exc:  # a bug here must not kill the sandbox silently
@@ -430,6 +433,58 @@ class Worker:
                 keep = {c.pid for c in (spare, self.kernel) if c is not None}
                 self.sweep(keep=keep, sessions=set())
             return
+
+    def reset(self) -> dict[str, Any]:
+        """Forget the trajectory: end every cell process, empty the private /tmp, start a fresh child.
+
+        What lets a pool hand this worker to the next trajectory instead of starting a new one (a cold
+        start is an interpreter plus the pandas import). The worker itself never runs agent code, so
+        after this nothing of the previous trajectory is left but the workspace, which the harness empties.
+        """
+        if self.kernel is not None:
+            self.kernel.kill()
+            self.kernel.close()
+            self.kernel = None
+        if self.spare is not None:
+            self._dispose(self.spare)
+            self.spare = None
+        self.sweep(keep=set(), sessions=set())
+        self._wipe_private_tmp()
+        self.kept = []
+        self.compiled = {}
+        if self.mode == "persistent":
+            self._start_kernel()
+        else:
+            self.spare = self._fork_child()
+        return {"op": "reset"}
+
+    def _wipe_private_tmp(self) -> None:
+        """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched).
+
+        Cells write there as the cell uid in a sticky directory, so the removal runs as that uid.
+        """
+        if not self.settings.get("private_tmp"):
+            return
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                if self.cell_uid is not None and self.is_root:
+                    os.setgroups([])
+                    os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
+                    os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
+                for name in os.listdir("/tmp"):
+                    path = os.path.join("/tmp", name)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(path)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
 
     def shutdown(self) -> None:
         if self.kernel is not None:

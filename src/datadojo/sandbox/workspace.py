@@ -151,6 +151,24 @@ class Workspace:
         """Visible names of the placed SQLite files (the default database of an SQL cell)."""
         return sorted(name for name, df in self.files.items() if df.kind == "sqlite")
 
+    def reset(self) -> None:
+        """Empty the workspace, the inputs and the sandbox's temp dir, for the next trajectory.
+
+        The directories themselves stay: the running sandbox has them bind-mounted, and a new directory
+        at the same path would not be what it sees.
+        """
+        for folder in (self.path, self.inputs, self.root / "tmp"):
+            if not folder.is_dir():
+                continue
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    target = Path(entry.path)
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_tree(target)
+                    else:
+                        target.unlink(missing_ok=True)
+        self.files.clear()
+
     # ------------------------------------------------------------------ cleanup
     def cleanup(self) -> None:
         """Remove the directories unless ``keep``; safe to call twice."""
