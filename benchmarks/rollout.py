@@ -128,6 +128,10 @@ async def main() -> None:
         f"concurrency {args.concurrency}, cores {os.cpu_count()}, python {sys.version.split()[0]}"
     )
 
+    # Untimed warm-up: first-call costs (importing pandas for the file profile in the prompt, the HTTP
+    # client's set-up) are paid once per process, not per turn.
+    await one_run(tasks[:2], 1, args.latency, null_factory, "warm-up")
+
     results = []
     for c in [int(x) for x in args.sweep.split(",") if x] + [args.concurrency]:
         n = min(len(tasks), max(4 * c, 32))
