@@ -47,11 +47,35 @@ def test_build_solve_score_audit(tmp_path: Path) -> None:
     assert len(list(read_trajectories(trajs))) == 16
 
     scored = tmp_path / "scored.jsonl"
-    res = runner.invoke(app, ["warmup", "score", str(out), str(trajs), "--in-process", "--out", str(scored)])
+    report = tmp_path / "report"
+    res = runner.invoke(
+        app,
+        [
+            "warmup",
+            "score",
+            str(out),
+            str(trajs),
+            "--in-process",
+            "--out",
+            str(scored),
+            "--report",
+            str(report),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "EnvLunch rewards" in res.output
-    for t in read_trajectories(scored):
+    records = list(read_trajectories(scored))
+    for t in records:
         assert "envlunch" in t.rewards and t.extra["envlunch"]["task_id"] == t.task_id
+    # the run folder renders like an evaluation run: pass@1 = share of tasks solved in every copy
+    summary = json.loads((report / "summary.json").read_text())
+    solved = sum(t.extra["envlunch"]["solved"] for t in records)
+    assert summary["n_tasks"] == 16 and abs(summary["metrics"]["pass@1"] - solved / 16) < 1e-9
+    html = (report / "report.html").read_text()
+    assert (
+        "envlunch" in html
+        and len([ln for ln in (report / "scores.jsonl").read_text().splitlines() if ln]) == 16
+    )
 
     res = runner.invoke(app, ["warmup", "audit", str(out)])
     assert res.exit_code == 0, res.output
