@@ -147,3 +147,21 @@ def test_write_jsonl_atomic(tmp_path: Path) -> None:
         write_jsonl_atomic(path, failing())
     assert [t.task_id for t in read_trajectories(path)] == ["t9"]  # the old file is intact
     assert sorted(os.listdir(path.parent)) == ["all.jsonl"]  # no temporary file left behind
+
+
+def test_a_lone_surrogate_from_a_model_does_not_lose_the_record(tmp_path):
+    """A server may send "\\ud800" in a reply; the record must still be written and read back intact."""
+    from datadojo.jsonl import JsonlAppender, iter_jsonl
+    from datadojo.types import Action, Trajectory, Turn
+
+    raw = "<think>odd \ud800 text</think><answer>1</answer>"
+    traj = Trajectory(
+        task_id="s", stop_reason="answer", turns=[Turn(raw=raw, action=Action(kind="answer", text="1"))]
+    )
+    path = tmp_path / "t.jsonl"
+    with JsonlAppender(path) as w:
+        w.write(traj)
+        w.write({"id": "plain", "text": "\udcff"})
+    rows = [v for _, v in iter_jsonl(path)]
+    assert rows[0]["turns"][0]["raw"] == raw and rows[1]["text"] == "\udcff"
+    assert Trajectory.model_validate(rows[0]).turns[0].raw == raw

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from datadojo.types import Task, Trajectory
 
@@ -175,8 +176,16 @@ def _is_json(data: bytes) -> bool:
 
 def _dumps(record: Any) -> str:
     if isinstance(record, BaseModel):
-        return record.model_dump_json()
-    return json.dumps(record, ensure_ascii=False, default=str)
+        try:
+            return record.model_dump_json()
+        except (ValueError, PydanticSerializationError):
+            # Text with a lone surrogate (a server that sent "\ud800") cannot be written as UTF-8; an
+            # ASCII-escaped JSON line keeps it, and reads back to the same string.
+            return json.dumps(record.model_dump(mode="python"), ensure_ascii=True, default=str)
+    try:
+        return json.dumps(record, ensure_ascii=False, default=str).encode("utf-8").decode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(record, ensure_ascii=True, default=str)
 
 
 class JsonlAppender:
