@@ -17,7 +17,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 DataKind = Literal["csv", "xlsx", "sqlite", "parquet", "json", "dir"]
-DATA_KINDS: tuple[str, ...] = ("csv", "xlsx", "sqlite", "parquet", "json", "dir")
+DATA_KINDS: tuple[str, ...] = get_args(DataKind)
 
 _SUFFIX_KINDS: dict[str, str] = {
     ".csv": "csv",

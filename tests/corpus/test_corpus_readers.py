@@ -524,3 +524,11 @@ def test_infer_column_type_edge_cases() -> None:
     assert infer_column_type(pd.Series([b"\x00\x01"], dtype=object)) == "binary"
     assert infer_column_type(pd.Series(["x" * 100, "y" * 90])) == "text"
     assert infer_column_type(pd.Series([[1], [2]], dtype=object)) == "nested"
+
+
+def test_file_kinds_extend_the_data_model_kinds() -> None:
+    """The sniffer's kind names start with the data model's, so a sniffed kind can become a DataFile kind."""
+    from datadojo.corpus.sniff import FILE_KINDS
+    from datadojo.types import DATA_KINDS
+
+    assert FILE_KINDS[: len(DATA_KINDS)] == DATA_KINDS

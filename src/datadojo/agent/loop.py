@@ -191,9 +191,7 @@ async def run_agent(
         messages.append({"role": "assistant", "content": raw})
         messages.append({"role": "user", "content": dialect.format_observation(result_obs.text)})
 
-    sampling = {
-        k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(params).items() if not k.startswith("_")
-    }
+    settings = cfg.to_dict()
     trajectory = Trajectory(
         task_id=task.id,
         sample=sample,
@@ -204,8 +202,8 @@ async def run_agent(
         stop_reason=stop_reason,  # type: ignore[arg-type]
         error=error,
         model=backend.model_id,
-        sampling={**sampling, "stop": list(stop_sequences)},
-        provenance=Provenance(config_hash=config_hash(cfg.to_dict()), seed=seed),
+        sampling={**settings["sampling"], "stop": list(stop_sequences)},
+        provenance=Provenance(config_hash=config_hash(settings), seed=seed),
     )
     emit(AgentEvent("end", task.id, sample, trajectory))
     return trajectory

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from datadojo.corpus.readers import load_sniffed
 from datadojo.corpus.sniff import TABULAR_KINDS, Sniffed, sniff
-from datadojo.corpus.tables import LoadedFile, LoadError, ReadOptions, Table
+from datadojo.corpus.tables import LOAD_ERROR_REASONS, LoadedFile, LoadError, ReadOptions, Table
 
 __all__ = [
     "REJECT_REASONS",
@@ -50,17 +50,7 @@ __all__ = [
 
 #: Every reason a file can be rejected for: the reader's reasons, then the filters' own.
 REJECT_REASONS: tuple[str, ...] = (
-    "missing",
-    "not_a_file",
-    "empty",
-    "binary",
-    "encoding",
-    "corrupt",
-    "ragged",
-    "not_tabular",
-    "no_tables",
-    "unsupported",
-    "too_large",
+    *LOAD_ERROR_REASONS,
     "too_few_rows",
     "too_many_rows",
     "anomalous_types",

@@ -22,9 +22,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from datadojo.types import DATA_KINDS
+from typing import Literal, get_args
 
 __all__ = [
     "FILE_KINDS",
@@ -58,23 +56,7 @@ FileKind = Literal[
     "missing",
     "special",
 ]
-FILE_KINDS: tuple[str, ...] = (
-    *DATA_KINDS,
-    "xls",
-    "netcdf",
-    "hdf5",
-    "fasta",
-    "genbank",
-    "image",
-    "readme",
-    "metadata",
-    "text",
-    "archive",
-    "binary",
-    "empty",
-    "missing",
-    "special",
-)
+FILE_KINDS: tuple[str, ...] = get_args(FileKind)
 #: Kinds :func:`datadojo.corpus.readers.load` turns into tables.
 TABULAR_KINDS: tuple[str, ...] = ("csv", "xlsx", "sqlite", "parquet", "json")
 

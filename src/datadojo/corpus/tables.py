@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -45,19 +45,7 @@ LoadErrorReason = Literal[
     "unsupported",
     "too_large",
 ]
-LOAD_ERROR_REASONS: tuple[str, ...] = (
-    "missing",
-    "not_a_file",
-    "empty",
-    "binary",
-    "encoding",
-    "corrupt",
-    "ragged",
-    "not_tabular",
-    "no_tables",
-    "unsupported",
-    "too_large",
-)
+LOAD_ERROR_REASONS: tuple[str, ...] = get_args(LoadErrorReason)
 
 ColumnType = Literal[
     "integer", "float", "boolean", "datetime", "string", "text", "nested", "binary", "mixed", "empty"
