@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "eval",
     "exec",
     "score",
+    "synth",
     "train",
     "warmup",
 )
