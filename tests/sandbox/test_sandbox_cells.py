@@ -26,8 +26,8 @@ from datadojo.sandbox.cells import (
     quiet,
     register_source,
     silent_print,
-    truncate_marker,
     truncate_head_tail,
+    truncate_marker,
     truncate_observation,
 )
 
