@@ -125,6 +125,33 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+#: Official totals that are counts, not shares.
+_COUNT_TOTALS = ("gold_errors", "judge_errors")
+
+
+def _official(key: str, value: Any) -> str:
+    return f"{float(value):g}" if key in _COUNT_TOTALS else _pct(value)
+
+
+def _behaviour(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """SciDataSailor Table 4's figures (``summary["behaviour"]``, :mod:`datadojo.eval.behaviour`)."""
+    b = summary.get("behaviour") or {}
+    if not b:
+        return []
+    return [
+        ("total tokens (prompt + completion)", f"{int(b.get('total_tokens') or 0):,}"),
+        ("average steps per trajectory", _num(b.get("avg_steps"))),
+        ("code calls", str(b.get("n_calls"))),
+        ("code error rate", _pct(b.get("code_error_rate"))),
+        ("error-free trajectories", _pct(b.get("error_free_rate"))),
+        ("mean length of error chains", _num(b.get("mean_error_chain"))),
+        ("AST depth per code block", _num(b.get("ast_depth"))),
+        ("branches and loops per code block", _num(b.get("branches_loops"))),
+        ("lines of code per code block", _num(b.get("lines_of_code"))),
+        ("unique imports per trajectory", _num(b.get("unique_imports"))),
+    ]
+
+
 def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     """``(key, label, formatted value)`` for the summary table, in reading order."""
     m = summary.get("metrics", {})
@@ -337,6 +364,7 @@ def render_html(
                     ("turn budget", (summary.get("agent_config") or {}).get("max_turns")),
                     ("dialect", (summary.get("agent_config") or {}).get("dialect")),
                     ("official metric", summary.get("metric")),
+                    ("judge", summary.get("judge")),
                     ("scored at", summary.get("scored_at")),
                 )
             ],
@@ -353,8 +381,12 @@ def render_html(
     if official:
         out.append("<h2>Official totals (averaged over trials)</h2>")
         out.append(_table(["figure", "value"], [
-            [_e(k), _e(str(int(v)) if k == "gold_errors" else _pct(v))] for k, v in official.items()
+            [_e(k), _e(_official(k, v))] for k, v in official.items()
         ], table_id="official"))  # fmt: skip
+    behaviour = _behaviour(summary)
+    if behaviour:
+        out.append("<h2>Behaviour (SciDataSailor Table 4)</h2>")
+        out.append(_table(["figure", "value"], [[_e(k), _e(v)] for k, v in behaviour], table_id="behaviour"))
 
     per_cat = m.get("per_category") or {}
     turns = [int(r.get("turns") or 0) for r in rows if r.get("stop_reason") != "missing"]
@@ -426,7 +458,8 @@ def render_markdown(
         "",
         f"- agent: {summary.get('agent')}; tasks: {summary.get('n_tasks')}; trials per task: "
         f"{summary.get('n_trials')}; turn budget: {(summary.get('agent_config') or {}).get('max_turns')}",
-        f"- data: `{summary.get('data')}`",
+        f"- data: `{summary.get('data')}`"
+        + (f"; judge: `{summary['judge']}`" if summary.get("judge") else ""),
         f"- scored at: {summary.get('scored_at')}",
         "",
         "| figure | value |",
@@ -436,9 +469,11 @@ def render_markdown(
     official = summary.get("official") or {}
     if official:
         lines += ["", "## Official totals (averaged over trials)", "", "| figure | value |", "|---|---:|"]
-        lines += [
-            f"| {_md_cell(k)} | {int(v) if k == 'gold_errors' else _pct(v)} |" for k, v in official.items()
-        ]
+        lines += [f"| {_md_cell(k)} | {_official(k, v)} |" for k, v in official.items()]
+    behaviour = _behaviour(summary)
+    if behaviour:
+        lines += ["", "## Behaviour (SciDataSailor Table 4)", "", "| figure | value |", "|---|---:|"]
+        lines += [f"| {_md_cell(k)} | {v} |" for k, v in behaviour]
     per_cat = m.get("per_category") or {}
     if per_cat:
         lines += [
