@@ -103,7 +103,7 @@ def _agent(req: dict) -> str:
 
 
 def test_cli_eval_scidata_end_to_end(tmp_path: Path) -> None:
-    folder, mean = _survey(tmp_path)
+    _, mean = _survey(tmp_path)
     tasks = _write_tasks(tmp_path / "tasks.jsonl", [
         _task("qa-mean", "qa", "What is the mean of `value` in data/measurements.csv?", str(mean), "survey", "L1"),
         _task("meta-map", "meta", "Describe the organisation of this repository.",
@@ -228,7 +228,7 @@ def test_cli_eval_scidata_on_real_scirepos(tmp_path: Path) -> None:
     listing = sorted(
         os.path.relpath(os.path.join(root, f), repo.parent) for root, _, files in os.walk(repo) for f in files
     )
-    tasks = _write_tasks(tmp_path / "qa.jsonl", [
+    _write_tasks(tmp_path / "qa.jsonl", [
         _task("rows", "qa", "How many penguins are in inst/extdata/penguins.csv?", str(n_rows),
               str(repo.resolve()), "L1"),
     ])  # fmt: skip
