@@ -159,3 +159,22 @@ async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> 
     assert totals["accuracy"] == pytest.approx(2 / 3) and totals["exact"] == pytest.approx(2 / 3)
     assert (totals["qa"], totals["meta"], totals["judge_errors"]) == (0.5, 1.0, 1.0)
     assert (totals["L0"], totals["L1"], totals["L2"]) == (1.0, 1.0, 0.0) and "L3" not in totals
+
+
+def test_example_task_file_loads_and_its_references_hold() -> None:
+    """examples/data/scidata_tasks.jsonl (written by examples/make_examples.py) is valid, and its QA
+    references agree with an independent pandas computation over the example folder."""
+    pd = pytest.importorskip("pandas")
+    examples = Path(__file__).resolve().parents[2] / "examples" / "data"
+    tasks = {t.id: t for t in SciData().load(examples / "scidata_tasks.jsonl")}
+    assert {t.category for t in tasks.values()} == {"qa", "meta"}
+    folder = Path(tasks["station-survey-qa-ph"].files[0].path)
+    assert folder == (examples / "station_survey").resolve()
+    frame = pd.read_csv(folder / "raw" / "measurements.csv")
+    assert tasks["station-survey-qa-ph"].answer == f"{frame['ph'].mean():.2f}"
+    joined = frame.merge(pd.read_json(folder / "meta" / "sites.json"), on="site")
+    means = joined.groupby("habitat")["nitrate_mg_l"].mean()
+    assert tasks["station-survey-qa-habitat"].answer == f"{means.idxmax()}, {means.max():.2f} mg/L"
+    n_seq = (folder / "raw" / "barcodes.fasta").read_text(encoding="ascii").count(">")
+    assert tasks["station-survey-qa-fasta"].answer.startswith(f"{n_seq} sequences")
+    assert f"{len(frame)} monthly measurements" in tasks["station-survey-meta-map"].answer
