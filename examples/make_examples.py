@@ -12,10 +12,11 @@ What it writes:
 * ``data/shop.sqlite`` — customers, products, orders and order_items with primary and foreign keys.
 * ``data/station_survey/`` — a small nested "scientific dataset" folder: README, a datapackage.json, a
   CSV of measurements per site, a JSON site list and a FASTA file of sequences.
-* ``data/scidata_tasks.jsonl`` — SciDataSailor-Bench tasks over ``station_survey/`` (three QA tasks and one
-  Meta task, in the task format of ``datadojo eval scidata``); the reference answers are computed from the
-  files on disk, so they stay right when the folder is regenerated. Try it with
-  ``datadojo eval scidata --data examples/data/scidata_tasks.jsonl --model SPEC --judge SPEC --out runs/sd``.
+* ``scidata_tasks.jsonl`` (beside this script, not in ``data/``, so corpus scans of ``data/`` see only
+  data) — SciDataSailor-Bench tasks over ``data/station_survey/`` (three QA tasks and one Meta task, in
+  the task format of ``datadojo eval scidata``); the reference answers are computed from the files on
+  disk, so they stay right when the folder is regenerated. Try it with
+  ``datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC --out runs/sd``.
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def _scidata_task(tid: str, track: str, level: str, seed: str, question: str, an
     return {
         "id": tid,
         "question": question,
-        "files": [{"path": "station_survey", "kind": "dir"}],
+        "files": [{"path": "data/station_survey", "kind": "dir"}],
         "answer": answer,
         "answer_kind": f"sailor_{track}",
         "source": "scidata",
@@ -349,7 +350,7 @@ def main() -> None:
     write_budget_xlsx(rng, OUT / "budget.xlsx")
     write_shop_sqlite(rng, OUT / "shop.sqlite")
     write_station_survey(rng, OUT / "station_survey")
-    write_scidata_tasks(OUT / "station_survey", OUT / "scidata_tasks.jsonl")
+    write_scidata_tasks(OUT / "station_survey", HERE / "scidata_tasks.jsonl")
     print(f"wrote example data to {OUT}")
 
 

@@ -162,14 +162,14 @@ async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> 
 
 
 def test_example_task_file_loads_and_its_references_hold() -> None:
-    """examples/data/scidata_tasks.jsonl (written by examples/make_examples.py) is valid, and its QA
+    """examples/scidata_tasks.jsonl (written by examples/make_examples.py) is valid, and its QA
     references agree with an independent pandas computation over the example folder."""
     pd = pytest.importorskip("pandas")
-    examples = Path(__file__).resolve().parents[2] / "examples" / "data"
+    examples = Path(__file__).resolve().parents[2] / "examples"
     tasks = {t.id: t for t in SciData().load(examples / "scidata_tasks.jsonl")}
     assert {t.category for t in tasks.values()} == {"qa", "meta"}
     folder = Path(tasks["station-survey-qa-ph"].files[0].path)
-    assert folder == (examples / "station_survey").resolve()
+    assert folder == (examples / "data" / "station_survey").resolve()
     frame = pd.read_csv(folder / "raw" / "measurements.csv")
     assert tasks["station-survey-qa-ph"].answer == f"{frame['ph'].mean():.2f}"
     joined = frame.merge(pd.read_json(folder / "meta" / "sites.json"), on="site")

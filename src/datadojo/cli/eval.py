@@ -205,7 +205,7 @@ def eval_command(
 
     SciDataSailor-Bench (Meta and QA over dataset folders, judged by an LLM; --data is a task file or a
     folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track):
-    datadojo eval scidata --data examples/data/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
+    datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
     from datadojo.eval.harness import EvalConfig, EvalError, run_eval
 
