@@ -17,6 +17,7 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli.agent import MODEL_HELP
+from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.llm.base import SamplingParams
 from datadojo.types import Task, Trajectory
 
@@ -51,28 +52,6 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{float(v):.2%}"
 
 
-#: Official totals that are counts, not shares.
-_COUNT_TOTALS = ("gold_errors", "judge_errors")
-
-
-def _behaviour_rows(b: dict[str, Any]) -> list[tuple[str, str]]:
-    """SciDataSailor Table 4's figures from ``summary["behaviour"]`` (n/a where undefined)."""
-
-    def num(key: str, digits: int = 2) -> str:
-        return "n/a" if b.get(key) is None else f"{b[key]:.{digits}f}"
-
-    return [
-        ("total tokens", f"{b.get('total_tokens', 0):,}"),
-        ("code error rate", _pct(b.get("code_error_rate"))),
-        ("error-free trajectories", _pct(b.get("error_free_rate"))),
-        ("mean error chain", num("mean_error_chain")),
-        ("AST depth / block", num("ast_depth")),
-        ("branches + loops / block", num("branches_loops")),
-        ("lines of code / block", num("lines_of_code")),
-        ("unique imports / trajectory", num("unique_imports")),
-    ]
-
-
 def _summary_table(summary: dict[str, Any]) -> Table:
     m = summary["metrics"]
     n = summary["n_trials"]
@@ -88,7 +67,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     for key, value in (summary.get("official") or {}).items():
         if key.startswith("concept:"):
             continue
-        table.add_row(f"official: {key}", f"{value:g}" if key in _COUNT_TOTALS else _pct(value))
+        table.add_row(f"official: {key}", official_value(key, value))
     table.add_row("success rate (answered in budget)", _pct(m.get("success_rate")))
     if m.get("avg_turns") is not None:
         table.add_row("avg turns", f"{m['avg_turns']:.2f}")
@@ -97,7 +76,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     rewards = summary.get("rewards") or {}
     if rewards.get("mean_total") is not None:
         table.add_row("mean DataMind reward", f"{rewards['mean_total']:.3f}")
-    for label, value in _behaviour_rows(summary.get("behaviour") or {}) if summary.get("behaviour") else []:
+    for label, value in behaviour_rows(summary):
         table.add_row(label, value)
     for reason, count in (summary.get("stop_reasons") or {}).items():
         table.add_row(f"  stop: {reason}", str(count))

@@ -27,9 +27,12 @@ from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.types import Trajectory
 
 __all__ = [
+    "COUNT_TOTALS",
     "bar_chart_svg",
+    "behaviour_rows",
     "histogram_svg",
     "load_run",
+    "official_value",
     "render_html",
     "render_markdown",
     "write_report",
@@ -126,14 +129,15 @@ def _as_text(value: Any) -> str:
 
 
 #: Official totals that are counts, not shares.
-_COUNT_TOTALS = ("gold_errors", "judge_errors")
+COUNT_TOTALS = ("gold_errors", "judge_errors")
 
 
-def _official(key: str, value: Any) -> str:
-    return f"{float(value):g}" if key in _COUNT_TOTALS else _pct(value)
+def official_value(key: str, value: Any) -> str:
+    """An official total as shown: a count as a number, a share as a percentage."""
+    return f"{float(value):g}" if key in COUNT_TOTALS else _pct(value)
 
 
-def _behaviour(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def behaviour_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """SciDataSailor Table 4's figures (``summary["behaviour"]``, :mod:`datadojo.eval.behaviour`)."""
     b = summary.get("behaviour") or {}
     if not b:
@@ -381,9 +385,9 @@ def render_html(
     if official:
         out.append("<h2>Official totals (averaged over trials)</h2>")
         out.append(_table(["figure", "value"], [
-            [_e(k), _e(_official(k, v))] for k, v in official.items()
+            [_e(k), _e(official_value(k, v))] for k, v in official.items()
         ], table_id="official"))  # fmt: skip
-    behaviour = _behaviour(summary)
+    behaviour = behaviour_rows(summary)
     if behaviour:
         out.append("<h2>Behaviour (SciDataSailor Table 4)</h2>")
         out.append(_table(["figure", "value"], [[_e(k), _e(v)] for k, v in behaviour], table_id="behaviour"))
@@ -469,8 +473,8 @@ def render_markdown(
     official = summary.get("official") or {}
     if official:
         lines += ["", "## Official totals (averaged over trials)", "", "| figure | value |", "|---|---:|"]
-        lines += [f"| {_md_cell(k)} | {_official(k, v)} |" for k, v in official.items()]
-    behaviour = _behaviour(summary)
+        lines += [f"| {_md_cell(k)} | {official_value(k, v)} |" for k, v in official.items()]
+    behaviour = behaviour_rows(summary)
     if behaviour:
         lines += ["", "## Behaviour (SciDataSailor Table 4)", "", "| figure | value |", "|---|---:|"]
         lines += [f"| {_md_cell(k)} | {v} |" for k, v in behaviour]
