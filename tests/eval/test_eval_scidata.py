@@ -266,3 +266,14 @@ def test_cli_eval_scidata_on_real_scirepos(tmp_path: Path) -> None:
     assert summary["metrics"]["pass@1"] == 1.0, summary
     trajs = {t.task_id: t for t in read_trajectories(tmp_path / "run" / "trajectories.jsonl")}
     assert trajs["rows"].final_answer == str(n_rows)
+
+
+def test_sandbox_flags_override_only_what_they_name() -> None:
+    from datadojo.bench.scidata import SciData
+    from datadojo.cli.eval import _sandbox_override
+
+    base = SciData().sandbox_config()
+    cfg = _sandbox_override(base, None, "none", 5.0)
+    assert (cfg.mode, cfg.isolation, cfg.limits.wall_s, cfg.limits.cpu_s) == ("persistent", "none", 5.0, 5.0)
+    assert (cfg.limits.observation_head_chars, cfg.limits.observation_tail_chars) == (4000, 1500)
+    assert _sandbox_override(base, "chunked", None, None).limits == base.limits

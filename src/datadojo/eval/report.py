@@ -371,6 +371,7 @@ def render_html(
                     ("judge", summary.get("judge")),
                     ("scored at", summary.get("scored_at")),
                 )
+                if k != "judge" or v is not None
             ],
             num_from=99,
         ),
