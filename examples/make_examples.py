@@ -12,6 +12,11 @@ What it writes:
 * ``data/shop.sqlite`` — customers, products, orders and order_items with primary and foreign keys.
 * ``data/station_survey/`` — a small nested "scientific dataset" folder: README, a datapackage.json, a
   CSV of measurements per site, a JSON site list and a FASTA file of sequences.
+* ``scidata_tasks.jsonl`` (beside this script, not in ``data/``, so corpus scans of ``data/`` see only
+  data) — SciDataSailor-Bench tasks over ``data/station_survey/`` (three QA tasks and one Meta task, in
+  the task format of ``datadojo eval scidata``); the reference answers are computed from the files on
+  disk, so they stay right when the folder is regenerated. Try it with
+  ``datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC --out runs/sd``.
 """
 
 from __future__ import annotations
@@ -262,6 +267,82 @@ def write_station_survey(rng: random.Random, root: Path) -> None:
     )
 
 
+def _scidata_task(tid: str, track: str, level: str, seed: str, question: str, answer: str) -> dict:
+    return {
+        "id": tid,
+        "question": question,
+        "files": [{"path": "data/station_survey", "kind": "dir"}],
+        "answer": answer,
+        "answer_kind": f"sailor_{track}",
+        "source": "scidata",
+        "category": track,
+        "difficulty": level,
+        "extra": {"track": track, "seed_id": seed, "intent": question},
+    }
+
+
+def write_scidata_tasks(folder: Path, path: Path) -> None:
+    """SciDataSailor-Bench tasks over ``folder`` (station_survey), answers computed from its files."""
+    with (folder / "raw" / "measurements.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    sites = json.loads((folder / "meta" / "sites.json").read_text(encoding="utf-8"))
+    habitat = {s["site"]: s["habitat"] for s in sites}
+    fasta = (folder / "raw" / "barcodes.fasta").read_text(encoding="ascii").split(">")[1:]
+    lengths = sorted({len("".join(rec.splitlines()[1:])) for rec in fasta})
+    licence = json.loads((folder / "datapackage.json").read_text(encoding="utf-8"))["licenses"][0]["name"]
+    mean_ph = sum(float(r["ph"]) for r in rows) / len(rows)
+    nitrate: dict[str, list[float]] = {}
+    for r in rows:
+        nitrate.setdefault(habitat[r["site"]], []).append(float(r["nitrate_mg_l"]))
+    by_habitat = {h: sum(v) / len(v) for h, v in nitrate.items()}
+    top = max(by_habitat, key=by_habitat.__getitem__)
+    dates = sorted(r["date"] for r in rows)
+    columns = list(rows[0])
+    tasks = [
+        _scidata_task(
+            "station-survey-qa-ph",
+            "qa",
+            "L1",
+            "example-L1-statistics",
+            "What is the mean pH over all measurements in raw/measurements.csv? Round to two decimals.",
+            f"{mean_ph:.2f}",
+        ),
+        _scidata_task(
+            "station-survey-qa-habitat",
+            "qa",
+            "L2",
+            "example-L2-cross-file",
+            "Joining raw/measurements.csv to the site list in meta/sites.json, which habitat has the highest "
+            "mean nitrate concentration (nitrate_mg_l), and what is that mean (mg/L, two decimals)?",
+            f"{top}, {by_habitat[top]:.2f} mg/L",
+        ),
+        _scidata_task(
+            "station-survey-qa-fasta",
+            "qa",
+            "L0",
+            "example-L0-dataset-map",
+            "How many sequences does raw/barcodes.fasta hold, and how many bases long is each?",
+            f"{len(fasta)} sequences" + (f" of {lengths[0]} bases each" if len(lengths) == 1 else ""),
+        ),
+        _scidata_task(
+            "station-survey-meta-map",
+            "meta",
+            "L0",
+            "example-L0-dataset-map",
+            "Map this dataset repository: its directory organisation, file formats, schemas and metadata, key "
+            "counts, and how the files relate.",
+            f"A small synthetic field-survey dataset ({licence} licence per datapackage.json) with a README.md, a "
+            f"datapackage.json listing two resources, and two folders. raw/measurements.csv is a CSV table of "
+            f"{len(rows)} monthly measurements ({dates[0]} to {dates[-1]}) with columns {', '.join(columns)}, "
+            f"{len(habitat)} sites x {len(rows) // len(habitat)} months. meta/sites.json is a JSON list of "
+            f"{len(sites)} sites with site id, lat, lon and habitat ({', '.join(sorted(set(habitat.values())))}). "
+            f"raw/barcodes.fasta is a FASTA file with {len(fasta)} COI barcode sequences, one per site. The "
+            "site column links measurements to the site list and the FASTA headers (site id + '_COI').",
+        ),
+    ]
+    path.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")
+
+
 def main() -> None:
     rng = random.Random(20240601)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -269,6 +350,7 @@ def main() -> None:
     write_budget_xlsx(rng, OUT / "budget.xlsx")
     write_shop_sqlite(rng, OUT / "shop.sqlite")
     write_station_survey(rng, OUT / "station_survey")
+    write_scidata_tasks(OUT / "station_survey", HERE / "scidata_tasks.jsonl")
     print(f"wrote example data to {OUT}")
 
 

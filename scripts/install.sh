@@ -30,5 +30,7 @@ if [ "${DATADOJO_TORCH:-}" != skip ]; then
   # Installed first and pinned, so the 'train' extra below is satisfied without pulling a multi-GB CUDA build.
   "$PY" -m pip install -q "${DATADOJO_TORCH_SPEC:-torch==2.13.0}"
 fi
-"$PY" -m pip install -q -e ".[dev,train]"
+# sci: the readers of scientific formats (h5py, netCDF4, xarray) the corpus profiler and the sandbox of
+# `datadojo eval scidata` use; their tests skip, visibly, without them.
+"$PY" -m pip install -q -e ".[dev,train,sci]"
 echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"

@@ -26,6 +26,7 @@ from datadojo.sandbox.cells import (
     quiet,
     register_source,
     silent_print,
+    truncate_head_tail,
     truncate_marker,
     truncate_observation,
 )
@@ -395,3 +396,29 @@ def test_compile_cell_never_crashes_unexpectedly(text: str) -> None:
         compile_cell(text, silent=True)
     except (SyntaxError, ValueError):
         pass
+
+
+def test_head_tail_truncation_keeps_fixed_sides() -> None:
+    """SciDataSailor's truncation: exactly ``head`` characters, the marker, exactly ``tail`` characters."""
+    text = "".join(f"{i:05d}\n" for i in range(2000))  # 12,000 characters
+    out, truncated = truncate_head_tail(text, 4000, 1500)
+    marker = truncate_marker(len(text) - 5500)
+    assert truncated and out == text[:4000] + marker + text[-1500:]
+    assert truncate_head_tail(text[:5500], 4000, 1500) == (text[:5500], False)
+    assert truncate_head_tail("abcdef", 2, 0) == ("ab" + truncate_marker(4), True)
+    with pytest.raises(ValueError, match="head"):
+        truncate_head_tail("x", -1, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.integers(min_value=0, max_value=300), st.integers(min_value=0, max_value=300))
+def test_head_tail_properties(text: str, head: int, tail: int) -> None:
+    out, truncated = truncate_head_tail(text, head, tail)
+    assert truncated == (len(text) > head + tail)
+    if not truncated:
+        assert out == text
+        return
+    m = re.search(r"\n\.\.\. \[(\d+) characters truncated\] \.\.\.\n", out)
+    assert m is not None and m.start() == head
+    assert out[:head] == text[:head] and out[m.end() :] == text[len(text) - tail :]
+    assert int(m.group(1)) == len(text) - head - tail

@@ -30,6 +30,18 @@ def test_limits_defaults_and_validation() -> None:
             Limits(**bad)
 
 
+def test_head_tail_observation_limits() -> None:
+    assert Limits().observation_head_chars is None and Limits().observation_tail_chars is None
+    limits = Limits(observation_head_chars=4000, observation_tail_chars=1500)
+    assert limits.to_dict()["observation_tail_chars"] == 1500
+    with pytest.raises(ValueError, match="set together"):
+        Limits(observation_head_chars=4000)
+    with pytest.raises(ValueError, match="observation_tail_chars must be a non-negative"):
+        Limits(observation_head_chars=4000, observation_tail_chars=-1)
+    with pytest.raises(ValueError, match="at least 64"):
+        Limits(observation_head_chars=10, observation_tail_chars=10)
+
+
 def test_config_validation() -> None:
     assert SandboxConfig().mode == "chunked" and SandboxConfig().auto_install is False
     with pytest.raises(ValueError, match="mode"):

@@ -2,7 +2,8 @@
 
 * :mod:`~datadojo.bench.dabench` (InfiAgent-DABench), :mod:`~datadojo.bench.tablebench`,
   :mod:`~datadojo.bench.databench` (SemEval-2025 task 8), :mod:`~datadojo.bench.spider` (Spider and
-  BIRD), :mod:`~datadojo.bench.qrdata`;
+  BIRD), :mod:`~datadojo.bench.qrdata`, :mod:`~datadojo.bench.scidata` (SciDataSailor-Bench Meta/QA);
+* :mod:`~datadojo.bench.judged`: benchmarks scored by an LLM judge (verdicts gathered, cached, then scored);
 * :mod:`~datadojo.bench.base`: :class:`Benchmark`, :class:`ItemScore`, :class:`BenchmarkDefaults`;
 * :mod:`~datadojo.bench.registry`: benchmarks by name;
 * :mod:`~datadojo.bench.scoring`: score a predictions file (what ``datadojo score`` runs).

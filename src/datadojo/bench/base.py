@@ -17,9 +17,12 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from datadojo.types import Task
+
+if TYPE_CHECKING:
+    from datadojo.sandbox import SandboxConfig
 
 __all__ = ["Benchmark", "BenchmarkDefaults", "BenchmarkError", "ItemScore", "missing_prediction", "unique_id"]
 
@@ -69,13 +72,16 @@ class BenchmarkDefaults:
 
     ``max_turns`` is DataMind's T = 10 (§3.1) unless a benchmark says otherwise; ``language`` is the tool
     the agent gets (``python`` for files, ``sql`` for databases); ``answer_format`` is appended to the
-    question so the answer can be scored (e.g. DABench's ``@name[value]``).
+    question so the answer can be scored (e.g. DABench's ``@name[value]``); ``temperature`` / ``top_p``
+    the sampling the paper evaluates with (DataMind §5.1: 0.7 / 0.95).
     """
 
     max_turns: int = 10
     language: Literal["python", "sql"] = "python"
     dialect: str = "datamind"
     answer_format: str | None = None
+    temperature: float = 0.7
+    top_p: float = 0.95
 
 
 def unique_id(seen: dict[str, int], raw_id: str, where: str) -> str:
@@ -126,6 +132,16 @@ class Benchmark(abc.ABC):
             "accuracy": sum(s.score for _, s in items) / n,
             "exact": sum(s.correct for _, s in items) / n,
         }
+
+    def sandbox_config(self) -> SandboxConfig:
+        """The sandbox an agent gets on this benchmark unless the user configures one.
+
+        The default :class:`~datadojo.sandbox.SandboxConfig`; SQL benchmarks skip the pandas pre-import
+        (their agents query SQL, and start-up is most of a short episode's cost).
+        """
+        from datadojo.sandbox import SandboxConfig
+
+        return SandboxConfig(preload=()) if self.defaults.language == "sql" else SandboxConfig()
 
     def _require(self, path: Path, what: str) -> Path:
         if not path.exists():

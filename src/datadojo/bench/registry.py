@@ -56,10 +56,11 @@ def _register_builtins() -> None:
     from datadojo.bench.dabench import DABench
     from datadojo.bench.databench import DataBench
     from datadojo.bench.qrdata import QRData
+    from datadojo.bench.scidata import SciData
     from datadojo.bench.spider import BIRD, Spider
     from datadojo.bench.tablebench import TableBench
 
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData):
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData):
         register_benchmark(cls.name, cls)
 
 

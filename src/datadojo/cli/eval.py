@@ -17,6 +17,7 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli.agent import MODEL_HELP
+from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.llm.base import SamplingParams
 from datadojo.types import Task, Trajectory
 
@@ -66,7 +67,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     for key, value in (summary.get("official") or {}).items():
         if key.startswith("concept:"):
             continue
-        table.add_row(f"official: {key}", str(int(value)) if key == "gold_errors" else _pct(value))
+        table.add_row(f"official: {key}", official_value(key, value))
     table.add_row("success rate (answered in budget)", _pct(m.get("success_rate")))
     if m.get("avg_turns") is not None:
         table.add_row("avg turns", f"{m['avg_turns']:.2f}")
@@ -75,6 +76,8 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     rewards = summary.get("rewards") or {}
     if rewards.get("mean_total") is not None:
         table.add_row("mean DataMind reward", f"{rewards['mean_total']:.3f}")
+    for label, value in behaviour_rows(summary):
+        table.add_row(label, value)
     for reason, count in (summary.get("stop_reasons") or {}).items():
         table.add_row(f"  stop: {reason}", str(count))
     if summary.get("missing_trials"):
@@ -98,34 +101,75 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     return table
 
 
+def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeout: float | None) -> Any:
+    """The benchmark's sandbox with the user's mode, isolation and per-call timeout (``None``: keep)."""
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    if mode is not None:
+        changes["mode"] = mode
+    if isolation is not None:
+        changes["isolation"] = isolation
+    if timeout is not None:
+        changes["limits"] = replace(base.limits, wall_s=timeout, cpu_s=timeout)
+    return replace(base, **changes)
+
+
 def eval_command(
     bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
     data: Path | None = typer.Option(
         None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
     ),
     model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="Model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor App. B.2 "
+        "rubrics); or $DATADOJO_JUDGE. Verdicts are cached in OUT/judge_cache.jsonl.",
+    ),
     n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
     agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
     max_turns: int | None = typer.Option(
-        None, "--max-turns", "-T", help="Turn budget (default: the benchmark's)."
+        None,
+        "--max-turns",
+        "-T",
+        help="Turn budget (default: the benchmark's; DataMind 10, scidata 12; SciDataSailor reports 12 and 24).",
     ),
     dialect: str | None = typer.Option(None, "--dialect", help="Tag protocol (default: the benchmark's)."),
-    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
+    temperature: float | None = typer.Option(
+        None,
+        "--temperature",
+        help="Sampling temperature (default: the benchmark's; DataMind 0.7, scidata 0.6).",
+    ),
+    top_p: float | None = typer.Option(
+        None, "--top-p", help="Nucleus sampling (default: the benchmark's, 0.95)."
+    ),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
     reserve_final_turn: bool = typer.Option(
-        False, "--reserve-final-turn", help="Tell the model to answer when one turn is left."
+        False,
+        "--reserve-final-turn",
+        help="Tell the model to answer when one turn is left (SciDataSailor App. C.1: agents that never "
+        "reserve a step for the answer end with nothing to score).",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),
-    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option(
-        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    mode: str | None = typer.Option(
+        None,
+        "--mode",
+        help="Python state between turns: chunked or persistent (default: the benchmark's; scidata persistent).",
+    ),
+    isolation: str | None = typer.Option(
+        None, "--isolation", help="auto (bubblewrap when present; the default), bwrap or none."
+    ),
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        help="Wall-clock and CPU seconds per code call (default: the benchmark's sandbox; 60, scidata 120).",
     ),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.html / report.md."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout instead of the tables."),
@@ -133,13 +177,16 @@ def eval_command(
     """Evaluate an agent on BENCH: n trials per task, scored with the benchmark's official rule; resumable.
 
     Writes OUT/trajectories.jsonl (appended as trials finish), OUT/scores.jsonl (one row per trial),
-    OUT/summary.json (pass@1, pass@k, any-of-n, success rate, turns, tokens, per category) and
-    OUT/report.html + OUT/report.md. Rerunning the same command resumes an interrupted run.
+    OUT/summary.json (pass@1, pass@k, any-of-n, success rate, turns, tokens, per category, behavioural
+    metrics) and OUT/report.html + OUT/report.md. Rerunning the same command resumes an interrupted run.
 
     Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
+
+    SciDataSailor-Bench (Meta and QA over dataset folders, judged by an LLM; --data is a task file or a
+    folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track):
+    datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
     from datadojo.eval.harness import EvalConfig, EvalError, run_eval
-    from datadojo.sandbox import SandboxConfig
 
     if agent not in ("model", "oracle"):
         raise typer.BadParameter("expected model or oracle", param_hint="--agent")
@@ -160,17 +207,22 @@ def eval_command(
             )
         data = cached
     spec = model or (os.environ.get("DATADOJO_MODEL") if agent == "model" else None)
+    judge_spec = judge or os.environ.get("DATADOJO_JUDGE") or None
     try:
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        d = benchmark.defaults
+        sampling = SamplingParams(
+            temperature=d.temperature if temperature is None else temperature,
+            top_p=d.top_p if top_p is None else top_p,
+            max_tokens=max_tokens,
+        )
         sandbox = None
-        if mode != "chunked" or isolation != "auto":
-            preload = () if benchmark.defaults.language == "sql" else ("numpy", "pandas")
-            sandbox = SandboxConfig(mode=mode, isolation=isolation, preload=preload)  # type: ignore[arg-type]
+        if mode is not None or isolation is not None or timeout is not None:
+            sandbox = _sandbox_override(benchmark.sandbox_config(), mode, isolation, timeout)
         cfg = EvalConfig(
             bench=benchmark.name, data=data, out=out, model=spec, agent=agent,  # type: ignore[arg-type]
             n_trials=n, limit=limit, concurrency=concurrency, max_turns=max_turns, dialect=dialect,
             sampling=sampling, reserve_final_turn=reserve_final_turn, loader_options=_loader_options(option),
-            seed=seed, sandbox=sandbox, report=not no_report,
+            seed=seed, sandbox=sandbox, report=not no_report, judge=judge_spec,
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -193,7 +245,16 @@ def eval_command(
                     rate=f"{s.trajectories_per_s:.2f} traj/s · errors {s.errors}",
                 )
 
-            result = await run_eval(cfg, on_trajectory=on_trajectory, on_tasks=on_tasks)
+            judge_bar: list[Any] = []
+
+            def on_verdict(done: int, total: int) -> None:
+                if not judge_bar:
+                    judge_bar.append(progress.add_task("judge", total=total, rate="judging"))
+                progress.update(judge_bar[0], completed=done)
+
+            result = await run_eval(
+                cfg, on_trajectory=on_trajectory, on_tasks=on_tasks, on_verdict=on_verdict
+            )
             if result.rollout is not None:
                 progress.update(bar, completed=result.rollout.finished + result.rollout.skipped)
             return result

@@ -16,11 +16,15 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    official rule (:func:`datadojo.bench.scoring.score_predictions`, shared with ``datadojo score``) and
    DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
    derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
+   A benchmark scored by an LLM judge (:class:`~datadojo.bench.judged.JudgedBenchmark`, e.g.
+   SciDataSailor's ``scidata``) first has every distinct prediction judged (``judge`` model spec,
+   verdicts cached in ``OUT/judge_cache.jsonl`` so a rerun asks nothing twice), then scores with them.
 4. **Figures** (:func:`datadojo.eval.metrics.summarize`): pass@1 as the mean over trials, the unbiased
    pass@k, the any-of-n figure DataMind reports as pass@3, success rate (finished with an answer within
    the turn budget), average turns and tokens, per category; plus the benchmark's official totals
-   averaged over trials. Written to ``OUT/summary.json``; the HTML and Markdown reports follow
-   (:mod:`datadojo.eval.report`).
+   averaged over trials and the behavioural metrics of SciDataSailor Table 4
+   (:mod:`datadojo.eval.behaviour`: code error rate, error chains, code structure, total tokens).
+   Written to ``OUT/summary.json``; the HTML and Markdown reports follow (:mod:`datadojo.eval.report`).
 
 **Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
@@ -51,8 +55,10 @@ from typing import Any, Literal
 from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
 from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
+from datadojo.bench.judged import JudgedBenchmark
 from datadojo.bench.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.bench.spider import extract_sql
+from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
@@ -63,6 +69,7 @@ __all__ = [
     "EvalError",
     "EvalResult",
     "default_ks",
+    "judge_run",
     "load_eval_tasks",
     "predicted_answer",
     "run_eval",
@@ -80,6 +87,7 @@ TRAJECTORIES = "trajectories.jsonl"
 SCORES = "scores.jsonl"
 SUMMARY = "summary.json"
 RUN_RECORD = "eval.json"
+JUDGE_CACHE = "judge_cache.jsonl"
 
 _SQL_START = re.compile(
     r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
@@ -102,10 +110,12 @@ def default_ks(n_trials: int) -> tuple[int, ...]:
 class EvalConfig:
     """One evaluation run. ``None`` settings take the benchmark's defaults.
 
-    ``n_trials`` defaults to DataMind's three trials (§5.1); ``sampling`` to DataMind's temperature 0.7,
-    top-p 0.95 (§5.1). ``loader_options`` are passed to the benchmark's loader (``split``, ``lite``, …).
-    ``sandbox`` is a :class:`datadojo.sandbox.SandboxConfig`; by default SQL benchmarks get sandboxes that
-    do not pre-import pandas (their agents query SQL, and start-up is most of an oracle episode's cost).
+    ``n_trials`` defaults to DataMind's three trials (§5.1); ``sampling`` to the benchmark's
+    (:class:`~datadojo.bench.base.BenchmarkDefaults`: DataMind's temperature 0.7, top-p 0.95, §5.1;
+    SciDataSailor's 0.6 / 0.95). ``loader_options`` are passed to the benchmark's loader (``split``,
+    ``lite``, ``track``, …). ``sandbox`` is a :class:`datadojo.sandbox.SandboxConfig`; by default the
+    benchmark's (:meth:`~datadojo.bench.base.Benchmark.sandbox_config`). ``judge`` is the model spec of the
+    LLM judge, required by judged benchmarks (``scidata``) and unused by the others.
     """
 
     bench: str
@@ -118,13 +128,14 @@ class EvalConfig:
     concurrency: int = 8
     max_turns: int | None = None
     dialect: str | None = None
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
+    sampling: SamplingParams | None = None
     reserve_final_turn: bool = False
     loader_options: dict[str, Any] = field(default_factory=dict)
     ks: tuple[int, ...] | None = None
     seed: int | None = None
     sandbox: Any = None
     report: bool = True
+    judge: str | None = None
 
     def __post_init__(self) -> None:
         if self.agent not in ("model", "oracle"):
@@ -149,7 +160,7 @@ class EvalConfig:
             max_turns=self.max_turns or d.max_turns,
             dialect=self.dialect or d.dialect,
             reserve_final_turn=self.reserve_final_turn,
-            sampling=self.sampling,
+            sampling=self.sampling or SamplingParams(temperature=d.temperature, top_p=d.top_p),
             language=d.language,
         )
 
@@ -280,6 +291,64 @@ def _trial_trajectories(
     return out
 
 
+def _predictions(
+    trajs: dict[tuple[str, int], Trajectory], tasks: Sequence[Task]
+) -> tuple[list[Prediction], dict[tuple[str, int], str]]:
+    """Every trajectory's prediction (:func:`predicted_answer`) and where it came from."""
+    by_id = {t.id: t for t in tasks}
+    preds: list[Prediction] = []
+    sources: dict[tuple[str, int], str] = {}
+    for key, traj in trajs.items():
+        text, source = predicted_answer(by_id[key[0]], traj)
+        sources[key] = source
+        prompt, completion = _tokens(traj)
+        preds.append(
+            Prediction(
+                traj.task_id, text, traj.sample,
+                turns=traj.n_turns, tokens=prompt + completion, finished=traj.stop_reason == "answer",
+            )
+        )  # fmt: skip
+    return preds, sources
+
+
+async def judge_run(
+    benchmark: JudgedBenchmark,
+    tasks: Sequence[Task],
+    out: str | Path,
+    backend: ChatBackend,
+    *,
+    n_trials: int,
+    concurrency: int = 8,
+    model: str | None = None,
+    on_verdict: Callable[[int, int], None] | None = None,
+) -> JudgedBenchmark:
+    """Judge every prediction in ``OUT/trajectories.jsonl`` and return the benchmark holding the verdicts.
+
+    Verdicts are cached in ``OUT/judge_cache.jsonl`` (keyed by judge model and prompt), so judging a
+    resumed or re-scored run asks only about new predictions. A backend failure is an :class:`EvalError`
+    that says the trajectories are kept.
+    """
+    from datadojo.llm import LLMError
+
+    out = Path(out)
+    trajs = await asyncio.to_thread(_trial_trajectories, out / TRAJECTORIES, tasks, n_trials)
+    preds, _ = _predictions(trajs, tasks)
+    by_id = {t.id: t for t in tasks}
+    try:
+        verdicts = await benchmark.gather_verdicts(
+            [(by_id[p.task_id], p.answer) for p in preds], backend, cache=out / JUDGE_CACHE,
+            concurrency=concurrency, model=model, on_verdict=on_verdict,
+        )  # fmt: skip
+    except LLMError as exc:
+        raise EvalError(
+            f"{benchmark.name}: the judge failed ({exc}); trajectories and the verdicts so far are kept, "
+            "rerun the same command to resume"
+        ) from exc
+    except ValueError as exc:  # a bad judge cache file or a task without a reference
+        raise EvalError(str(exc)) from exc
+    return benchmark.with_verdicts(verdicts)
+
+
 def score_run(
     benchmark: Benchmark,
     tasks: Sequence[Task],
@@ -298,19 +367,7 @@ def score_run(
     out = Path(out)
     ks = tuple(ks) if ks else default_ks(n_trials)
     trajs = _trial_trajectories(out / TRAJECTORIES, tasks, n_trials)
-    by_id = {t.id: t for t in tasks}
-    preds: list[Prediction] = []
-    sources: dict[tuple[str, int], str] = {}
-    for key, traj in trajs.items():
-        text, source = predicted_answer(by_id[key[0]], traj)
-        sources[key] = source
-        prompt, completion = _tokens(traj)
-        preds.append(
-            Prediction(
-                traj.task_id, text, traj.sample,
-                turns=traj.n_turns, tokens=prompt + completion, finished=traj.stop_reason == "answer",
-            )
-        )  # fmt: skip
+    preds, sources = _predictions(trajs, tasks)
     # Every task gets n_trials trials even when no trajectory of its last trial exists yet.
     fillers = [
         Prediction(t.id, None, n_trials - 1, finished=False)
@@ -352,6 +409,9 @@ def score_run(
         source_counts[row["prediction_source"]] += 1
         rows.append(row)
     write_jsonl_atomic(out / SCORES, rows)
+    behaviour = behaviour_metrics(trajs.values()).to_dict() if trajs else None
+    if behaviour is not None:
+        behaviour["total_tokens"] = sum(sum(_tokens(t)) for t in trajs.values())
     summary: dict[str, Any] = {
         "benchmark": benchmark.name,
         "metric": benchmark.metric,
@@ -367,6 +427,7 @@ def score_run(
             "mean_total": sum(r["total"] for r in rewards) / len(rewards) if rewards else None,
             "format_ok": sum(r["format"] for r in rewards) / len(rewards) if rewards else None,
         },
+        "behaviour": behaviour,
         "missing_trials": len(tasks) * n_trials - len(trajs),
         "rollout": rollout.to_dict() if rollout is not None else None,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -401,11 +462,7 @@ def _check_resume(out: Path, identity: dict[str, Any]) -> None:
 
 
 def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
-    from datadojo.sandbox import SandboxConfig
-
-    if cfg.sandbox is not None:
-        return cfg.sandbox
-    return SandboxConfig(preload=()) if benchmark.defaults.language == "sql" else SandboxConfig()
+    return cfg.sandbox if cfg.sandbox is not None else benchmark.sandbox_config()
 
 
 async def run_eval(
@@ -415,6 +472,8 @@ async def run_eval(
     sandboxes: SandboxFactory | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
     on_tasks: Callable[[list[Task]], None] | None = None,
+    judge_backend: ChatBackend | None = None,
+    on_verdict: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """Run the evaluation ``cfg`` describes (module docstring) and return its summary.
 
@@ -422,7 +481,8 @@ async def run_eval(
     :class:`~datadojo.eval.oracle.OracleBackend` given here is bound to each episode's task).
     ``sandboxes`` replaces the default sandbox pool (tests pass a fake). ``on_tasks`` sees the task list
     before the trials start (the CLI sizes its progress bar with it); ``on_trajectory`` is called as each
-    trajectory finishes.
+    trajectory finishes. ``judge_backend`` replaces the judge ``cfg.judge`` names (not closed here);
+    ``on_verdict(done, total)`` follows the judging of a judged benchmark.
     """
     from datadojo.eval.oracle import OracleBackend
 
@@ -430,6 +490,12 @@ async def run_eval(
         benchmark = get_benchmark(cfg.bench)
     except KeyError as exc:
         raise EvalError(str(exc.args[0])) from exc
+    judged = isinstance(benchmark, JudgedBenchmark)
+    if judged and judge_backend is None and not cfg.judge:
+        raise EvalError(
+            f"{benchmark.name} is scored by an LLM judge: pass its model spec (--judge SPEC, e.g. "
+            "openai:MODEL@http://host:8000/v1)"
+        )
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     identity = cfg.identity(benchmark)
@@ -500,8 +566,24 @@ async def run_eval(
         "concurrency": cfg.concurrency,
         "seed": cfg.seed,
     }
+    scorer: Benchmark = benchmark
+    if isinstance(benchmark, JudgedBenchmark):
+        judge_chat = judge_backend
+        if judge_chat is None:
+            from datadojo.llm import load_backend
+
+            judge_chat = load_backend(cfg.judge or "")
+        try:
+            scorer = await judge_run(
+                benchmark, tasks, out, judge_chat, n_trials=cfg.n_trials, concurrency=cfg.concurrency,
+                on_verdict=on_verdict,
+            )  # fmt: skip
+        finally:
+            if judge_backend is None:
+                await judge_chat.aclose()
+        meta["judge"] = cfg.judge or judge_chat.model_id
     result = await asyncio.to_thread(
-        score_run, benchmark, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
+        score_run, scorer, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
     )
     if cfg.report:
         from datadojo.eval.report import write_report

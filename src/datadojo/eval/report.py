@@ -27,9 +27,12 @@ from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.types import Trajectory
 
 __all__ = [
+    "COUNT_TOTALS",
     "bar_chart_svg",
+    "behaviour_rows",
     "histogram_svg",
     "load_run",
+    "official_value",
     "render_html",
     "render_markdown",
     "write_report",
@@ -123,6 +126,34 @@ def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+#: Official totals that are counts, not shares.
+COUNT_TOTALS = ("gold_errors", "judge_errors")
+
+
+def official_value(key: str, value: Any) -> str:
+    """An official total as shown: a count as a number, a share as a percentage."""
+    return f"{float(value):g}" if key in COUNT_TOTALS else _pct(value)
+
+
+def behaviour_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """SciDataSailor Table 4's figures (``summary["behaviour"]``, :mod:`datadojo.eval.behaviour`)."""
+    b = summary.get("behaviour") or {}
+    if not b:
+        return []
+    return [
+        ("total tokens (prompt + completion)", f"{int(b.get('total_tokens') or 0):,}"),
+        ("average steps per trajectory", _num(b.get("avg_steps"))),
+        ("code calls", str(b.get("n_calls"))),
+        ("code error rate", _pct(b.get("code_error_rate"))),
+        ("error-free trajectories", _pct(b.get("error_free_rate"))),
+        ("mean length of error chains", _num(b.get("mean_error_chain"))),
+        ("AST depth per code block", _num(b.get("ast_depth"))),
+        ("branches and loops per code block", _num(b.get("branches_loops"))),
+        ("lines of code per code block", _num(b.get("lines_of_code"))),
+        ("unique imports per trajectory", _num(b.get("unique_imports"))),
+    ]
 
 
 def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -337,8 +368,10 @@ def render_html(
                     ("turn budget", (summary.get("agent_config") or {}).get("max_turns")),
                     ("dialect", (summary.get("agent_config") or {}).get("dialect")),
                     ("official metric", summary.get("metric")),
+                    ("judge", summary.get("judge")),
                     ("scored at", summary.get("scored_at")),
                 )
+                if k != "judge" or v is not None
             ],
             num_from=99,
         ),
@@ -353,8 +386,12 @@ def render_html(
     if official:
         out.append("<h2>Official totals (averaged over trials)</h2>")
         out.append(_table(["figure", "value"], [
-            [_e(k), _e(str(int(v)) if k == "gold_errors" else _pct(v))] for k, v in official.items()
+            [_e(k), _e(official_value(k, v))] for k, v in official.items()
         ], table_id="official"))  # fmt: skip
+    behaviour = behaviour_rows(summary)
+    if behaviour:
+        out.append("<h2>Behaviour (SciDataSailor Table 4)</h2>")
+        out.append(_table(["figure", "value"], [[_e(k), _e(v)] for k, v in behaviour], table_id="behaviour"))
 
     per_cat = m.get("per_category") or {}
     turns = [int(r.get("turns") or 0) for r in rows if r.get("stop_reason") != "missing"]
@@ -426,7 +463,8 @@ def render_markdown(
         "",
         f"- agent: {summary.get('agent')}; tasks: {summary.get('n_tasks')}; trials per task: "
         f"{summary.get('n_trials')}; turn budget: {(summary.get('agent_config') or {}).get('max_turns')}",
-        f"- data: `{summary.get('data')}`",
+        f"- data: `{summary.get('data')}`"
+        + (f"; judge: `{summary['judge']}`" if summary.get("judge") else ""),
         f"- scored at: {summary.get('scored_at')}",
         "",
         "| figure | value |",
@@ -436,9 +474,11 @@ def render_markdown(
     official = summary.get("official") or {}
     if official:
         lines += ["", "## Official totals (averaged over trials)", "", "| figure | value |", "|---|---:|"]
-        lines += [
-            f"| {_md_cell(k)} | {int(v) if k == 'gold_errors' else _pct(v)} |" for k, v in official.items()
-        ]
+        lines += [f"| {_md_cell(k)} | {official_value(k, v)} |" for k, v in official.items()]
+    behaviour = behaviour_rows(summary)
+    if behaviour:
+        lines += ["", "## Behaviour (SciDataSailor Table 4)", "", "| figure | value |", "|---|---:|"]
+        lines += [f"| {_md_cell(k)} | {v} |" for k, v in behaviour]
     per_cat = m.get("per_category") or {}
     if per_cat:
         lines += [

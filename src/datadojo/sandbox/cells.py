@@ -33,7 +33,9 @@ compiled cell runs in any namespace without the worker injecting helpers.
 
 **Observation text**: :func:`decode_output` turns raw captured bytes into safe text; and
 :func:`truncate_observation` keeps a head and a tail with a marker (the default budget of 2,048 characters
-follows the sandbox contract's ``max_observation_chars``).
+follows the sandbox contract's ``max_observation_chars``); :func:`truncate_head_tail` keeps fixed, unequal
+head and tail lengths instead (SciDataSailor's 4,000 + 1,500, ``Limits.observation_head_chars`` /
+``observation_tail_chars``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ __all__ = [
     "quiet",
     "register_source",
     "silent_print",
+    "truncate_head_tail",
     "truncate_marker",
     "truncate_observation",
 ]
@@ -354,6 +357,22 @@ def truncate_observation(text: str, limit: int = 2048) -> tuple[str, bool]:
     head = (keep + 1) // 2
     tail = keep - head
     return text[:head] + marker + text[len(text) - tail :], True
+
+
+def truncate_head_tail(text: str, head: int, tail: int) -> tuple[str, bool]:
+    """Keep the first ``head`` and the last ``tail`` characters of ``text`` with the marker between them.
+
+    Returns ``(text, truncated)``. Unlike :func:`truncate_observation` the two sides are fixed lengths (the
+    marker comes on top): SciDataSailor's public code shows the model a head of 4,000 and a tail of 1,500
+    characters of every observation, so the start of a long listing and the end of a traceback both
+    survive. Text of at most ``head + tail`` characters is returned unchanged.
+    """
+    if head < 0 or tail < 0:
+        raise ValueError(f"head and tail must be >= 0, got head={head}, tail={tail}")
+    if len(text) <= head + tail:
+        return text, False
+    removed = len(text) - head - tail
+    return text[:head] + truncate_marker(removed) + (text[len(text) - tail :] if tail else ""), True
 
 
 _ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")

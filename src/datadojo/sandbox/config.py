@@ -55,7 +55,11 @@ class Limits:
     (``RLIMIT_NPROC``, counted per sandbox because every sandbox runs under its own uid). ``max_file_mb``:
     largest file the code may write (``RLIMIT_FSIZE``; also the size of the sandbox's private ``/tmp``).
     ``max_output_bytes``: raw stdout+stderr kept; beyond it the cell is stopped. ``max_observation_chars``:
-    the observation the model sees, head + tail with a marker.
+    the observation the model sees, head + tail with a marker. ``observation_head_chars`` /
+    ``observation_tail_chars`` (both or neither): keep exactly that many characters of the start and of the
+    end instead, the marker between them, and ignore ``max_observation_chars`` for the cell's output
+    (SciDataSailor's environment shows a head of 4,000 and a tail of 1,500 characters; limit notes such as
+    a timeout message are still appended after the tail).
     """
 
     cpu_s: float = 30.0
@@ -65,6 +69,8 @@ class Limits:
     max_file_mb: int = 256
     max_output_bytes: int = 1_000_000
     max_observation_chars: int = 2048
+    observation_head_chars: int | None = None
+    observation_tail_chars: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("cpu_s", "wall_s"):
@@ -79,6 +85,20 @@ class Limits:
             raise ValueError(
                 f"Limits.max_observation_chars must be at least 64, got {self.max_observation_chars}"
             )
+        head, tail = self.observation_head_chars, self.observation_tail_chars
+        if (head is None) != (tail is None):
+            raise ValueError(
+                "Limits.observation_head_chars and observation_tail_chars must be set together, got "
+                f"head={head!r}, tail={tail!r}"
+            )
+        if head is not None:
+            for name, value in (("observation_head_chars", head), ("observation_tail_chars", tail)):
+                if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                    raise ValueError(f"Limits.{name} must be a non-negative integer, got {value!r}")
+            if head + tail < 64:  # type: ignore[operator]
+                raise ValueError(
+                    f"Limits.observation_head_chars + observation_tail_chars must be at least 64, got {head + tail}"  # type: ignore[operator]
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -50,7 +50,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from datadojo.sandbox.cells import compile_cell, decode_output, register_source, truncate_observation
+from datadojo.sandbox.cells import (
+    compile_cell,
+    decode_output,
+    register_source,
+    truncate_head_tail,
+    truncate_observation,
+)
 from datadojo.sandbox.protocol import ProtocolError, decode_frame, read_frame_fd, write_frame_fd
 
 __all__ = ["main"]
@@ -1042,8 +1048,13 @@ class Worker:
         raw = bytes(outcome.output[: lim["max_output_bytes"]])
         text = decode_output(raw)
         note_text = "\n".join(notes)
-        budget = int(lim["max_observation_chars"]) - (len(note_text) + 1 if notes else 0)
-        body, cut = truncate_observation(text, max(budget, 64))
+        if lim.get("observation_head_chars") is not None:
+            body, cut = truncate_head_tail(
+                text, int(lim["observation_head_chars"]), int(lim["observation_tail_chars"])
+            )
+        else:
+            budget = int(lim["max_observation_chars"]) - (len(note_text) + 1 if notes else 0)
+            body, cut = truncate_observation(text, max(budget, 64))
         truncated = truncated or cut
         if notes:
             body = f"{body}\n{note_text}" if body and not body.endswith("\n") else f"{body}{note_text}"
