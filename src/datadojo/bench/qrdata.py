@@ -29,7 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import (
+    Benchmark,
+    BenchmarkDefaults,
+    BenchmarkError,
+    ItemScore,
+    ScoringRule,
+    missing_prediction,
+)
 from datadojo.types import DataFile, Task
 
 __all__ = ["ERROR_SCALE", "QRData", "qrdata_correct"]
@@ -67,6 +74,13 @@ class QRData(Benchmark):
     name = "qrdata"
     description = "QRData: statistical and causal reasoning questions over CSV files"
     metric = "accuracy"
+    rules = (
+        ScoringRule(
+            "official",
+            "QRData's evaluation: numbers within 3 % of the reference, multiple choice by the chosen option",
+            "rule-qrdata-official",
+        ),
+    )
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",
