@@ -77,7 +77,7 @@ class QRData(Benchmark):
     rules = (
         ScoringRule(
             "official",
-            "QRData's evaluation: numbers within 3 % of the reference, multiple choice by the chosen option",
+            "QRData's evaluation: the first number strictly within ±3 % of the reference; multiple choice by the chosen option",
             "rule-qrdata-official",
         ),
     )
