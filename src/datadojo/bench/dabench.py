@@ -32,20 +32,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import (
-    Benchmark,
-    BenchmarkDefaults,
-    BenchmarkError,
-    ItemScore,
-    ScoringRule,
-    missing_prediction,
-)
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
 __all__ = ["OFFICIAL", "OFFICIAL_DENOMINATOR", "DABench", "extract_answers", "gold_response", "is_equal"]
 
-OFFICIAL = ScoringRule(
+OFFICIAL = _Rule(
     "official",
     "InfiAgent eval_closed_form.py: @name[value] answers, equal strings or floats within 1e-6; "
     "accuracy over all tasks, plus 'accuracy (official denominator)' over answered tasks only",

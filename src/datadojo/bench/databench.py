@@ -30,14 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import (
-    Benchmark,
-    BenchmarkDefaults,
-    BenchmarkError,
-    ItemScore,
-    ScoringRule,
-    missing_prediction,
-)
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
@@ -115,7 +109,7 @@ class DataBench(Benchmark):
     )
     metric = "accuracy"
     rules = (
-        ScoringRule(
+        _Rule(
             "official",
             "SemEval-2025 Task 8 databench_eval: comparison by answer type (boolean, category, number "
             "truncated to 2 decimals, lists as sets)",

@@ -29,14 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import (
-    Benchmark,
-    BenchmarkDefaults,
-    BenchmarkError,
-    ItemScore,
-    ScoringRule,
-    missing_prediction,
-)
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.types import DataFile, Task
 
 __all__ = ["ERROR_SCALE", "QRData", "qrdata_correct"]
@@ -75,7 +69,7 @@ class QRData(Benchmark):
     description = "QRData: statistical and causal reasoning questions over CSV files"
     metric = "accuracy"
     rules = (
-        ScoringRule(
+        _Rule(
             "official",
             "QRData's evaluation: the first number strictly within ±3 % of the reference; multiple choice by the chosen option",
             "rule-qrdata-official",

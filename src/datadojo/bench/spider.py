@@ -44,14 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import (
-    Benchmark,
-    BenchmarkDefaults,
-    BenchmarkError,
-    ItemScore,
-    ScoringRule,
-    missing_prediction,
-)
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.reward.tables import compare_tables, denotations_equal
 from datadojo.sandbox.sql import run_sql
 from datadojo.types import DataFile, Task
@@ -150,18 +144,18 @@ def denotation_match(pred: ExecOutcome, gold: ExecOutcome, *, ordered: bool) -> 
     return denotations_equal(gold.rows, pred.rows, order_matters=ordered)
 
 
-SPIDER_TEST_SUITE = ScoringRule(
+SPIDER_TEST_SUITE = _Rule(
     "test-suite",
     "EX as test-suite-sql-eval's exec_eval computes it: rows as multisets, columns in any order, "
     "row order only when the gold query has ORDER BY; DISTINCT removed from both queries",
     "rule-spider-test-suite",
 )
-SPIDER_SET = ScoringRule(
+SPIDER_SET = _Rule(
     "set",
     "EX with BIRD's set comparison: set(predicted rows) == set(gold rows), columns in query order",
     "rule-spider-set",
 )
-BIRD_SET = ScoringRule(
+BIRD_SET = _Rule(
     "official",
     "EX as BIRD's evaluation.py computes it: set(predicted rows) == set(gold rows)",
     "rule-bird-official",

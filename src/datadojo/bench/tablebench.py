@@ -49,7 +49,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import ROUND_HALF_UP, Context, Decimal, DecimalException
 from pathlib import Path
 from typing import Any
@@ -132,8 +132,14 @@ def _official_places(refs: list[str]) -> int:
     return min(places) if places else 0
 
 
-def official_em(prediction: str, reference: str) -> float:
-    """TableBench's ``compute_em`` for one pair of *already normalised* strings (module docstring)."""
+def _official_elementwise(
+    prediction: str, reference: str, numbers_equal: Callable[[str, str, list[str]], bool]
+) -> float:
+    """The loop both official EM metrics share: split at commas, 1/k credit per reference element.
+
+    A reference element that looks like a number is judged by ``numbers_equal(pred, ref, refs)``, whose
+    decimal or value errors score 0 (the script's bare ``except: continue``); others by string equality.
+    """
     refs = [x.strip() for x in reference.split(",")]
     preds = [x.strip() for x in prediction.split(",")]
     weight = 1.0 / len(refs)
@@ -144,45 +150,42 @@ def official_em(prediction: str, reference: str) -> float:
         p = preds[i]
         if _IS_NUMBER.match(r.strip()):
             try:
-                if r.endswith("%"):
-                    ok = _official_number(r) == _official_number(p)
-                else:
-                    places = _official_places([x for x in refs if _IS_NUMBER.match(x.strip())])
-                    exp = Decimal("1." + "0" * places)
-                    ok = str(_official_number(r).quantize(exp, rounding=ROUND_HALF_UP, context=_DEC)) == str(
-                        _official_number(p).quantize(exp, rounding=ROUND_HALF_UP, context=_DEC)
-                    )
+                ok = numbers_equal(p, r, refs)
             except (DecimalException, ValueError):
                 continue
             score += weight if ok else 0.0
         elif r == p:
             score += weight
     return score
+
+
+def _em_numbers_equal(p: str, r: str, refs: list[str]) -> bool:
+    if r.endswith("%"):
+        return _official_number(r) == _official_number(p)
+    places = _official_places([x for x in refs if _IS_NUMBER.match(x.strip())])
+    exp = Decimal("1." + "0" * places)
+
+    def rounded(v: str) -> str:
+        return str(_official_number(v).quantize(exp, rounding=ROUND_HALF_UP, context=_DEC))
+
+    return rounded(r) == rounded(p)
+
+
+def official_em(prediction: str, reference: str) -> float:
+    """TableBench's ``compute_em`` for one pair of *already normalised* strings (module docstring)."""
+    return _official_elementwise(prediction, reference, _em_numbers_equal)
 
 
 def official_em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) -> float:
     """TableBench's ``compute_em_with_tolerance`` for one pair of *already normalised* strings."""
-    refs = [x.strip() for x in reference.split(",")]
-    preds = [x.strip() for x in prediction.split(",")]
-    weight = 1.0 / len(refs)
-    score = 0.0
-    for i, r in enumerate(refs):
-        if i >= len(preds):
-            continue
-        p = preds[i]
-        if _IS_NUMBER.match(r.strip()):
-            try:
-                vr, vp = _official_number(r), _official_number(p)
-                if vr == 0:
-                    ok = vp == vr
-                else:
-                    ok = _DEC.divide(_DEC.abs(_DEC.subtract(vr, vp)), _DEC.abs(vr)) <= error_pct / 100
-            except (DecimalException, ValueError):
-                continue
-            score += weight if ok else 0.0
-        elif r == p:
-            score += weight
-    return score
+
+    def within(p: str, r: str, _refs: list[str]) -> bool:
+        vr, vp = _official_number(r), _official_number(p)
+        if vr == 0:
+            return vp == vr
+        return _DEC.divide(_DEC.abs(_DEC.subtract(vr, vp)), _DEC.abs(vr)) <= error_pct / 100
+
+    return _official_elementwise(prediction, reference, within)
 
 
 def official_score(prediction: str, reference: str, metric: str) -> tuple[float, str]:
