@@ -1,4 +1,5 @@
-"""Spider EX conformance with test-suite-sql-eval (``exec_eval.py``: ``eval_exec_match`` / ``result_eq``).
+"""Spider EX conformance with test-suite-sql-eval (``exec_eval.py``: ``eval_exec_match`` / ``result_eq``),
+and BIRD's with its ``evaluation.py`` (``set(predicted_res) == set(ground_truth_res)``).
 
 Every expected verdict below was worked out by reading the reference code, not by running DataDojo:
 
@@ -175,9 +176,24 @@ def test_keep_distinct_setting(db: Path) -> None:
     assert not Spider(keep_distinct=True).score(task, "SELECT cat FROM item").correct
 
 
-def test_bird_keeps_its_set_rule() -> None:
-    assert get_benchmark("bird").rule_names() == ["official"]
-    assert "set(" in get_benchmark("bird").rule.title
+# BIRD's evaluation.py: ``res = 1 if set(predicted_res) == set(ground_truth_res) else 0`` (rows as tuples)
+BIRD_CASES = [
+    ("SELECT name FROM item ORDER BY price DESC", "SELECT name FROM item", True),  # order ignored
+    ("SELECT cat FROM item", "SELECT DISTINCT cat FROM item", True),  # duplicates ignored
+    ("SELECT name, price FROM item", "SELECT price, name FROM item", False),  # tuples in column order
+    ("SELECT name FROM item", "SELECT name, name FROM item", False),
+    ("SELECT price FROM item WHERE id = 1", "SELECT 1 FROM item WHERE id = 1", True),  # 1.0 == 1
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "verdict"), BIRD_CASES)
+def test_bird_keeps_its_set_rule(db: Path, gold: str, pred: str, verdict: bool) -> None:
+    bird = get_benchmark("bird")
+    assert bird.rule_names() == ["official"]
+    task = Task(
+        id="t", question="q", files=[DataFile(path=str(db), kind="sqlite")], answer=gold, answer_kind="sql"
+    )
+    assert bird.score(task, pred).correct is verdict
 
 
 def test_real_dev_items_flipped_order_is_wrong_only_under_test_suite() -> None:
