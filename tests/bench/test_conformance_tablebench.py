@@ -7,7 +7,8 @@ collapsed — *before* the metrics) and ``metrics/custom_em_metric.py`` (split a
 matching ``^-?\\d+(\\.\\d+)?%?$`` is compared as a ``Decimal`` rounded to the reference's decimals, an
 exception scores 0; ``EM_with_error_10``: relative error ``<= 10 / 100``), not by running DataDojo.
 
-The second half reproduces the repository's published example evaluation (o3-mini, DP prompts,
+The second half reproduces the published example evaluation of the TableBench repository
+(github.com/TableBench/TableBench) (o3-mini, DP prompts,
 ``eval_examples/``): the answers and predictions of its 45 non-chart items whose published per-subtype
 figures are complete are in ``data/tablebench_o3mini_dp_example.jsonl`` (transcribed from
 ``eval_examples/parsed_results``; the six long-text DescriptiveAnalysis / AnomalyDetection items and the
