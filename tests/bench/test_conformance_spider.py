@@ -233,3 +233,26 @@ def _lit(v: Any) -> str:
     if isinstance(v, int | float):
         return repr(v)
     return "'" + str(v).replace("'", "''") + "'"
+
+
+def test_every_sqlite_file_in_the_folder_must_agree(tmp_path: Path) -> None:
+    """eval_exec_match runs both queries on every '.sqlite' file of the database's folder (the test suite)."""
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    for name, rows in (
+        ("shop", "(1,'kale',3.0),(2,'apple',1.0)"),
+        ("shop_ts1", "(1,'kale',1.5),(2,'leek',4.0)"),
+    ):
+        con = sqlite3.connect(folder / f"{name}.sqlite")
+        con.executescript(
+            f"CREATE TABLE item(id INTEGER, name TEXT, price REAL); INSERT INTO item VALUES {rows};"
+        )
+        con.commit()
+        con.close()
+    task = Task(id="t", question="q", files=[DataFile(path=str(folder / "shop.sqlite"), kind="sqlite")],
+                answer="SELECT name FROM item WHERE price > 2", answer_kind="sql")  # fmt: skip
+    hard_coded = "SELECT name FROM item WHERE name = 'kale'"  # right on shop.sqlite only
+    s = Spider().score(task, hard_coded)
+    assert not s.correct and "shop_ts1.sqlite" in s.reason
+    assert Spider().score(task, "SELECT name FROM item WHERE price >= 2.5").correct
+    assert Spider().with_rule("set").score(task, hard_coded).correct  # the set rule reads one database

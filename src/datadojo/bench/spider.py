@@ -24,7 +24,8 @@ results are then compared by the benchmark's rule (``docs/evaluation.md``, "Scor
   (``> =`` → ``>=``, ``< =``, ``! =``; ``YEAR(CURDATE())`` → 2020; the ``DISTINCT`` keyword removed
   unless ``keep_distinct``, the reference's default), and the results must be equal as **multisets of
   rows under some permutation of the columns**, in the same row order when the gold query contains
-  ``order by`` (:func:`datadojo.reward.tables.denotations_equal`);
+  ``order by`` (:func:`datadojo.reward.tables.denotations_equal`), on the task's database and on every
+  other ``.sqlite`` file in its folder (the test-suite's distilled databases, when installed there);
 * **Spider, rule ``set``** and **BIRD** (BIRD's ``evaluation.py``): the result rows are compared **as
   sets** (order and duplicates ignored, columns in query order, values compared exactly).
 
@@ -246,6 +247,12 @@ class _SqlBenchmark(Benchmark):
                 else f"different results {how}: {len(pred.rows)}×{len(pred.columns)} vs "
                 f"{len(gold.rows)}×{len(gold.columns)} (rows×columns)"
             )
+            if ok:
+                failure = self._suite_failure(Path(db), gold_sql, run_sql_text, ordered)
+                if failure is not None:
+                    gold_failed = failure.startswith("the gold SQL")
+                    parts = {"gold_error": True} if gold_failed else {"table_match": table_ok}
+                    return ItemScore(0.0, False, sql, failure, self.metric, parts)
         else:
             ok = execution_match(pred, gold)
             reason = (
@@ -254,6 +261,25 @@ class _SqlBenchmark(Benchmark):
                 else f"different results: {len(set(pred.rows))} vs {len(set(gold.rows))} distinct rows"
             )
         return ItemScore(1.0 if ok else 0.0, ok, sql, reason, self.metric, {"table_match": table_ok})
+
+    def _suite_failure(self, db: Path, gold_sql: str, pred_sql: str, ordered: bool) -> str | None:
+        """Why the prediction fails on another database of ``db``'s folder, or ``None`` when it passes all.
+
+        test-suite-sql-eval runs both queries on every ``.sqlite`` file beside the task's database (its
+        distilled test-suite databases) and accepts only when all results agree; the original Spider
+        release has one database per folder, so this loop is usually empty.
+        """
+        others = sorted(p for p in db.parent.glob("*.sqlite") if p.is_file() and p.resolve() != db.resolve())
+        for other in others:
+            gold = self._gold_result(str(other), gold_sql)
+            if gold.error is not None:
+                return f"the gold SQL failed on test-suite database {other.name}: {gold.error}"
+            pred = execute(other, pred_sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
+            if pred.error is not None:
+                return f"the predicted SQL failed on test-suite database {other.name}: {pred.error}"
+            if not denotation_match(pred, gold, ordered=ordered):
+                return f"different results on test-suite database {other.name}"
+        return None
 
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
         """EX (``accuracy``) plus DataMind's table comparison (``table_match``) and gold failures."""
