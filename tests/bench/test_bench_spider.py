@@ -66,8 +66,9 @@ def _task(db: Path, gold: str) -> Task:
     )
 
 
-def test_rows_compare_as_sets(db: Path) -> None:
-    bench = Spider()
+def test_set_rule_compares_rows_as_sets(db: Path) -> None:
+    bench = Spider().with_rule("set")
+    assert bench.rule.name == "set" and Spider().rule.name == "test-suite"
     t = _task(db, "SELECT name FROM item WHERE cat = 'veg' ORDER BY name")
     assert bench.score(
         t, "SELECT name FROM item WHERE cat = 'veg' ORDER BY name DESC"

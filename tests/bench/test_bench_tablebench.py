@@ -1,4 +1,5 @@
-"""TableBench: real items score 100% against themselves; hand-checked EM / EM_with_error_10 / ROUGE-L cases."""
+"""TableBench: real items score 100% against themselves; hand-checked ``readme``-rule EM / EM_with_error_10 /
+ROUGE-L cases (the ``official`` rule's cases are in test_conformance_tablebench.py)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def test_perturbed_answers_lose_credit(tasks: list[Task]) -> None:
         ("the Bulgaria", "Bulgaria", 1.0),  # articles dropped
         ("", "12", 0.0),
         ("abc", "12", 0.0),
+        ("No correlation, -0.15.", "No correlation, -0.15", 1.0),  # trailing punctuation after a number
+        ("12!", "12", 1.0),
     ],
 )
 def test_em(pred: str, ref: str, credit: float) -> None:
@@ -87,6 +90,7 @@ def test_em(pred: str, ref: str, credit: float) -> None:
         ("0", "0", 1.0),
         ("0.001", "0", 0.0),  # a zero reference needs an exact zero
         ("12%", "12.59%", 1.0),
+        ("Weak positive correlation, 0.40.", "Weak positive correlation, 0.42", 1.0),
     ],
 )
 def test_em_with_error_10(pred: str, ref: str, credit: float) -> None:
@@ -114,8 +118,9 @@ def test_rouge_items_get_partial_credit_and_totals_group_by_type() -> None:
         answer="the sales rise steadily",
         extra={"qtype": "DataAnalysis", "qsubtype": "TrendAnalysis"},
     )
-    s = bench.score(t, "sales rise")
+    s = bench.score(t, "Final Answer: sales rise")
     assert 0 < s.score < 1 and not s.correct
+    assert bench.with_rule("readme").score(t, "sales rise").score == s.score  # readme: no marker needed
     totals = bench.totals([(t, s)])
     assert totals["DataAnalysis"] == totals["DataAnalysis/TrendAnalysis"] == s.score
 

@@ -101,3 +101,53 @@ def test_errors(tmp_path: Path) -> None:
         app, ["score", "dabench", "--data", str(tmp_path), "-p", str(tmp_path / "p.jsonl"), "-o", "oops"]
     )
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
+
+
+def test_rules_are_named_in_help_and_report(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    for anchor in (
+        "rule-spider-test-suite",
+        "rule-spider-set",
+        "rule-tablebench-official",
+        "rule-dabench-official",
+    ):
+        assert f"docs/evaluation.md#{anchor}" in text
+    data = _dabench()
+    pred = _predictions(tmp_path, data, drop=1)
+    res = runner.invoke(app, ["score", "dabench", "--data", str(data), "-p", str(pred), "--json"])
+    rep = json.loads(res.stdout)
+    assert rep["rule"]["name"] == "official" and rep["rule"]["doc"].endswith("#rule-dabench-official")
+    # the missing task: wrong under DataDojo's denominator, left out by the official one
+    n = rep["n_tasks"]
+    assert rep["totals"]["accuracy"] == pytest.approx((n - 1) / n)
+    assert rep["totals"]["accuracy (official denominator)"] == 1.0
+    res = runner.invoke(
+        app, ["score", "dabench", "--data", str(data), "-p", str(pred)], env={"COLUMNS": "200"}
+    )
+    assert (
+        "totals under rule `official`" in res.output
+        and "docs/evaluation.md#rule-dabench-official" in res.output
+    )
+
+
+def test_rule_option_switches_and_rejects(tmp_path: Path) -> None:
+    path = SHARED / "tablebench"
+    if not (path / "TableBench.jsonl").exists():
+        pytest.skip(f"TableBench data absent: {path}")
+    first = json.loads((path / "TableBench.jsonl").read_text().splitlines()[0])
+    pred = tmp_path / "p.jsonl"
+    pred.write_text(json.dumps({"id": first["id"], "answer": first["answer"]}) + "\n")  # no 'Final Answer:'
+    scores = {}
+    for rule in ("official", "readme"):
+        res = runner.invoke(
+            app, ["score", "tablebench", "--data", str(path), "-p", str(pred), "--json", "--rule", rule]
+        )
+        assert res.exit_code == 0, res.output
+        rep = json.loads(res.stdout)
+        assert rep["rule"]["name"] == rule
+        scores[rule] = next(i for i in rep["items"] if i["id"] == first["id"])["score"]
+    assert scores == {"official": 0.0, "readme": 1.0}
+    res = runner.invoke(app, ["score", "tablebench", "--data", str(path), "-p", str(pred), "--rule", "nope"])
+    assert res.exit_code == 2 and "official, readme" in res.output

@@ -157,6 +157,13 @@ def test_markdown_and_report_command(run_dir):
     assert all(f"`{r['id']}` trial {r['trial']}" in md for r in wrong)
     assert (run_dir / "report.html").read_text().count('class="traj"') == len(rows)
     assert render_markdown(summary, rows) == md
+    # the totals are labelled with the scoring rule and the docs section listing its deviations
+    assert summary["rule"]["name"] == "official"
+    assert (
+        "## Totals under scoring rule `official`" in md and "docs/evaluation.md#rule-dabench-official" in md
+    )
+    html_text = (run_dir / "report.html").read_text()
+    assert "scoring rule" in html_text and "docs/evaluation.md#rule-dabench-official" in html_text
 
 
 def test_report_command_on_a_folder_without_a_run(tmp_path):

@@ -4,14 +4,16 @@
   :mod:`~datadojo.bench.databench` (SemEval-2025 task 8), :mod:`~datadojo.bench.spider` (Spider and
   BIRD), :mod:`~datadojo.bench.qrdata`, :mod:`~datadojo.bench.scidata` (SciDataSailor-Bench Meta/QA);
 * :mod:`~datadojo.bench.judged`: benchmarks scored by an LLM judge (verdicts gathered, cached, then scored);
-* :mod:`~datadojo.bench.base`: :class:`Benchmark`, :class:`ItemScore`, :class:`BenchmarkDefaults`;
+* :mod:`~datadojo.bench.base`: :class:`Benchmark`, :class:`ItemScore`, :class:`BenchmarkDefaults`,
+  :class:`ScoringRule` (the named rule every total is computed under);
 * :mod:`~datadojo.bench.registry`: benchmarks by name;
 * :mod:`~datadojo.bench.scoring`: score a predictions file (what ``datadojo score`` runs).
 
-``docs/scoring.md`` states every benchmark's rule and where DataDojo departs from the official script.
+``docs/evaluation.md`` ("Scoring rules") states every benchmark's rules and each one's deviations from
+the benchmark's own evaluation code.
 """
 
-from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore
+from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, ScoringRule
 from datadojo.bench.registry import benchmark_names, get_benchmark, register_benchmark
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "BenchmarkDefaults",
     "BenchmarkError",
     "ItemScore",
+    "ScoringRule",
     "benchmark_names",
     "get_benchmark",
     "register_benchmark",

@@ -13,6 +13,7 @@ partial credit); ``correct`` is full credit, which is what pass@k counts.
 from __future__ import annotations
 
 import abc
+import copy
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +25,46 @@ from datadojo.types import Task
 if TYPE_CHECKING:
     from datadojo.sandbox import SandboxConfig
 
-__all__ = ["Benchmark", "BenchmarkDefaults", "BenchmarkError", "ItemScore", "missing_prediction", "unique_id"]
+__all__ = [
+    "RULES_DOC",
+    "Benchmark",
+    "BenchmarkDefaults",
+    "BenchmarkError",
+    "ItemScore",
+    "ScoringRule",
+    "missing_prediction",
+    "unique_id",
+]
 
 log = logging.getLogger(__name__)
+
+
+#: The documentation page whose "Scoring rules" section lists, per rule, where it departs from the
+#: benchmark's own evaluation code (``--help``, summaries and reports link its anchors).
+RULES_DOC = "docs/evaluation.md"
+
+
+@dataclass(frozen=True)
+class ScoringRule:
+    """One way a benchmark scores answers, named so that a reported number says what it is.
+
+    ``name`` is what ``datadojo score --rule`` takes; ``title`` says in one line what the rule computes
+    and whose code it reproduces; ``anchor`` is the section of :data:`RULES_DOC` that lists the rule's
+    deviations from that code. Why: a number next to a paper's is only comparable when both were
+    computed the same way, so every total is reported with the rule that produced it.
+    """
+
+    name: str
+    title: str
+    anchor: str
+
+    @property
+    def doc(self) -> str:
+        """Where the rule's deviations are listed (``docs/evaluation.md#<anchor>``)."""
+        return f"{RULES_DOC}#{self.anchor}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "title": self.title, "doc": self.doc}
 
 
 class BenchmarkError(ValueError):
@@ -106,6 +144,32 @@ class Benchmark(abc.ABC):
     description: str = ""
     metric: str = "accuracy"
     defaults: BenchmarkDefaults = BenchmarkDefaults()
+    #: The rules this benchmark can score with; the first is the default (see :class:`ScoringRule`).
+    rules: tuple[ScoringRule, ...] = ()
+    _rule_name: str | None = None
+
+    @property
+    def rule(self) -> ScoringRule:
+        """The rule this instance scores with (the first of :attr:`rules` unless :meth:`with_rule` chose)."""
+        if not self.rules:
+            return ScoringRule("official", f"{self.metric} (the benchmark's own rule)", "scoring-rules")
+        if self._rule_name is None:
+            return self.rules[0]
+        return next(r for r in self.rules if r.name == self._rule_name)
+
+    def rule_names(self) -> list[str]:
+        """Names of the rules :meth:`with_rule` accepts, the default first."""
+        return [r.name for r in self.rules] or ["official"]
+
+    def with_rule(self, name: str) -> Benchmark:
+        """A copy of this benchmark that scores with rule ``name`` (``ValueError`` naming the choices)."""
+        if name not in self.rule_names():
+            raise ValueError(
+                f"{self.name}: unknown scoring rule {name!r}; choose from {', '.join(self.rule_names())}"
+            )
+        out = copy.copy(self)
+        out._rule_name = name if self.rules else None
+        return out
 
     @abc.abstractmethod
     def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:

@@ -16,6 +16,13 @@ the last one counts); a sub-answer is correct when the extracted string equals t
 floats less than 1e-6 apart; a question is correct when all its sub-answers are. Totals are the official
 three accuracies: by question (ABQ, the headline figure), proportional by sub-question (PASQ) and by
 sub-question (UASQ), plus the by-question accuracy per concept (a question counts under each concept).
+
+**Denominators**: DataDojo divides by every task, so a question left unanswered counts as wrong. The
+official script silently drops a question whose response is missing or empty from *every* denominator
+(its ``evaluate_responses`` skips it), which raises the figure when a model fails to answer. Both are
+reported: ``accuracy`` etc. over all tasks, and ``accuracy (official denominator)`` etc. over the
+answered ones (a prediction that is neither missing nor ``""``), the figure comparable with published
+DABench numbers. ``answered`` is the share of tasks with such a prediction.
 """
 
 from __future__ import annotations
@@ -26,10 +33,20 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
-__all__ = ["DABench", "extract_answers", "gold_response", "is_equal"]
+__all__ = ["OFFICIAL", "OFFICIAL_DENOMINATOR", "DABench", "extract_answers", "gold_response", "is_equal"]
+
+OFFICIAL = _Rule(
+    "official",
+    "InfiAgent eval_closed_form.py: @name[value] answers, equal strings or floats within 1e-6; "
+    "accuracy over all tasks, plus 'accuracy (official denominator)' over answered tasks only",
+    "rule-dabench-official",
+)
+#: Suffix of the totals computed over answered questions only, as the official script divides.
+OFFICIAL_DENOMINATOR = " (official denominator)"
 
 _ANSWER = re.compile(r"@(\w+)\[(.*?)\]")
 
@@ -65,6 +82,7 @@ class DABench(Benchmark):
     name = "dabench"
     description = "InfiAgent-DABench: closed-form questions over CSV files, answers as @name[value]"
     metric = "accuracy by question"
+    rules = (OFFICIAL,)
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",
@@ -138,7 +156,8 @@ class DABench(Benchmark):
             raise ValueError(f"dabench task {task.id!r}: no labels ({{name: value}}) to score against")
         if prediction is None:
             none = missing_prediction(self.metric)
-            return ItemScore(0.0, False, None, none.reason, self.metric, {"sub": dict.fromkeys(gold, False)})
+            parts = {"sub": dict.fromkeys(gold, False), "answered": False}
+            return ItemScore(0.0, False, None, none.reason, self.metric, parts)
         found = extract_answers(prediction)
         sub = {name: is_equal(found.get(name), str(label)) for name, label in gold.items()}
         n_ok = sum(sub.values())
@@ -153,20 +172,22 @@ class DABench(Benchmark):
             ]
             reason = f"{len(wrong)} of {len(sub)} sub-answer(s) wrong: " + "; ".join(wrong[:3])
         ok = n_ok == len(sub)
-        return ItemScore(1.0 if ok else 0.0, ok, parsed, reason, self.metric, {"sub": sub})
+        answered = prediction != ""
+        if not answered:
+            reason = "empty answer (the official script leaves it out of its denominators)"
+        return ItemScore(
+            1.0 if ok else 0.0, ok, parsed, reason, self.metric, {"sub": sub, "answered": answered}
+        )
 
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
-        """ABQ, PASQ and UASQ as InfiAgent computes them, plus ABQ per concept (``concept:<name>``)."""
+        """ABQ, PASQ and UASQ over all tasks and over answered tasks (module docstring), ABQ per concept."""
         if not items:
             return {"accuracy": 0.0}
         subs = [s.parts.get("sub", {}) for _, s in items]
-        n_sub = sum(len(s) for s in subs)
-        out = {
-            "accuracy": sum(all(s.values()) for s in subs) / len(items),
-            "accuracy_proportional_by_sub_question": sum(sum(s.values()) / len(s) for s in subs if s)
-            / len(items),
-            "accuracy_by_sub_question": sum(sum(s.values()) for s in subs) / n_sub if n_sub else 0.0,
-        }
+        out = _accuracies(subs)
+        answered = [sub for (_, s), sub in zip(items, subs, strict=True) if s.parts.get("answered", True)]
+        out.update({k + OFFICIAL_DENOMINATOR: v for k, v in _accuracies(answered).items()})
+        out["answered"] = len(answered) / len(items)
         per: dict[str, list[bool]] = {}
         for (task, _), s in zip(items, subs, strict=True):
             for concept in task.extra.get("concepts") or []:
@@ -174,6 +195,20 @@ class DABench(Benchmark):
         for concept in sorted(per):
             out[f"concept:{concept}"] = sum(per[concept]) / len(per[concept])
         return out
+
+
+def _accuracies(subs: Sequence[dict[str, bool]]) -> dict[str, float]:
+    """InfiAgent's three accuracies over these questions' sub-answer verdicts (0.0 when there are none)."""
+    if not subs:
+        return dict.fromkeys(
+            ("accuracy", "accuracy_proportional_by_sub_question", "accuracy_by_sub_question"), 0.0
+        )
+    n_sub = sum(len(s) for s in subs)
+    return {
+        "accuracy": sum(all(s.values()) for s in subs) / len(subs),
+        "accuracy_proportional_by_sub_question": sum(sum(s.values()) / len(s) for s in subs if s) / len(subs),
+        "accuracy_by_sub_question": sum(sum(s.values()) for s in subs) / n_sub if n_sub else 0.0,
+    }
 
 
 def gold_response(task: Task) -> str:

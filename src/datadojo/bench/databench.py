@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
@@ -107,6 +108,14 @@ class DataBench(Benchmark):
         "DataBench (SemEval-2025 task 8): questions over real tables; boolean/category/number/list answers"
     )
     metric = "accuracy"
+    rules = (
+        _Rule(
+            "official",
+            "SemEval-2025 Task 8 databench_eval: comparison by answer type (boolean, category, number "
+            "truncated to 2 decimals, lists as sets)",
+            "rule-databench-official",
+        ),
+    )
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",

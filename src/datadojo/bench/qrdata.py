@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.types import DataFile, Task
 
 __all__ = ["ERROR_SCALE", "QRData", "qrdata_correct"]
@@ -67,6 +68,13 @@ class QRData(Benchmark):
     name = "qrdata"
     description = "QRData: statistical and causal reasoning questions over CSV files"
     metric = "accuracy"
+    rules = (
+        _Rule(
+            "official",
+            "QRData's evaluation: the first number strictly within ±3 % of the reference; multiple choice by the chosen option",
+            "rule-qrdata-official",
+        ),
+    )
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",

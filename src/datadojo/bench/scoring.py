@@ -11,9 +11,11 @@
 
 The two kinds may be mixed. A ``(task, trial)`` pair given twice is an error naming both lines.
 
-**Scoring**: every prediction is scored with the benchmark's official rule; a task without any
+**Scoring**: every prediction is scored with the benchmark's scoring rule (its default, or the one
+:meth:`~datadojo.bench.base.Benchmark.with_rule` chose; the report names it and links the section of
+``docs/evaluation.md`` that lists its deviations from the benchmark's own code); a task without any
 prediction counts as wrong ("no prediction") in every trial; a prediction whose id matches no task is
-reported under ``unknown_ids`` and not scored. The official totals are computed per trial index (trial j
+reported under ``unknown_ids`` and not scored. The rule's totals are computed per trial index (trial j
 uses each task's j-th prediction, a missing one counting as wrong) and averaged over trials, which is
 DataMind's pass@1 ("the average of three independent trials"); pass@k and any-of-n come from
 :func:`datadojo.eval.metrics.summarize`.
@@ -29,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from datadojo.bench.base import Benchmark, ItemScore
+from datadojo.bench.base import Benchmark, ItemScore, ScoringRule
 from datadojo.eval.metrics import EvalSummary, TrialRecord, summarize
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import Task, Trajectory
@@ -141,7 +143,7 @@ class ScoredItem:
 
 @dataclass
 class ScoreReport:
-    """Per-item scores, the official totals averaged over trials, and the trial statistics."""
+    """Per-item scores, the rule's totals averaged over trials, and the trial statistics."""
 
     benchmark: str
     items: list[ScoredItem]
@@ -151,10 +153,12 @@ class ScoreReport:
     n_trials: int
     missing_ids: list[str] = field(default_factory=list)
     unknown_ids: list[str] = field(default_factory=list)
+    rule: ScoringRule | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "benchmark": self.benchmark,
+            "rule": self.rule.to_dict() if self.rule is not None else None,
             "n_tasks": self.n_tasks,
             "n_trials": self.n_trials,
             "totals": self.totals,
@@ -172,7 +176,7 @@ def score_predictions(
     *,
     ks: Sequence[int] = (1, 3),
 ) -> ScoreReport:
-    """Score ``predictions`` for ``tasks`` with ``benchmark``'s rule (module docstring)."""
+    """Score ``predictions`` for ``tasks`` with ``benchmark``'s scoring rule (module docstring)."""
     task_list = list(tasks)
     if not task_list:
         raise ValueError(f"{benchmark.name}: no tasks to score")
@@ -217,4 +221,5 @@ def score_predictions(
         n_trials=n_trials,
         missing_ids=[t.id for t in task_list if t.id not in preds],
         unknown_ids=unknown,
+        rule=benchmark.rule,
     )

@@ -13,15 +13,26 @@ difficulty.
 Tasks carry the database as their one file (``kind`` sqlite), the gold SQL as ``answer`` (``answer_kind``
 ``sql``) and ``extra["db_id"]``.
 
-**Scoring** (the README's rule, BIRD's ``evaluation.py``): the predicted and the gold SQL run on the
-database, read-only (:func:`datadojo.sandbox.sql.run_sql`: ``mode=ro``, ``query_only``, an authorizer,
-one statement), and the result rows are compared **as sets** (order and duplicates ignored, values
-compared exactly). A predicted query that fails, is refused, or runs past ``timeout_s`` (BIRD's 30 s)
-scores 0, as does a result with more than ``max_rows`` rows. The prediction may wrap its SQL in a
-Markdown code fence (the last fence counts). Alongside EX, ``parts["table_match"]`` records DataMind's
-table comparison of the two results (:func:`datadojo.reward.tables.compare_tables`: every gold column
-among the predicted columns, order-insensitive, numbers within 1e-2), the rule DataMind's BIRD
-evaluation uses; its share is reported as ``table_match`` in the totals.
+**Scoring**: the prediction may wrap its SQL in a Markdown code fence (the last fence counts). The
+predicted and the gold SQL run on the task's database, read-only (:func:`datadojo.sandbox.sql.run_sql`:
+``mode=ro``, ``query_only``, an authorizer, one statement). A predicted query that fails, is refused, or
+runs past ``timeout_s`` (30 s) scores 0, as does a result with more than ``max_rows`` rows. The two
+results are then compared by the benchmark's rule (``docs/evaluation.md``, "Scoring rules"):
+
+* **Spider, rule ``test-suite``** (the default; the execution accuracy the field reports for Spider,
+  test-suite-sql-eval's ``exec_eval.eval_exec_match``): both queries get the reference's clean-up
+  (``> =`` → ``>=``, ``< =``, ``! =``; ``YEAR(CURDATE())`` → 2020; the ``DISTINCT`` keyword removed
+  unless ``keep_distinct``, the reference's default), and the results must be equal as **multisets of
+  rows under some permutation of the columns**, in the same row order when the gold query contains
+  ``order by`` (:func:`datadojo.reward.tables.denotations_equal`), on the task's database and on every
+  other ``.sqlite`` file in its folder (the test-suite's distilled databases, when installed there);
+* **Spider, rule ``set``** and **BIRD** (BIRD's ``evaluation.py``): the result rows are compared **as
+  sets** (order and duplicates ignored, columns in query order, values compared exactly).
+
+Alongside EX, ``parts["table_match"]`` records DataMind's table comparison of the two results
+(:func:`datadojo.reward.tables.compare_tables`: every gold column among the predicted columns,
+order-insensitive, numbers within 1e-2), the rule DataMind's BIRD evaluation uses; its share is reported
+as ``table_match`` in the totals.
 """
 
 from __future__ import annotations
@@ -35,11 +46,23 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
-from datadojo.reward.tables import compare_tables
+from datadojo.bench.base import ScoringRule as _Rule
+from datadojo.reward.tables import compare_tables, denotations_equal
 from datadojo.sandbox.sql import run_sql
 from datadojo.types import DataFile, Task
 
-__all__ = ["BIRD", "ExecOutcome", "Spider", "execute", "execution_match", "extract_sql"]
+__all__ = [
+    "BIRD",
+    "ExecOutcome",
+    "Spider",
+    "clean_sql_like_test_suite",
+    "denotation_match",
+    "execute",
+    "execution_match",
+    "extract_sql",
+    "order_matters",
+    "remove_distinct",
+]
 
 _FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -77,10 +100,67 @@ def execute(
 
 
 def execution_match(pred: ExecOutcome, gold: ExecOutcome) -> bool:
-    """EX: the two results hold the same set of rows (both must have run)."""
+    """EX under the ``set`` rule (BIRD's ``evaluation.py``): the same set of rows (both must have run)."""
     if pred.error is not None or gold.error is not None:
         return False
     return set(pred.rows) == set(gold.rows)
+
+
+# SQL tokens as far as removing a keyword needs them: comments, quoted strings and identifiers are
+# single tokens (a DISTINCT inside them is not the keyword), words are runs of word characters.
+_SQL_TOKEN = re.compile(
+    r"--[^\n]*|/\*.*?(?:\*/|$)|'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?|`[^`]*`?|\[[^\]]*\]?|[\w$#]+|\s+|.",
+    re.DOTALL,
+)
+_CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
+
+
+def remove_distinct(sql: str) -> str:
+    """``sql`` without the ``DISTINCT`` keyword anywhere (``COUNT(DISTINCT x)`` too), as the reference does.
+
+    test-suite-sql-eval drops every token whose text is ``distinct`` (any case) and joins the rest, so
+    ``SELECT DISTINCT a`` runs as ``SELECT  a`` and ``COUNT(DISTINCT a)`` as ``COUNT( a)``. Strings,
+    quoted identifiers and comments are kept whole.
+    """
+    return "".join(t for t in _SQL_TOKEN.findall(sql) if t.lower() != "distinct")
+
+
+def clean_sql_like_test_suite(sql: str, *, keep_distinct: bool = False) -> str:
+    """The reference's clean-up of a query before running it (module docstring): operators, DISTINCT, year."""
+    sql = sql.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
+    if not keep_distinct:
+        sql = remove_distinct(sql)
+    return _CUR_YEAR.sub("2020", sql)
+
+
+def order_matters(gold_sql: str) -> bool:
+    """Row order counts when the (cleaned) gold query contains ``order by`` (the reference's literal test)."""
+    return "order by" in gold_sql.lower()
+
+
+def denotation_match(pred: ExecOutcome, gold: ExecOutcome, *, ordered: bool) -> bool:
+    """EX under the ``test-suite`` rule: :func:`~datadojo.reward.tables.denotations_equal` of two results."""
+    if pred.error is not None or gold.error is not None:
+        return False
+    return denotations_equal(gold.rows, pred.rows, order_matters=ordered)
+
+
+SPIDER_TEST_SUITE = _Rule(
+    "test-suite",
+    "EX as test-suite-sql-eval's exec_eval computes it: rows as multisets, columns in any order, "
+    "row order only when the gold query has ORDER BY; DISTINCT removed from both queries",
+    "rule-spider-test-suite",
+)
+SPIDER_SET = _Rule(
+    "set",
+    "EX with BIRD's set comparison: set(predicted rows) == set(gold rows), columns in query order",
+    "rule-spider-set",
+)
+BIRD_SET = _Rule(
+    "official",
+    "EX as BIRD's evaluation.py computes it: set(predicted rows) == set(gold rows)",
+    "rule-bird-official",
+)
 
 
 class _SqlBenchmark(Benchmark):
@@ -93,11 +173,19 @@ class _SqlBenchmark(Benchmark):
         answer_format="Give the final SQL query (one SELECT statement) as the answer.",
     )
 
-    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    def __init__(
+        self,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        keep_distinct: bool = False,
+    ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = timeout_s
         self.max_rows = max_rows
+        #: ``test-suite`` rule only: keep DISTINCT (the reference's ``--keep_distinct``; off by default).
+        self.keep_distinct = keep_distinct
         self._gold: OrderedDict[tuple[str, str], ExecOutcome] = OrderedDict()
 
     def _gold_result(self, db: str, sql: str) -> ExecOutcome:
@@ -123,14 +211,21 @@ class _SqlBenchmark(Benchmark):
         if not Path(db).exists():
             raise ValueError(f"{self.name} task {task.id!r}: database not found: {db}")
         sql = extract_sql(prediction)
-        gold = self._gold_result(db, task.answer)
+        test_suite = self.rule.name == SPIDER_TEST_SUITE.name
+        gold_sql = (
+            clean_sql_like_test_suite(task.answer, keep_distinct=self.keep_distinct)
+            if test_suite
+            else task.answer
+        )
+        gold = self._gold_result(db, gold_sql)
         if gold.error is not None:
             return ItemScore(
                 0.0, False, sql, f"the gold SQL failed: {gold.error}", self.metric, {"gold_error": True}
             )
         if not sql:
             return ItemScore(0.0, False, sql, "empty SQL", self.metric, {"table_match": False})
-        pred = execute(db, sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
+        run_sql_text = clean_sql_like_test_suite(sql, keep_distinct=self.keep_distinct) if test_suite else sql
+        pred = execute(db, run_sql_text, timeout_s=self.timeout_s, max_rows=self.max_rows)
         if pred.error is not None:
             return ItemScore(
                 0.0,
@@ -140,15 +235,51 @@ class _SqlBenchmark(Benchmark):
                 self.metric,
                 {"table_match": False},
             )
-        ok = execution_match(pred, gold)
         table = compare_tables(list(pred.rows), list(gold.rows)) if gold.rows or pred.rows else None
         table_ok = table.match if table is not None else True
-        reason = (
-            f"same result set ({len(set(gold.rows))} distinct rows)"
-            if ok
-            else f"different results: {len(set(pred.rows))} vs {len(set(gold.rows))} distinct rows"
-        )
+        if test_suite:
+            ordered = order_matters(gold_sql)
+            ok = denotation_match(pred, gold, ordered=ordered)
+            how = "in the same order" if ordered else "as multisets, columns in any order"
+            reason = (
+                f"same result {how} ({len(gold.rows)} rows)"
+                if ok
+                else f"different results {how}: {len(pred.rows)}×{len(pred.columns)} vs "
+                f"{len(gold.rows)}×{len(gold.columns)} (rows×columns)"
+            )
+            if ok:
+                failure = self._suite_failure(Path(db), gold_sql, run_sql_text, ordered)
+                if failure is not None:
+                    gold_failed = failure.startswith("the gold SQL")
+                    parts = {"gold_error": True} if gold_failed else {"table_match": table_ok}
+                    return ItemScore(0.0, False, sql, failure, self.metric, parts)
+        else:
+            ok = execution_match(pred, gold)
+            reason = (
+                f"same result set ({len(set(gold.rows))} distinct rows)"
+                if ok
+                else f"different results: {len(set(pred.rows))} vs {len(set(gold.rows))} distinct rows"
+            )
         return ItemScore(1.0 if ok else 0.0, ok, sql, reason, self.metric, {"table_match": table_ok})
+
+    def _suite_failure(self, db: Path, gold_sql: str, pred_sql: str, ordered: bool) -> str | None:
+        """Why the prediction fails on another database of ``db``'s folder, or ``None`` when it passes all.
+
+        test-suite-sql-eval runs both queries on every ``.sqlite`` file beside the task's database (its
+        distilled test-suite databases) and accepts only when all results agree; the original Spider
+        release has one database per folder, so this loop is usually empty.
+        """
+        others = sorted(p for p in db.parent.glob("*.sqlite") if p.is_file() and p.resolve() != db.resolve())
+        for other in others:
+            gold = self._gold_result(str(other), gold_sql)
+            if gold.error is not None:
+                return f"the gold SQL failed on test-suite database {other.name}: {gold.error}"
+            pred = execute(other, pred_sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
+            if pred.error is not None:
+                return f"the predicted SQL failed on test-suite database {other.name}: {pred.error}"
+            if not denotation_match(pred, gold, ordered=ordered):
+                return f"different results on test-suite database {other.name}"
+        return None
 
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
         """EX (``accuracy``) plus DataMind's table comparison (``table_match``) and gold failures."""
@@ -172,6 +303,7 @@ def _read_json_list(path: Path) -> list[dict[str, Any]]:
 class Spider(_SqlBenchmark):
     name = "spider"
     description = "Spider: cross-database text-to-SQL on SQLite, execution accuracy"
+    rules = (SPIDER_TEST_SUITE, SPIDER_SET)
 
     def load(
         self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any
@@ -207,6 +339,7 @@ class Spider(_SqlBenchmark):
 class BIRD(_SqlBenchmark):
     name = "bird"
     description = "BIRD: text-to-SQL with external knowledge over large SQLite databases, execution accuracy"
+    rules = (BIRD_SET,)
 
     def load(
         self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any

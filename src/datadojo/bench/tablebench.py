@@ -11,25 +11,36 @@ tables to CSV the same way) and attached to its task as ``table.csv``; without `
 no file (enough for scoring). The *Visualization* category (chart generation) is skipped: its official
 score executes the answer's plotting code and compares chart data, which DataMind also leaves out (§5.1).
 
-**Scoring** (TableBench ``eval_tablebench_script.py``, ``metrics/custom_em_metric.py``; summarised in
-``../shared/data/README.md``):
+**Scoring** has two rules (``docs/evaluation.md``, "Scoring rules", lists each one's deviations from
+TableBench's code). Both use the official metric of the subtype (:func:`metric_for`): Fact Checking,
+Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalysis*,
+*TrendForecasting* and *StatisticalAnalysis*: **EM_with_error_10**; the other Data Analysis subtypes:
+**ROUGE-L** F1.
 
-* the answer is what follows ``Final Answer:`` on its line when the prediction has that marker (the
-  official parser); otherwise the whole prediction, since DataDojo's agents already isolate the answer in
-  ``<answer>`` (the official script would score such an answer as empty);
-* Fact Checking, Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalysis*,
-  *TrendForecasting* and *StatisticalAnalysis*: **EM_with_error_10**; the other Data Analysis subtypes:
-  **ROUGE-L** (F1, after the official normalisation);
-* EM splits reference and prediction at commas and gives each reference element 1/k of the credit:
-  a number (``^-?\d+(\.\d+)?%?$``) is compared after rounding both sides to the reference's precision
-  (the fewest decimals among the reference's numbers; percentages as fractions to 4 places), anything
-  else by normalised string equality. EM_with_error_10 accepts a number within 10% of the reference.
+* ``official`` (the default) reproduces the verdicts of TableBench's ``eval_tablebench_script.py``
+  (with ``metrics/qa_metrics.py``, ``metrics/custom_em_metric.py`` and
+  ``parse_tablebench_instruction_response_script.py``), so that totals match published ones:
 
-One deliberate reading of the official code: its ``normalize_answer`` runs *before* the comma split and
-strips every punctuation mark, decimal points and minus signs included, which would make the precision
-rule dead code ("51.44" and "51.440" differ, "-0.03" equals "0.03"). Here the split comes first, numbers
-keep their form and only non-numeric elements are normalised, which is the rule the README states.
-Thousands separators (``1,234``) are removed first so they are not read as list separators.
+  - the answer is the text after the first ``Final Answer: `` (up to the end of that line); a
+    prediction without the marker is an empty answer (and counts against ``parse@1``);
+  - prediction and reference are SQuAD-normalised (:func:`~datadojo.reward.text.normalize_text`:
+    lower case, *every* ASCII punctuation mark removed — commas, decimal points, minus and percent
+    signs included —, articles dropped) *before* any comparison;
+  - EM then splits at commas (there are none left, so an answer is one element) and compares an
+    element that looks like a number (``^-?\d+(\.\d+)?%?$``) as a :class:`~decimal.Decimal` rounded to
+    the reference's decimals (none are left either), anything else as equal strings; a prediction
+    that is not a number against a number scores 0. Consequences, all official: ``51.44`` and
+    ``51.440`` differ (``5144`` vs ``51440``), ``-0.03`` equals ``0.03``, ``69.75`` equals
+    ``69.75%``, ``5`` equals ``0.5`` (``05``), ``a, b`` equals ``a b``;
+  - EM_with_error_10 accepts a number within 10 % of the reference (compared with the float 0.1),
+    on the same digit strings;
+  - ROUGE-L is the F1 of the normalised texts.
+
+* ``readme`` is the rule the TableBench README describes: split at commas first (thousands separators
+  are removed before), compare numbers at the precision of the reference (``51.4367`` = ``51.44``,
+  ``-0.03`` ≠ ``0.03``, percentages as fractions), normalise only text elements; a number followed by
+  trailing punctuation (``-0.15.``) is read as the number; an answer without ``Final Answer:`` is taken
+  whole (DataDojo's agents isolate their answer in ``<answer>``).
 """
 
 from __future__ import annotations
@@ -38,8 +49,8 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from collections.abc import Callable, Iterator, Sequence
+from decimal import ROUND_HALF_UP, Context, Decimal, DecimalException
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +59,7 @@ from datadojo.bench.base import (
     BenchmarkDefaults,
     BenchmarkError,
     ItemScore,
+    ScoringRule,
     missing_prediction,
     unique_id,
 )
@@ -56,10 +68,16 @@ from datadojo.reward.text import normalize_text, rouge_l
 from datadojo.types import DataFile, Task
 
 __all__ = [
+    "OFFICIAL",
+    "README",
     "TableBench",
     "em_score",
     "em_with_tolerance",
     "metric_for",
+    "official_em",
+    "official_em_with_tolerance",
+    "official_final_answer",
+    "official_score",
     "parse_final_answer",
     "write_table_csv",
 ]
@@ -67,15 +85,118 @@ __all__ = [
 ERROR_10_SUBTYPES = frozenset({"CorrelationAnalysis", "TrendForecasting", "StatisticalAnalysis"})
 EM_DATA_ANALYSIS_SUBTYPES = frozenset({"ImpactAnalysis"})
 
+OFFICIAL = ScoringRule(
+    "official",
+    "TableBench eval_tablebench_script.py: text after 'Final Answer: ' (none: empty), SQuAD-normalised "
+    "before comparing; EM / EM_with_error_10 / ROUGE-L by subtype",
+    "rule-tablebench-official",
+)
+README = ScoringRule(
+    "readme",
+    "the rule TableBench's README states: split at commas first, numbers at the reference's precision, "
+    "only text normalised; an answer without 'Final Answer:' is taken whole",
+    "rule-tablebench-readme",
+)
+
 _FINAL = re.compile(r"Final Answer: (.+)")
 _IS_NUMBER = re.compile(r"^-?\d+(\.\d+)?%?$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_NUMBER_THEN_PUNCT = re.compile(r"(-?\d+(?:\.\d+)?%?)[.;:!?]+")
+#: Python's default decimal context (28 digits; invalid operations raise), fixed so that a caller's
+#: ``decimal.getcontext()`` changes cannot move a verdict.
+_DEC = Context(prec=28)
 
 
 def parse_final_answer(prediction: str) -> str:
-    """The text after ``Final Answer:`` on its line (official regex), else the stripped prediction."""
+    """``readme`` rule: the text after ``Final Answer:`` on its line, else the whole stripped prediction."""
     m = _FINAL.search(prediction)
     return m.group(1).strip() if m else prediction.strip()
+
+
+def official_final_answer(prediction: str) -> str:
+    """``official`` rule: the text after the first ``Final Answer: `` up to the line end, else ``""``."""
+    m = _FINAL.search(prediction)
+    return m.group(1) if m else ""
+
+
+def _official_number(value: str) -> Decimal:
+    if value.endswith("%"):
+        return _DEC.divide(Decimal(value.strip("%")), Decimal(100)).quantize(
+            Decimal("1.0000"), rounding=ROUND_HALF_UP, context=_DEC
+        )
+    return Decimal(value)
+
+
+def _official_places(refs: list[str]) -> int:
+    places = [len(r.split(".")[-1]) if "." in r else 0 for r in refs if not r.endswith("%")]
+    return min(places) if places else 0
+
+
+def _official_elementwise(
+    prediction: str, reference: str, numbers_equal: Callable[[str, str, list[str]], bool]
+) -> float:
+    """The loop both official EM metrics share: split at commas, 1/k credit per reference element.
+
+    A reference element that looks like a number is judged by ``numbers_equal(pred, ref, refs)``, whose
+    decimal or value errors score 0 (the script's bare ``except: continue``); others by string equality.
+    """
+    refs = [x.strip() for x in reference.split(",")]
+    preds = [x.strip() for x in prediction.split(",")]
+    weight = 1.0 / len(refs)
+    score = 0.0
+    for i, r in enumerate(refs):
+        if i >= len(preds):
+            continue
+        p = preds[i]
+        if _IS_NUMBER.match(r.strip()):
+            try:
+                ok = numbers_equal(p, r, refs)
+            except (DecimalException, ValueError):
+                continue
+            score += weight if ok else 0.0
+        elif r == p:
+            score += weight
+    return score
+
+
+def _em_numbers_equal(p: str, r: str, refs: list[str]) -> bool:
+    if r.endswith("%"):
+        return _official_number(r) == _official_number(p)
+    places = _official_places([x for x in refs if _IS_NUMBER.match(x.strip())])
+    exp = Decimal("1." + "0" * places)
+
+    def rounded(v: str) -> str:
+        return str(_official_number(v).quantize(exp, rounding=ROUND_HALF_UP, context=_DEC))
+
+    return rounded(r) == rounded(p)
+
+
+def official_em(prediction: str, reference: str) -> float:
+    """TableBench's ``compute_em`` for one pair of *already normalised* strings (module docstring)."""
+    return _official_elementwise(prediction, reference, _em_numbers_equal)
+
+
+def official_em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) -> float:
+    """TableBench's ``compute_em_with_tolerance`` for one pair of *already normalised* strings."""
+
+    def within(p: str, r: str, _refs: list[str]) -> bool:
+        vr, vp = _official_number(r), _official_number(p)
+        if vr == 0:
+            return vp == vr
+        return _DEC.divide(_DEC.abs(_DEC.subtract(vr, vp)), _DEC.abs(vr)) <= error_pct / 100
+
+    return _official_elementwise(prediction, reference, within)
+
+
+def official_score(prediction: str, reference: str, metric: str) -> tuple[float, str]:
+    """``(credit, parsed answer)`` of a raw prediction under the ``official`` rule and ``metric``."""
+    parsed = official_final_answer(prediction)
+    pred_n, ref_n = normalize_text(parsed), normalize_text(reference)
+    if metric == "EM":
+        return official_em(pred_n, ref_n), parsed
+    if metric == "EM_with_error_10":
+        return official_em_with_tolerance(pred_n, ref_n, 10.0), parsed
+    return rouge_l(pred_n, ref_n), parsed
 
 
 def metric_for(qtype: str, qsubtype: str) -> str:
@@ -101,7 +222,13 @@ def _round(value: Decimal, places: int) -> str:
 
 
 def _elements(text: str) -> list[str]:
-    return [x.strip() for x in _THOUSANDS.sub("", text).split(",")]
+    """Answer elements: thousands separators removed, split at commas; ``-0.15.`` is read as ``-0.15``."""
+    out = []
+    for x in _THOUSANDS.sub("", text).split(","):
+        x = x.strip()
+        m = _NUMBER_THEN_PUNCT.fullmatch(x)
+        out.append(m.group(1) if m else x)
+    return out
 
 
 def _text_equal(p: str, r: str) -> bool:
@@ -109,7 +236,7 @@ def _text_equal(p: str, r: str) -> bool:
 
 
 def em_score(prediction: str, reference: str) -> float:
-    """TableBench EM of one answer (module docstring): per-element credit, numbers at reference precision."""
+    """``readme`` rule EM of one answer (module docstring): per-element credit, numbers at reference precision."""
     refs, preds = _elements(reference), _elements(prediction)
     plain = [r for r in refs if _IS_NUMBER.match(r) and not r.endswith("%")]
     places = min((len(r.split(".", 1)[1]) if "." in r else 0) for r in plain) if plain else 0
@@ -124,7 +251,7 @@ def em_score(prediction: str, reference: str) -> float:
                     ok = _to_decimal(r) == _to_decimal(p)
                 else:
                     ok = _round(_to_decimal(r), places) == _round(_to_decimal(p), places)
-            except (InvalidOperation, ValueError):
+            except (DecimalException, ValueError):
                 ok = False
         else:
             ok = _text_equal(p, r)
@@ -133,7 +260,7 @@ def em_score(prediction: str, reference: str) -> float:
 
 
 def em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) -> float:
-    """TableBench EM_with_error_N: like EM, but a number within ``error_pct`` % of the reference counts."""
+    """``readme`` rule EM_with_error_N: like EM, but a number within ``error_pct`` % of the reference counts."""
     refs, preds = _elements(reference), _elements(prediction)
     credit = 0.0
     for i, r in enumerate(refs):
@@ -143,7 +270,7 @@ def em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) 
         if _IS_NUMBER.match(r):
             try:
                 vr, vp = _to_decimal(r), _to_decimal(p)
-            except (InvalidOperation, ValueError):
+            except (DecimalException, ValueError):
                 continue
             ok = vp == vr if vr == 0 else abs(vr - vp) / abs(vr) <= Decimal(str(error_pct)) / 100
         else:
@@ -181,12 +308,14 @@ class TableBench(Benchmark):
     name = "tablebench"
     description = "TableBench: fact checking, numerical reasoning and data analysis over one table"
     metric = "EM / EM_with_error_10 / ROUGE-L by subtype"
+    rules = (OFFICIAL, README)
+    # The official rule reads only the text after "Final Answer: ", as TableBench's own prompt asks.
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",
         answer_format=(
-            "Give only the final answer: a number, an entity name, or several of them separated by commas; "
-            "for analysis questions, a short sentence."
+            "End the answer with one line 'Final Answer: AnswerName1, AnswerName2...': a number, an entity "
+            "name, or several of them separated by commas; for analysis questions, a short sentence."
         ),
     )
 
@@ -244,21 +373,34 @@ class TableBench(Benchmark):
         metric = metric_for(qtype, qsub)
         if prediction is None:
             return missing_prediction(metric)
-        parsed = parse_final_answer(prediction)
         reference = str(task.answer)
-        if metric == "EM":
-            score = em_score(parsed, reference)
-        elif metric == "EM_with_error_10":
-            score = em_with_tolerance(parsed, reference, 10.0)
+        if self.rule.name == OFFICIAL.name:
+            score, parsed = official_score(prediction, reference, metric)
+            parse_ok = parsed != ""
+            why = "" if parse_ok else " (no 'Final Answer: ' line: the official parser reads an empty answer)"
         else:
-            score = rouge_l(normalize_text(parsed), normalize_text(reference))
+            parsed = parse_final_answer(prediction)
+            parse_ok = parsed != ""
+            why = ""
+            if metric == "EM":
+                score = em_score(parsed, reference)
+            elif metric == "EM_with_error_10":
+                score = em_with_tolerance(parsed, reference, 10.0)
+            else:
+                score = rouge_l(normalize_text(parsed), normalize_text(reference))
         score = min(1.0, max(0.0, score))
         correct = score >= 1.0 - 1e-9
-        return ItemScore(score, correct, parsed, f"{metric} {score:.3f} against {reference[:60]!r}", metric)
+        reason = f"{metric} {score:.3f} against {reference[:60]!r}{why}"
+        return ItemScore(score, correct, parsed, reason, metric, {"parse_ok": parse_ok})
 
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
-        """Overall mean, each category's metric (Data Analysis: the official mix), and each subtype's."""
+        """Overall mean, each category's metric (Data Analysis: the official mix), each subtype's, parse@1.
+
+        ``parse@1`` is the official share of answers the parser could read (a non-empty answer).
+        """
         out = super().totals(items)
+        if items:
+            out["parse@1"] = sum(bool(s.parts.get("parse_ok")) for _, s in items) / len(items)
         groups: dict[str, list[float]] = {}
         for task, s in items:
             qtype = str(task.extra.get("qtype", task.category))

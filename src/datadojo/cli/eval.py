@@ -59,6 +59,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_row("tasks × trials", f"{summary['n_tasks']} × {n}")
+    table.add_row("scoring rule", (summary.get("rule") or {}).get("name", "not recorded"))
     table.add_row("pass@1 (mean over trials)", _pct(m.get("pass@1")))
     for k in summary.get("ks", []):
         if k != 1 and f"pass@{k}" in m:

@@ -1,7 +1,8 @@
-"""``datadojo score``: score a predictions file against a benchmark's official rule, no agent involved."""
+"""``datadojo score``: score a predictions file against a benchmark's scoring rule, no agent involved."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -9,9 +10,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
+from datadojo.bench.base import RULES_DOC
 from datadojo.bench.scoring import ScoreReport, read_predictions, score_predictions
 
 __all__ = ["register"]
@@ -20,6 +23,17 @@ _PREDICTIONS_HELP = (
     'JSONL predictions: records {"id": ..., "answer": "..."} (optional "sample" for repeated trials), '
     "or trajectories (task_id + final_answer), e.g. the output of `datadojo rollout`."
 )
+
+
+def rules_help() -> str:
+    """Every benchmark's scoring rules, the default first, with the docs anchor listing their deviations."""
+    lines = []
+    for name in benchmark_names():
+        bench = get_benchmark(name)
+        for i, rule in enumerate(bench.rules or (bench.rule,)):
+            default = " (default)" if i == 0 else ""
+            lines.append(escape(f"{name} `{rule.name}`{default}: {rule.title} → {rule.doc}"))
+    return "\n\n".join(lines)
 
 
 def _parse_options(options: list[str]) -> dict[str, Any]:
@@ -73,9 +87,14 @@ def _print_report(console: Console, report: ScoreReport, wrong_only: bool) -> No
         )
     if shown:
         console.print(table)
-    totals = Table(title=f"{report.benchmark}: totals", show_header=True)
+    rule = report.rule
+    title = f"{report.benchmark}: totals under rule `{rule.name}`" if rule else f"{report.benchmark}: totals"
+    totals = Table(title=title, show_header=True)
     totals.add_column("figure")
     totals.add_column("value", justify="right")
+    if rule is not None:
+        totals.add_row("scoring rule", f"{rule.name}: {rule.title}")
+        totals.add_row("deviations from the benchmark's code", rule.doc)
     totals.add_row("tasks", str(report.n_tasks))
     totals.add_row("trials per task", str(report.n_trials))
     for key, value in report.totals.items():
@@ -115,12 +134,29 @@ def register(app: typer.Typer) -> None:
             "-o",
             help="Loader option KEY=VALUE, e.g. `-o lite=true` (DataBench), `-o split=dev`.",
         ),
+        rule: str | None = typer.Option(
+            None,
+            "--rule",
+            help="Scoring rule (default: the benchmark's first). Spider: `test-suite` or `set`; "
+            "TableBench: `official` or `readme`. The list below names every rule.",
+        ),
     ) -> None:
-        """Score PREDICTIONS against BENCH with the benchmark's official rule; print per-item results and totals."""
+        """Score PREDICTIONS against BENCH with a named scoring rule; print per-item results and totals.
+
+        Every total is reported with the rule that produced it. Rules, the default first, and the
+        section of RULES_DOC that lists where each departs from the benchmark's own evaluation code:
+
+        RULES
+        """
         try:
             benchmark = get_benchmark(bench)
         except KeyError as exc:
             raise typer.BadParameter(str(exc.args[0]), param_hint="BENCH") from exc
+        if rule is not None:
+            try:
+                benchmark = benchmark.with_rule(rule)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--rule") from exc
         options = _parse_options(option)
         try:
             try:
@@ -136,3 +172,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False, default=str) + "\n")
             return
         _print_report(Console(), report, wrong_only)
+
+    if score.__doc__:
+        doc = inspect.cleandoc(score.__doc__)
+        score.__doc__ = doc.replace("RULES_DOC", RULES_DOC).replace("RULES", rules_help())

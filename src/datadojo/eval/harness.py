@@ -415,6 +415,7 @@ def score_run(
     summary: dict[str, Any] = {
         "benchmark": benchmark.name,
         "metric": benchmark.metric,
+        "rule": benchmark.rule.to_dict(),
         **(meta or {}),
         "n_tasks": len(tasks),
         "n_trials": n_trials,

@@ -106,6 +106,21 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _rule_label(summary: dict[str, Any]) -> str:
+    """``name: title`` of the scoring rule a summary was computed with (older summaries: unknown)."""
+    rule = summary.get("rule") or {}
+    return f"{rule['name']}: {rule.get('title', '')}" if rule.get("name") else "not recorded"
+
+
+def _totals_heading(summary: dict[str, Any]) -> str:
+    rule = (summary.get("rule") or {}).get("name")
+    return (
+        f"Totals under scoring rule `{rule}` (averaged over trials)"
+        if rule
+        else "Totals (averaged over trials)"
+    )
+
+
 def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{float(v) * 100:.2f}%"
 
@@ -367,7 +382,9 @@ def render_html(
                     ("trials per task", summary.get("n_trials")),
                     ("turn budget", (summary.get("agent_config") or {}).get("max_turns")),
                     ("dialect", (summary.get("agent_config") or {}).get("dialect")),
-                    ("official metric", summary.get("metric")),
+                    ("metric", summary.get("metric")),
+                    ("scoring rule", _rule_label(summary)),
+                    ("deviations from the benchmark's code", (summary.get("rule") or {}).get("doc")),
                     ("judge", summary.get("judge")),
                     ("scored at", summary.get("scored_at")),
                 )
@@ -384,7 +401,7 @@ def render_html(
 
     official = summary.get("official") or {}
     if official:
-        out.append("<h2>Official totals (averaged over trials)</h2>")
+        out.append(f"<h2>{_e(_totals_heading(summary))}</h2>")
         out.append(_table(["figure", "value"], [
             [_e(k), _e(official_value(k, v))] for k, v in official.items()
         ], table_id="official"))  # fmt: skip
@@ -466,6 +483,8 @@ def render_markdown(
         f"- data: `{summary.get('data')}`"
         + (f"; judge: `{summary['judge']}`" if summary.get("judge") else ""),
         f"- scored at: {summary.get('scored_at')}",
+        f"- scoring rule: {_rule_label(summary)}; deviations from the benchmark's code: "
+        f"{(summary.get('rule') or {}).get('doc') or 'n/a'}",
         "",
         "| figure | value |",
         "|---|---:|",
@@ -473,7 +492,7 @@ def render_markdown(
     lines += [f"| {_md_cell(label)} | {value} |" for _, label, value in _headline(summary)]
     official = summary.get("official") or {}
     if official:
-        lines += ["", "## Official totals (averaged over trials)", "", "| figure | value |", "|---|---:|"]
+        lines += ["", f"## {_totals_heading(summary)}", "", "| figure | value |", "|---|---:|"]
         lines += [f"| {_md_cell(k)} | {official_value(k, v)} |" for k, v in official.items()]
     behaviour = behaviour_rows(summary)
     if behaviour:

@@ -1,4 +1,10 @@
-"""DataMind's table comparison: every gold column must appear among the predicted columns.
+"""Comparing query results: DataMind's column-wise table match and the test-suite bag-of-rows match.
+
+Two rules live here because Spider/BIRD scoring and DataMind's reward both compare the same objects
+(result tables of two queries) and must not drift apart: :func:`compare_tables` (below) and
+:func:`denotations_equal` (the Spider test-suite rule, at the end of the module).
+
+**DataMind's table comparison**: every gold column must appear among the predicted columns.
 
 DataMind scores BIRD by materialising the predicted and the gold query results to CSV and comparing the
 tables (DataMind §5.1, "Evaluation"; reference code ``eval/Datamind/sql/eval_bird.py``,
@@ -23,6 +29,7 @@ value, so the tolerance is never defeated by the sort order.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +40,7 @@ __all__ = [
     "as_columns",
     "compare_tables",
     "csv_value",
+    "denotations_equal",
     "values_equal",
 ]
 
@@ -201,3 +209,81 @@ def compare_tables(
             tuple(missing),
         )
     return TableMatch(True, f"all {len(gold_cols)} gold column(s) found among {len(pred_cols)} predicted")
+
+
+# --- the test-suite denotation match (Spider EX) -------------------------------------------------------
+
+
+def _cell_key(value: Any) -> str:
+    """How test-suite-sql-eval orders the cells of a row before its quick check: text, then type name."""
+    return str(value) + str(type(value))
+
+
+def _unordered(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(sorted(row, key=_cell_key))
+
+
+def denotations_equal(
+    gold: Sequence[Sequence[Any]], predicted: Sequence[Sequence[Any]], *, order_matters: bool
+) -> bool:
+    """Spider's execution match as test-suite-sql-eval computes it (``exec_eval.result_eq``).
+
+    Two results are equal when some permutation of the predicted columns makes the predicted rows the
+    same **multiset** as the gold rows (the same *list* when ``order_matters``, i.e. when the gold query
+    has ``ORDER BY``). Facts of the reference kept exactly, since they decide verdicts:
+
+    * two empty results are equal whatever their columns; otherwise row counts and widths must agree,
+      so a duplicated or missing column is wrong;
+    * cells compare with Python equality (``1 == 1.0``), no tolerance;
+    * a quick check runs first: each row's cells, sorted by ``str(cell) + str(type(cell))``, must give
+      the same rows (as a list when order matters, as a set otherwise). It is usually implied by the
+      full check, but not always (``(2, 2.5)`` vs ``(2.0, 2.5)`` sorts differently), and the reference
+      rejects when it fails, so it is reproduced.
+
+    The reference enumerates column permutations (pruned by sampling 20 random rows); here the search
+    is exact and deterministic: a gold column can only map to a predicted column holding the same
+    multiset of values, identical predicted columns are tried once, and a partial assignment is
+    abandoned as soon as the rows restricted to the assigned columns already differ. Both searches
+    accept exactly when a valid permutation exists, so the verdicts agree.
+    """
+    g = [tuple(r) for r in gold]
+    p = [tuple(r) for r in predicted]
+    if not g and not p:
+        return True
+    if len(g) != len(p):
+        return False
+    width = len(g[0])
+    if len(p[0]) != width:
+        return False
+    g_quick, p_quick = [_unordered(r) for r in g], [_unordered(r) for r in p]
+    if (g_quick != p_quick) if order_matters else (set(g_quick) != set(p_quick)):
+        return False
+    g_cols = [tuple(r[i] for r in g) for i in range(width)]
+    p_cols = [tuple(r[j] for r in p) for j in range(width)]
+    p_counts = [Counter(c) for c in p_cols]
+    candidates = [[j for j in range(width) if p_counts[j] == Counter(gc)] for gc in g_cols]
+    if any(not c for c in candidates):
+        return False
+    # Most constrained gold columns first keeps the search small.
+    order = sorted(range(width), key=lambda i: len(candidates[i]))
+
+    def rows_agree(assigned: list[tuple[int, int]]) -> bool:
+        g_part = [tuple(g[k][i] for i, _ in assigned) for k in range(len(g))]
+        p_part = [tuple(p[k][j] for _, j in assigned) for k in range(len(p))]
+        return g_part == p_part if order_matters else Counter(g_part) == Counter(p_part)
+
+    def search(depth: int, assigned: list[tuple[int, int]], used: set[int]) -> bool:
+        if depth == width:
+            return True
+        i = order[depth]
+        tried: set[tuple[Any, ...]] = set()
+        for j in candidates[i]:
+            if j in used or p_cols[j] in tried:
+                continue
+            tried.add(p_cols[j])
+            step = [*assigned, (i, j)]
+            if rows_agree(step) and search(depth + 1, step, used | {j}):
+                return True
+        return False
+
+    return search(0, [], set())
