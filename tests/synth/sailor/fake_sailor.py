@@ -99,7 +99,8 @@ class FakeSailor:
         if kind == "PostJudgement":
             return json.dumps({"score": self.post(last), "reason": "evidence"})
         if kind == "StepVerdict":
-            v = self.verdict(last, count)
+            prompt = next(m["content"] for m in msgs if m["role"] == "user")  # the repair turn comes later
+            v = self.verdict(prompt, count)
             return v if isinstance(v, str) else json.dumps(v)
         if kind == "FinalCheck":
             return json.dumps({"label": self.qa_check, "reason": "checked"})

@@ -5,11 +5,11 @@ verification with branch removal, and re-verification of processing failures —
 
 ==============================  ====================================================================
 ``no_final_answer``             the last turn is not an ``<answer>``
+``malformed_observation``       a code turn without an observation
+``empty_observation``           an observation with no text
 ``missing_tags``                the strict ``sailor`` validator finds a missing/misplaced ``<python>``,
                                 ``<result>`` or ``<answer>`` block (:func:`datadojo.protocol.validate_trajectory`)
 ``inconsistent_state``          the turns do not match the tree path they claim (parent chain, code)
-``malformed_observation``       a code turn without an observation
-``empty_observation``           an observation with no text
 ``unresolved_error``            a failed probe (error, timeout, killed, rejected) with no successful probe after it
 ``too_shallow``                 fewer than ``min_depth`` probes
 ``no_substantive_observation``  no observation that ran ok, has ``min_substantive_chars`` non-blank characters
@@ -80,21 +80,21 @@ def execution_problem(
     turns = trajectory.turns
     if not turns or turns[-1].action.kind != "answer":
         return "no_final_answer", "the last turn is not an <answer> block"
+    code_turns = turns[:-1]
+    for i, turn in enumerate(code_turns, 1):
+        if turn.observation is None:
+            return "malformed_observation", f"turn {i} has no observation"
+        if not turn.observation.text.strip():
+            return "empty_observation", f"turn {i} printed nothing"
     problems = validate_trajectory(trajectory, SAILOR)
     if problems:
         return "missing_tags", problems[0]
-    code_turns = turns[:-1]
     if len(code_turns) != len(nodes) or any(t.action.kind != "code" for t in code_turns):
         return "inconsistent_state", f"{len(code_turns)} code turns for a path of {len(nodes)} probes"
     for i, (turn, node) in enumerate(zip(code_turns, nodes, strict=True), 1):
         parent_ok = i == 1 or node.parent == nodes[i - 2].id
         if not parent_ok or turn.action.text != node.code:
             return "inconsistent_state", f"turn {i} does not match tree node {node.id}"
-    for i, turn in enumerate(code_turns, 1):
-        if turn.observation is None:
-            return "malformed_observation", f"turn {i} has no observation"
-        if not turn.observation.text.strip():
-            return "empty_observation", f"turn {i} printed nothing"
     failed = [i for i, t in enumerate(code_turns, 1) if t.observation is not None and t.observation.error]
     ok = [i for i, t in enumerate(code_turns, 1) if t.observation is not None and not t.observation.error]
     if failed and (not ok or max(ok) < max(failed)):
