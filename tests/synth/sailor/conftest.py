@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_sailor import FakeSailor
+from datadojo.synth.sailor.testing import FakeSailor
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 
 import pytest
-from fake_sailor import FakeSailor
 
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
@@ -16,6 +15,7 @@ from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.synth.sailor.strategies import Candidate, diversify, tool_identity
 from datadojo.synth.sailor.synthesis import meta_task
+from datadojo.synth.sailor.testing import FakeSailor
 
 
 def expand_root(fake: FakeSailor, dataset: Path, config: SailorConfig) -> tuple[Tree, SearchStats, list]:

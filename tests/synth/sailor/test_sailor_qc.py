@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-from fake_sailor import FakeSailor
 
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
@@ -15,6 +14,7 @@ from datadojo.synth.sailor.explore import LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Node, Tree
 from datadojo.synth.sailor.qc import QC_REASONS, StepVerifier, execution_problem
 from datadojo.synth.sailor.synthesis import build_trajectory, meta_task
+from datadojo.synth.sailor.testing import FakeSailor
 
 CFG = SailorConfig(min_depth=2, min_substantive_chars=10, substantive_score=0.5)
 SEED = load_seeds(only=["L1-statistics"])[0]

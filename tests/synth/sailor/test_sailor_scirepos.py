@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_sailor import FakeSailor
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
+from datadojo.synth.sailor.testing import FakeSailor
 
 SCIREPOS = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scirepos"
 pytestmark = pytest.mark.skipif(not SCIREPOS.is_dir(), reason=f"real data not found at {SCIREPOS}")

@@ -1,4 +1,6 @@
-"""A stateful fake of the policy and the judges for ``synth sailor`` tests, served by ScriptedLLMServer.
+"""A scripted stand-in for the policy and the judges of ``synth sailor``, for tests and benchmarks.
+
+Serve it with :class:`datadojo.llm.testing.ScriptedLLMServer` (``ScriptedLLMServer(FakeSailor())``).
 
 It answers by what the request asks for: the JSON Schema name in ``response_format`` (StrategyPlan, Probe,
 PreJudgement, PostJudgement, StepVerdict, FinalCheck, QAPair) or, for plain completions, the final-answer
@@ -15,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from datadojo.llm.testing import Hang, Reply
+
+__all__ = ["PROBES", "FakeSailor", "schema_name"]
 
 PROBES = {
     "repository_inspection": "import os\nfor root, dirs, files in sorted(os.walk('.', followlinks=True)):\n    print(root, sorted(files))",
