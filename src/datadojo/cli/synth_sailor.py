@@ -18,20 +18,13 @@ __all__ = ["register"]
 
 console = Console()
 
-_HELP = """Explore scientific dataset folders with SciDataSailor's tree search (arXiv 2607.28098 §4) and write
-verified exploration trajectories (SFT) and QA / meta tasks (benchmark).
+_HELP = """Explore scientific dataset folders with SciDataSailor's tree search (arXiv 2607.28098 §4) and write verified exploration trajectories (SFT) and QA / meta tasks (benchmark).
 
-For every FOLDER × seed (8 exploration intents, L0–L3; replace them with --seeds) a tree of Python probes is
-grown: DF-FPU selection (a pre-execution judge's ρ gives unvisited probes their first-play value, a
-post-execution judge calibrates Q̂), strategy→tool expansion (catalog, τ_pre, dedup by tool identity) and
-entropy-adaptive branching. The best paths get a final answer, are checked (execution validity, step-level
-verifier) and turned into QA pairs; a seed's verified answers are merged into its meta reference.
+For every FOLDER × seed (8 exploration intents, L0–L3; replace them with --seeds) a tree of Python probes is grown in a read-only sandbox: DF-FPU selection (the pre-execution judge's ρ gives unvisited probes their first-play value ρ+Δ−δ, the post-execution judge calibrates Q̂), strategy→tool expansion (catalog, τ_pre, dedup by tool identity) and entropy-adaptive branching. The best paths get a final answer, are checked (execution validity, step-level verifier) and turned into QA pairs; a seed's verified answers are merged into its meta reference.
 
-Writes DIR/tree.jsonl, trajectories.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, summary.json, report.html.
-Rerun the same command to resume: finished (folder, seed) units are skipped.
+Writes DIR/tree.jsonl, trajectories.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, summary.json, report.html. Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
 
-Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor
-Then:    datadojo eval scidata --data runs/sailor/qa.jsonl --model ... --judge ..."""
+Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor, then datadojo eval scidata --data runs/sailor/qa.jsonl ..."""
 
 MODEL_HELP = (
     "Policy model spec: `openai:MODEL@BASE_URL` (any OpenAI-compatible server; vLLM and SGLang also return "
@@ -180,7 +173,15 @@ def sailor(
                     await judge_backend.aclose()
         return run
 
-    run = asyncio.run(go())
+    from datadojo.llm.base import LLMError
+    from datadojo.sandbox.session import SandboxError
+
+    try:
+        run = asyncio.run(go())
+    except (LLMError, SandboxError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"finished units are kept in {out}; rerun the same command to resume")
+        raise typer.Exit(2) from None
     s = run.summary  # type: ignore[attr-defined]
     table = Table(title=f"synth sailor → {out}", title_justify="left")
     table.add_column("level")

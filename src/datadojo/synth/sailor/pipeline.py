@@ -403,7 +403,16 @@ async def run_sailor(
         if on_unit is not None:
             on_unit(result.record)
 
-    await asyncio.gather(*(one(p, s) for p, s in todo))
+    tasks = [asyncio.ensure_future(one(p, s)) for p, s in todo]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # one unit failed (model server down, sandbox broken) or the run was cancelled: stop the others; the
+        # units already written stay committed and a rerun resumes after them
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     run.elapsed_s = time.monotonic() - started
     extra = {
         "folders": [str(p.resolve()) for p in paths],

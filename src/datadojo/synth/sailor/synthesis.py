@@ -59,49 +59,42 @@ def task_id(digest: str, seed_id: str, question: str) -> str:
     return "sci-" + hashlib.sha256(blob).hexdigest()[:16]
 
 
+def _task(
+    folder: Path,
+    digest: str,
+    seed: Seed,
+    track: str,
+    question: str,
+    answer: str | None,
+    extra: dict[str, Any],
+) -> Task:
+    """A task in the SciDataSailor format (shared with ``eval scidata``) for the ``qa`` or ``meta`` track."""
+    return Task(
+        id=task_id(digest, seed.id, question),
+        question=question,
+        files=[DataFile(path=str(folder.resolve()), kind="dir")],
+        answer=answer,
+        answer_kind=f"sailor_{track}",
+        source="scidata",
+        category=track,
+        difficulty=seed.level,
+        extra={"track": track, "seed_id": seed.id, "intent": seed.intent, **extra},
+    )
+
+
 def meta_task(
     folder: Path, digest: str, seed: Seed, reference: str | None, unit: str, candidates: int = 0
 ) -> Task:
     """The Meta-track task of a (folder, seed): summarise the seed intent; reference = merged answers."""
-    return Task(
-        id=task_id(digest, seed.id, seed.intent),
-        question=seed.intent,
-        files=[DataFile(path=str(folder.resolve()), kind="dir")],
-        answer=reference,
-        answer_kind="sailor_meta",
-        source="scidata",
-        category="meta",
-        difficulty=seed.level,
-        extra={
-            "track": "meta",
-            "seed_id": seed.id,
-            "intent": seed.intent,
-            "unit": unit,
-            "candidates": candidates,
-        },
+    return _task(
+        folder, digest, seed, "meta", seed.intent, reference, {"unit": unit, "candidates": candidates}
     )
 
 
 def qa_task(folder: Path, digest: str, seed: Seed, qa: QAPair, node_id: str, unit: str) -> Task:
-    """A QA-track task from a verified trajectory."""
-    return Task(
-        id=task_id(digest, seed.id, qa.question),
-        question=qa.question,
-        files=[DataFile(path=str(folder.resolve()), kind="dir")],
-        answer=qa.answer,
-        answer_kind="sailor_qa",
-        source="scidata",
-        category="qa",
-        difficulty=seed.level,
-        extra={
-            "track": "qa",
-            "seed_id": seed.id,
-            "intent": seed.intent,
-            "evidence": list(qa.evidence),
-            "tree_node": node_id,
-            "unit": unit,
-        },
-    )
+    """A QA-track task from a verified trajectory; ``tree_node`` is the step whose observation holds the evidence."""
+    extra = {"evidence": list(qa.evidence), "tree_node": node_id, "unit": unit}
+    return _task(folder, digest, seed, "qa", qa.question, qa.answer, extra)
 
 
 def choose_leaves(tree: Tree, k: int) -> list[Node]:
