@@ -122,3 +122,34 @@ def test_resume_skips_finished_units(fake: FakeSailor, dataset: Path, tmp_path: 
     again, srv = _run(FakeSailor(), [dataset], out, ["L0-map"])
     assert again.units_skipped == 1 and again.units_done == 0 and len(srv.requests) == 0
     assert {n: (out / n).read_bytes() for n in before} == before
+
+
+def _root_choices(out: Path) -> list[str]:
+    tree = lines(out / "tree.jsonl")
+    nodes = {r["id"]: r for r in tree if r["type"] == "node"}
+    root = next(i for i, r in nodes.items() if r["parent"] is None)
+    return [nodes[s["chosen"]]["strategy"] for s in tree if s["type"] == "select" and s["node"] == root]
+
+
+def test_post_execution_feedback_changes_later_selections(dataset: Path, tmp_path: Path) -> None:
+    """Dual feedback over the loopback model: the pre-judge prefers repository inspection (ρ 0.9 vs 0.8), but its
+    observation is judged worthless (s_post = 0) and the schema probe's excellent (s_post = 1).
+
+    Third root decision, N(root) = 2, both children visited once:
+      η = 0.5: Q̂(repo) = 0.45, Q̂(schema) = 0.9 → UCT 0.45 + 0.9·sqrt(ln 3 / 2) = 1.117 < 0.9 + 0.8·0.741 = 1.493
+      η = 0  : Q̂(repo) = 0.9,  Q̂(schema) = 0.8 → UCT 1.567 > 1.393: the pre-judgment alone keeps repo ahead.
+    """
+    choices = {}
+    for eta in (0.5, 0.0):
+        fake = FakeSailor()
+        fake.post = lambda prompt: 0.0 if "This step (repository_inspection)" in prompt else 1.0
+        cfg = SailorConfig(
+            max_nodes=3, max_depth=3, k_max=2, calibration=eta, logprobs=False, trajectories_per_seed=1
+        )
+        _run(fake, [dataset], tmp_path / f"eta{eta}", ["L0-map"], cfg)
+        choices[eta] = _root_choices(tmp_path / f"eta{eta}")
+    # first play: the unvisited repository probe (ρ + Δ = 1.0) goes first; then the unvisited schema probe
+    assert choices[0.5][:2] == choices[0.0][:2] == ["repository_inspection", "schema_inspection"]
+    assert choices[0.5][2] == "schema_inspection" and choices[0.0][2] == "repository_inspection"
+    report = (tmp_path / "eta0.5" / "report.html").read_text()
+    assert "schema_inspection" in report and "ρ=0.900" in report and "<ul class=tree>" in report

@@ -159,7 +159,7 @@ async def explore_unit(
         explorer = Explorer(calls, env, seed, tree, task)
         await explorer.search()
     search_requests = stats.requests
-    leaves = choose_leaves(tree, config.trajectories_per_seed)
+    leaves = choose_leaves(tree, config.trajectories_per_seed, config.min_depth)
     paths = [tree.path(leaf)[1:] for leaf in leaves]
     finals = await asyncio.gather(*(final_answer(calls, explorer.base_messages, p, seed) for p in paths))
     trajectories = [

@@ -1,6 +1,6 @@
 """From a grown tree to data: trajectories anchored to the seed, QA pairs, merged meta references (§4.1, B.2.1).
 
-* **Trajectories**: the ``trajectories_per_seed`` best leaves (by Q̂) give root-to-leaf paths; the policy then
+* **Trajectories**: the ``trajectories_per_seed`` best leaves (by Q̂, deep enough for QC first) give root-to-leaf paths; the policy then
   writes the final ``<answer>`` to the *seed intent* (the final answer stays anchored to the seed), and the
   path becomes a :class:`~datadojo.types.Trajectory` in the ``sailor`` dialect, with each step's strategy in
   ``extra["strategies"]`` (action-type supervision) and its tree nodes in ``extra["nodes"]``.
@@ -97,12 +97,18 @@ def qa_task(folder: Path, digest: str, seed: Seed, qa: QAPair, node_id: str, uni
     return _task(folder, digest, seed, "qa", qa.question, qa.answer, extra)
 
 
-def choose_leaves(tree: Tree, k: int) -> list[Node]:
-    """The ``k`` executed leaves with the highest Q̂ (ties: deeper first, then creation order)."""
+def choose_leaves(tree: Tree, k: int, min_depth: int = 0) -> list[Node]:
+    """The ``k`` executed leaves to turn into trajectories: those at least ``min_depth`` deep first (a shallower
+    one would only be rejected by QC), then by Q̂, then deeper first, then creation order."""
     leaves = tree.leaves()
     order = sorted(
         range(len(leaves)),
-        key=lambda i: (-(leaves[i].w / leaves[i].n if leaves[i].n else 0.0), -leaves[i].depth, i),
+        key=lambda i: (
+            leaves[i].depth < min_depth,
+            -(leaves[i].w / leaves[i].n if leaves[i].n else 0.0),
+            -leaves[i].depth,
+            i,
+        ),
     )
     return [leaves[i] for i in order[:k]]
 
