@@ -139,15 +139,23 @@ def test_post_execution_feedback_changes_later_selections(dataset: Path, tmp_pat
       η = 0.5: Q̂(repo) = 0.45, Q̂(schema) = 0.9 → UCT 0.45 + 0.9·sqrt(ln 3 / 2) = 1.117 < 0.9 + 0.8·0.741 = 1.493
       η = 0  : Q̂(repo) = 0.9,  Q̂(schema) = 0.8 → UCT 1.567 > 1.393: the pre-judgment alone keeps repo ahead.
     """
-    choices = {}
+    choices, reasons = {}, {}
     for eta in (0.5, 0.0):
         fake = FakeSailor()
         fake.post = lambda prompt: 0.0 if "This step (repository_inspection)" in prompt else 1.0
         cfg = SailorConfig(
-            max_nodes=3, max_depth=3, k_max=2, calibration=eta, logprobs=False, trajectories_per_seed=1
+            max_nodes=3, max_depth=3, k_max=2, calibration=eta, logprobs=False, trajectories_per_seed=2
         )
         _run(fake, [dataset], tmp_path / f"eta{eta}", ["L0-map"], cfg)
         choices[eta] = _root_choices(tmp_path / f"eta{eta}")
+        # two leaves: one two probes deep, one a single probe deep — rejected as too shallow without spending a
+        # final-answer request on it
+        qc = lines(tmp_path / f"eta{eta}" / "qc.jsonl")
+        reasons[eta] = sorted(q["reason"] for q in qc)
+        assert fake.calls["final"] == 1
+    # η = 0.5 deepened the schema branch (s_post = 1): kept; η = 0 deepened the worthless repository branch,
+    # whose observations QC finds unsubstantive
+    assert reasons == {0.5: ["kept", "too_shallow"], 0.0: ["no_substantive_observation", "too_shallow"]}
     # first play: the unvisited repository probe (ρ + Δ = 1.0) goes first; then the unvisited schema probe
     assert choices[0.5][:2] == choices[0.0][:2] == ["repository_inspection", "schema_inspection"]
     assert choices[0.5][2] == "schema_inspection" and choices[0.0][2] == "repository_inspection"

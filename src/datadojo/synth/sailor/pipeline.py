@@ -161,7 +161,13 @@ async def explore_unit(
     search_requests = stats.requests
     leaves = choose_leaves(tree, config.trajectories_per_seed, config.min_depth)
     paths = [tree.path(leaf)[1:] for leaf in leaves]
-    finals = await asyncio.gather(*(final_answer(calls, explorer.base_messages, p, seed) for p in paths))
+    deep = [len(p) >= config.min_depth for p in paths]
+
+    async def final_for(i: int) -> str:
+        # a path QC will reject as too shallow costs no final-answer request
+        return await final_answer(calls, explorer.base_messages, paths[i], seed) if deep[i] else ""
+
+    finals = await asyncio.gather(*(final_for(i) for i in range(len(paths))))
     trajectories = [
         build_trajectory(
             task=task,
@@ -178,8 +184,9 @@ async def explore_unit(
     ]
     verifier = StepVerifier(calls, seed.intent, explorer.full_output)
     decisions: list[QCDecision | None] = []
-    for traj, p in zip(trajectories, paths, strict=True):
-        problem = execution_problem(traj, p, config)
+    for traj, p, ok in zip(trajectories, paths, deep, strict=True):
+        shallow = ("too_shallow", f"{len(p)} probe(s), min_depth is {config.min_depth}")
+        problem = execution_problem(traj, p, config) if ok else shallow
         decisions.append(QCDecision(False, *problem) if problem else None)
     pending = [i for i, d in enumerate(decisions) if d is None]
     verified = await asyncio.gather(
