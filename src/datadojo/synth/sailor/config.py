@@ -48,7 +48,8 @@ class SailorConfig:
     step verifier on processing failures.
 
     **Environment**: ``obs_head``/``obs_tail`` characters of an observation are kept (the reference code's
-    4,000 / 1,500); ``exec_timeout_s`` per probe; ``excerpt_chars`` of each observation go to ``tree.jsonl``.
+    4,000 / 1,500); ``exec_timeout_s`` per probe; ``excerpt_chars`` of each observation go to ``tree.jsonl``;
+    ``profile_chars`` of the folder profile (:func:`datadojo.corpus.profile_text`) open the system prompt.
     """
 
     lam: float = 1.0
@@ -77,6 +78,7 @@ class SailorConfig:
     obs_tail: int = 1500
     exec_timeout_s: float = 60.0
     excerpt_chars: int = 300
+    profile_chars: int = 3000
     temperature: float = 0.6
     top_p: float = 0.95
     max_tokens: int = 2048

@@ -245,7 +245,11 @@ class Explorer:
         self.full_output: dict[str, str] = {}
         template = load_template(SAILOR)
         self.base_messages = build_prompt(
-            task, SAILOR, max_turns=self.config.max_depth + 1, template=template, profile_chars=3000
+            task,
+            SAILOR,
+            max_turns=self.config.max_depth + 1,
+            template=template,
+            profile_chars=self.config.profile_chars,
         )
 
     # ------------------------------------------------------------------ search

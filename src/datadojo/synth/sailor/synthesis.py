@@ -168,6 +168,7 @@ def build_trajectory(
         stop_reason="answer" if answered else "invalid",
         error=None if answered else (parsed.error or "the final turn is not an answer"),
         model=model,
+        sampling={k: config[k] for k in ("temperature", "top_p", "max_tokens") if k in config},
         provenance=Provenance(config_hash=config_hash(config)),
         extra={
             "unit": unit,
