@@ -126,6 +126,7 @@ class SailorConfig:
             "obs_head",
             "obs_tail",
             "excerpt_chars",
+            "profile_chars",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
