@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from sailor_helpers import make_explorer
+
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
-from datadojo.synth.sailor import SailorConfig, load_seeds
-from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
+from datadojo.synth.sailor import SailorConfig
+from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
-from datadojo.synth.sailor.synthesis import meta_task
 from datadojo.synth.sailor.testing import FakeSailor
 
 
@@ -28,20 +29,15 @@ class EchoEnv:
 
 
 def search(dataset: Path, config: SailorConfig) -> tuple[SearchStats, Tree, EchoEnv]:
-    seed = load_seeds(only=["L0-map"])[0]
     env = EchoEnv()
     with ScriptedLLMServer(FakeSailor()) as srv:
 
         async def go():
             backend = load_backend(f"openai:fake@{srv.base_url}")
-            stats = SearchStats()
-            tree = Tree("u", lam=config.lam, beta=config.beta, fpu_bonus=config.fpu_bonus,
-                        fpu_reduction=config.fpu_reduction, max_depth=config.max_depth)  # fmt: skip
-            explorer = Explorer(LLMCalls(backend, backend, config, "auto", stats), env, seed, tree,  # type: ignore[arg-type]
-                                meta_task(dataset, "0" * 64, seed, None, "u"))  # fmt: skip
+            explorer = make_explorer(backend, dataset, config, env)
             await explorer.search()
             await backend.aclose()
-            return stats, tree
+            return explorer.stats, explorer.tree
 
         stats, tree = asyncio.run(go())
     return stats, tree, env
@@ -61,7 +57,9 @@ def test_request_budget(dataset: Path) -> None:
 
 
 def test_depth_budget_exhausts_the_tree(dataset: Path) -> None:
-    stats, tree, env = search(dataset, SailorConfig(max_nodes=100, max_depth=1, min_depth=1, k_max=3, logprobs=False))
+    stats, tree, env = search(
+        dataset, SailorConfig(max_nodes=100, max_depth=1, min_depth=1, k_max=3, logprobs=False)
+    )
     assert stats.stop == "exhausted" and max(env.paths) == 0  # every probe ran straight from the root
     assert all(n.depth <= 1 for n in tree.nodes.values()) and tree.closed(tree.root)
     assert stats.probes_run == len(tree.root.children) >= 2

@@ -7,31 +7,26 @@ import math
 from pathlib import Path
 
 import pytest
+from sailor_helpers import make_explorer
 
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
-from datadojo.synth.sailor import SailorConfig, load_seeds
-from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
+from datadojo.synth.sailor import SailorConfig
+from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.synth.sailor.strategies import Candidate, diversify, tool_identity
-from datadojo.synth.sailor.synthesis import meta_task
 from datadojo.synth.sailor.testing import FakeSailor
 
 
 def expand_root(fake: FakeSailor, dataset: Path, config: SailorConfig) -> tuple[Tree, SearchStats, list]:
-    seed = load_seeds(only=["L1-fields"])[0]
     with ScriptedLLMServer(fake) as srv:
 
         async def go() -> tuple[Tree, SearchStats]:
             backend = load_backend(f"openai:fake@{srv.base_url}")
-            stats = SearchStats()
-            tree = Tree("u", lam=config.lam, beta=config.beta, fpu_bonus=config.fpu_bonus,
-                        fpu_reduction=config.fpu_reduction, max_depth=config.max_depth)  # fmt: skip
-            explorer = Explorer(LLMCalls(backend, backend, config, "auto", stats), None, seed, tree,  # type: ignore[arg-type]
-                                meta_task(dataset, "0" * 64, seed, None, "u"))  # fmt: skip
-            await explorer.expand(tree.root)
+            explorer = make_explorer(backend, dataset, config, seed_id="L1-fields")
+            await explorer.expand(explorer.tree.root)
             await backend.aclose()
-            return tree, stats
+            return explorer.tree, explorer.stats
 
         tree, stats = asyncio.run(go())
         return tree, stats, list(srv.requests)
