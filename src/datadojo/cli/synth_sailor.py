@@ -1,0 +1,207 @@
+"""``datadojo synth sailor``: explore dataset folders with SciDataSailor's MCTS and synthesise verified data.
+
+Thin layer over :func:`datadojo.synth.sailor.run_sailor`: parse arguments, show progress and a summary table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+console = Console()
+
+_HELP = """Explore scientific dataset folders with SciDataSailor's tree search (arXiv 2607.28098 §4) and write verified exploration trajectories (SFT) and QA / meta tasks (benchmark).
+
+For every FOLDER × seed (8 exploration intents, L0–L3; replace them with --seeds) a tree of Python probes is grown in a read-only sandbox: DF-FPU selection (the pre-execution judge's ρ gives unvisited probes their first-play value ρ+Δ−δ, the post-execution judge calibrates Q̂), strategy→tool expansion (catalog, τ_pre, dedup by tool identity) and entropy-adaptive branching. The best paths get a final answer, are checked (execution validity, step-level verifier) and turned into QA pairs; a seed's verified answers are merged into its meta reference.
+
+Writes DIR/tree.jsonl, trajectories.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, summary.json, report.html. Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
+
+Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor, then datadojo eval scidata --data runs/sailor/qa.jsonl ..."""
+
+MODEL_HELP = (
+    "Policy model spec: `openai:MODEL@BASE_URL` (any OpenAI-compatible server; vLLM and SGLang also return "
+    "token log-probabilities) or `hf:/path`. Defaults to $DATADOJO_MODEL."
+)
+
+
+def sailor(
+    folders: list[Path] = typer.Argument(..., metavar="FOLDER...", help="Dataset folders to explore."),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="Judge/verifier model spec (pre-/post-execution judges, step verifier); default: --model.",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder (created; reused to resume)."),
+    seeds_file: Path | None = typer.Option(
+        None, "--seeds", help="Seed file (JSON) replacing the bundled 8 intents."
+    ),
+    only: list[str] = typer.Option([], "--only", help="Only these seed ids or levels (L0..L3); repeatable."),
+    lam: float = typer.Option(1.0, "--lambda", help="λ: exploration weight of DF-FPU UCT."),
+    beta: float = typer.Option(0.1, "--beta", help="β: weight of the normalised depth d_w in UCT."),
+    fpu_bonus: float = typer.Option(
+        0.1, "--fpu-bonus", help="Δ: first-play value of an unvisited probe is ρ + Δ − δ."
+    ),
+    fpu_reduction: float = typer.Option(0.0, "--fpu-reduction", help="δ (see --fpu-bonus)."),
+    calibration: float = typer.Option(
+        0.5, "--calibration", help="η: backed-up value (1−η)·ρ + η·post-execution score."
+    ),
+    max_nodes: int = typer.Option(24, "--max-nodes", help="Budget: probes executed per tree."),
+    max_depth: int = typer.Option(6, "--max-depth", help="Budget: probes on one path (normalises d_w)."),
+    max_requests: int = typer.Option(400, "--max-requests", help="Budget: LLM requests per tree search."),
+    max_wall_s: float = typer.Option(3600.0, "--max-wall-s", help="Budget: seconds per tree search."),
+    tau_pre: float = typer.Option(0.3, "--tau-pre", help="τ_pre: drop strategies scored below it."),
+    k_min: int = typer.Option(1, "--k-min", help="Fewest children per expansion (confident states)."),
+    k_max: int = typer.Option(3, "--k-max", help="Most children per expansion (uncertain states)."),
+    prior_temperature: float = typer.Option(
+        0.2, "--prior-temperature", help="T_p of softmax(ρ/T_p) for H_prior."
+    ),
+    logprobs: bool = typer.Option(
+        True, "--logprobs/--no-logprobs", help="Ask for token log-probabilities (H_token)."
+    ),
+    per_seed: int = typer.Option(
+        3, "--trajectories-per-seed", help="Best leaves turned into trajectories per tree."
+    ),
+    min_depth: int = typer.Option(2, "--min-depth", help="QC: fewest probes a kept trajectory has."),
+    obs_head: int = typer.Option(4000, "--obs-head", help="Observation head kept (characters)."),
+    obs_tail: int = typer.Option(1500, "--obs-tail", help="Observation tail kept (characters)."),
+    exec_timeout: float = typer.Option(60.0, "--exec-timeout", help="Seconds per probe."),
+    temperature: float = typer.Option(
+        0.6, "--temperature", help="Policy sampling temperature (judges use 0)."
+    ),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", help="(folder, seed) units explored at once."),
+    structured: str = typer.Option(
+        "auto", "--structured", help="Structured output: auto, json_schema, json_object, off."
+    ),
+    isolation: str = typer.Option("auto", "--isolation", help="Sandbox isolation: auto, bwrap, none."),
+) -> None:
+    """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
+    from datadojo.llm.spec import load_backend
+    from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
+    from datadojo.synth.sailor.env import default_sandbox_config
+
+    spec = model or os.environ.get("DATADOJO_MODEL")
+    if not spec:
+        raise typer.BadParameter(
+            "no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model"
+        )
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise typer.BadParameter(f"not a folder: {', '.join(missing)}", param_hint="FOLDER")
+    if structured not in ("auto", "json_schema", "json_object", "off"):
+        raise typer.BadParameter("must be auto, json_schema, json_object or off", param_hint="--structured")
+    if isolation not in ("auto", "bwrap", "none"):
+        raise typer.BadParameter("must be auto, bwrap or none", param_hint="--isolation")
+    if concurrency < 1:
+        raise typer.BadParameter("must be >= 1", param_hint="--concurrency")
+    try:
+        seeds = load_seeds(seeds_file, only=only or None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--seeds/--only") from exc
+    try:
+        config = SailorConfig(
+            lam=lam,
+            beta=beta,
+            fpu_bonus=fpu_bonus,
+            fpu_reduction=fpu_reduction,
+            calibration=calibration,
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            max_requests=max_requests,
+            max_wall_s=max_wall_s,
+            tau_pre=tau_pre,
+            k_min=k_min,
+            k_max=k_max,
+            prior_temperature=prior_temperature,
+            logprobs=logprobs,
+            trajectories_per_seed=per_seed,
+            min_depth=min_depth,
+            obs_head=obs_head,
+            obs_tail=obs_tail,
+            exec_timeout_s=exec_timeout,
+            temperature=temperature,
+        )
+        sandbox_config = default_sandbox_config(exec_timeout, isolation)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+    async def go() -> object:
+        policy = load_backend(spec)
+        judge_backend = load_backend(judge) if judge else policy
+        total = len(folders) * len(seeds)
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            bar = progress.add_task("exploring (folder × seed)", total=total)
+
+            def on_unit(record: dict) -> None:
+                progress.advance(bar)
+                progress.console.print(
+                    f"  {record['unit']}: {record['probes_run']} probes, kept {record['kept']}/"
+                    f"{record['trajectories']}, {record['qa']} QA"
+                )
+
+            try:
+                run = await run_sailor(
+                    folders,
+                    seeds,
+                    policy=policy,
+                    judge=judge_backend,
+                    out=out,
+                    config=config,
+                    sandbox_config=sandbox_config,
+                    concurrency=concurrency,
+                    mode=structured,  # type: ignore[arg-type]
+                    on_unit=on_unit,
+                )
+                progress.update(bar, completed=total)
+            finally:
+                await policy.aclose()
+                if judge_backend is not policy:
+                    await judge_backend.aclose()
+        return run
+
+    from datadojo.llm.base import LLMError
+    from datadojo.sandbox.session import SandboxError
+
+    try:
+        run = asyncio.run(go())
+    except (LLMError, SandboxError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"finished units are kept in {out}; rerun the same command to resume")
+        raise typer.Exit(2) from None
+    s = run.summary  # type: ignore[attr-defined]
+    table = Table(title=f"synth sailor → {out}", title_justify="left")
+    table.add_column("level")
+    for col in ("units", "probes", "trajectories", "kept", "QA", "meta"):
+        table.add_column(col, justify="right")
+    for level, row in s["per_level"].items():
+        if row["units"]:
+            table.add_row(
+                level, *(str(row[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta"))
+            )
+    table.add_row("all", *(str(s[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta")))
+    console.print(table)
+    if s["removed"]:
+        console.print("removed by QC: " + ", ".join(f"{k} {v}" for k, v in s["removed"].items()))
+    console.print(
+        f"{run.units_done} unit(s) explored, {run.units_skipped} already done; {s['requests']} LLM requests; "  # type: ignore[attr-defined]
+        f"report: {out / 'report.html'}"
+    )
+
+
+def register(synth_app: typer.Typer) -> None:
+    """Add ``sailor`` to ``datadojo synth``."""
+    synth_app.command("sailor", help=_HELP)(sailor)

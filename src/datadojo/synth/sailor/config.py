@@ -1,0 +1,142 @@
+"""Settings of SciDataSailor synthesis (§4.1, §4.2), with the paper's values where it gives them.
+
+The paper states the formulas but few constants; every number it leaves open is a field here, documented with
+why we picked its default, and recorded in ``summary.json`` under ``config`` so that a run can be audited
+(every UCT value recomputed from ``tree.jsonl``) and repeated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["SailorConfig"]
+
+
+@dataclass(frozen=True)
+class SailorConfig:
+    """How one exploration tree is grown, verified and turned into data.
+
+    **DF-FPU selection** (§4.1): ``UCT(v,w) = Q̂(w) + lam·ρ_w·sqrt(log(1+N(v))/(1+N(w))) + beta·d_w``.
+
+    * ``lam`` (λ), ``beta`` (β): exploration and depth weights. The paper gives no values; λ = 1 is the usual
+      UCT constant for values in [0, 1], β = 0.1 nudges the search towards the deeper traces the paper wants
+      (long-horizon exploration) without overriding Q̂.
+    * ``fpu_bonus`` (Δ), ``fpu_reduction`` (δ): an unvisited child's first-play value is ``ρ_w + Δ − δ`` (the
+      rule the reference code meant to run but never did). Δ = 0.1 makes an untried, well-judged probe
+      urgent; δ = 0 by default (raise it to favour revisiting proven branches).
+    * ``calibration`` (η): when a probe has run, the post-execution judge's score s_post calibrates the value
+      that is backed up: ``v = (1−η)·ρ_w + η·s_post`` (η = 0.5: the pre- and post-execution judgments count
+      equally, the "dual feedback").
+    * ``max_depth`` (probes on one path) normalises the depth term: ``d_w = depth(w) / max_depth`` ∈ [0, 1].
+
+    **Budgets** per (folder, seed) tree: ``max_nodes`` probes executed, ``max_depth``, ``max_requests`` LLM
+    requests (policy + judges, search only), ``max_wall_s`` seconds (a safety net; tests use the others).
+
+    **Hierarchical expansion**: ``max_strategies`` proposed per expansion, ``tau_pre`` (τ_pre) drops those
+    scored below it.
+
+    **Entropy-adaptive branching**: ``prior_temperature`` (T_p) of ``softmax(ρ/T_p)`` (0.2: ρ ∈ [0,1], so a
+    judge gap of 0.4 is a 7.4× preference); the width is ``k_min + round((k_max−k_min)·H)``; with token
+    log-probabilities, ``H = (1−token_weight)·H_prior + token_weight·H_token``; ``logprobs`` asks for them
+    (``top_logprobs`` alternatives per token).
+
+    **Trajectories and QC** (§4.2): ``trajectories_per_seed`` best leaves (by Q̂) become trajectories;
+    ``min_depth`` probes at least; a substantive observation has status ok, ``min_substantive_chars``
+    non-blank characters and a post-execution score ≥ ``substantive_score``; ``max_reverify`` repeats of the
+    step verifier on processing failures.
+
+    **Environment**: ``obs_head``/``obs_tail`` characters of an observation are kept (the reference code's
+    4,000 / 1,500); ``exec_timeout_s`` per probe; ``excerpt_chars`` of each observation go to ``tree.jsonl``;
+    ``profile_chars`` of the folder profile (:func:`datadojo.corpus.profile_text`) open the system prompt.
+    """
+
+    lam: float = 1.0
+    beta: float = 0.1
+    fpu_bonus: float = 0.1
+    fpu_reduction: float = 0.0
+    calibration: float = 0.5
+    max_nodes: int = 24
+    max_depth: int = 6
+    max_requests: int = 400
+    max_wall_s: float = 3600.0
+    max_strategies: int = 4
+    tau_pre: float = 0.3
+    prior_temperature: float = 0.2
+    k_min: int = 1
+    k_max: int = 3
+    token_weight: float = 0.5
+    logprobs: bool = True
+    top_logprobs: int = 5
+    trajectories_per_seed: int = 3
+    min_depth: int = 2
+    min_substantive_chars: int = 40
+    substantive_score: float = 0.5
+    max_reverify: int = 1
+    obs_head: int = 4000
+    obs_tail: int = 1500
+    exec_timeout_s: float = 60.0
+    excerpt_chars: int = 300
+    profile_chars: int = 3000
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_tokens: int = 2048
+
+    def __post_init__(self) -> None:
+        def finite(
+            name: str, lo: float | None = None, hi: float | None = None, *, strict_lo: bool = False
+        ) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+                raise ValueError(f"SailorConfig.{name} must be a finite number, got {value!r}")
+            if lo is not None and (value < lo or (strict_lo and value == lo)):
+                raise ValueError(
+                    f"SailorConfig.{name} must be {'>' if strict_lo else '>='} {lo}, got {value}"
+                )
+            if hi is not None and value > hi:
+                raise ValueError(f"SailorConfig.{name} must be <= {hi}, got {value}")
+
+        for name in ("lam", "beta", "fpu_bonus", "fpu_reduction"):
+            finite(name)
+        for name in ("calibration", "tau_pre", "token_weight", "substantive_score"):
+            finite(name, 0.0, 1.0)
+        for name in ("prior_temperature", "max_wall_s", "exec_timeout_s"):
+            finite(name, 0.0, strict_lo=True)
+        for name in ("temperature", "top_p"):
+            finite(name, 0.0)
+        for name in (
+            "max_nodes",
+            "max_depth",
+            "max_requests",
+            "max_strategies",
+            "k_min",
+            "k_max",
+            "top_logprobs",
+            "trajectories_per_seed",
+            "max_tokens",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"SailorConfig.{name} must be a positive integer, got {value!r}")
+        for name in (
+            "min_depth",
+            "min_substantive_chars",
+            "max_reverify",
+            "obs_head",
+            "obs_tail",
+            "excerpt_chars",
+            "profile_chars",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"SailorConfig.{name} must be a non-negative integer, got {value!r}")
+        if self.k_min > self.k_max:
+            raise ValueError(f"SailorConfig.k_min ({self.k_min}) must be <= k_max ({self.k_max})")
+        if self.min_depth > self.max_depth:
+            raise ValueError(
+                f"SailorConfig.min_depth ({self.min_depth}) must be <= max_depth ({self.max_depth})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,436 @@
+"""``synth sailor`` as a library call: every (folder, seed) unit explored, verified and written, resumably.
+
+Output folder (see ``docs/sailor.md``)::
+
+    tree.jsonl          node lines and "select" lines of every tree (auditable, drawable)
+    trajectories.jsonl  verified trajectories (sailor dialect), the SFT data
+    qc.jsonl            one QC decision per candidate trajectory, with its reason
+    qa.jsonl            QA-track tasks   } the SciDataSailor task format, read by
+    meta.jsonl          Meta-track tasks } ``datadojo eval scidata --data DIR/qa.jsonl``
+    units.jsonl         one line per finished unit (the resume log)
+    summary.json        config (λ = ``lam``, β = ``beta``, …) and counts: nodes, probes, kept/removed per
+                        QC reason, per level
+    report.html         the trees drawn, with QC outcomes
+
+**Resume** is per unit. A unit's lines are appended only when the unit is finished, and its line in
+``units.jsonl`` comes last; on start, lines of units without that line (a run killed mid-write) are removed by
+rewriting the file atomically, and an unterminated tail is cut, so a rerun never duplicates a line, never
+leaves a torn one and never leaves a temporary file. Only the driver writes; units run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
+from datadojo.llm.base import ChatBackend
+from datadojo.llm.structured import StructuredMode
+from datadojo.sandbox.config import SandboxConfig
+from datadojo.synth.sailor.config import SailorConfig
+from datadojo.synth.sailor.env import ProbeEnv, default_sandbox_config
+from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
+from datadojo.synth.sailor.mcts import Tree
+from datadojo.synth.sailor.qc import QCDecision, StepVerifier, execution_problem
+from datadojo.synth.sailor.seeds import LEVELS, Seed
+from datadojo.synth.sailor.synthesis import (
+    build_trajectory,
+    choose_leaves,
+    final_answer,
+    folder_digest,
+    merge_reference,
+    meta_task,
+    qa_task,
+    synthesise_qa,
+)
+
+__all__ = ["OUTPUT_FILES", "SailorRun", "UnitOutput", "clean_unfinished", "run_sailor", "unit_key", "unit_of"]
+
+#: Output files holding per-unit lines (cleaned of unfinished units on resume).
+OUTPUT_FILES: tuple[str, ...] = ("tree.jsonl", "trajectories.jsonl", "qc.jsonl", "qa.jsonl", "meta.jsonl")
+UNITS_FILE = "units.jsonl"
+
+
+def unit_key(folder: Path, digest: str, seed_id: str) -> str:
+    """``<folder name>-<digest[:10]>-<seed id>``: names the unit in node ids (``unit/N``) and every line."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", folder.resolve().name) or "folder"
+    return f"{name}-{digest[:10]}-{seed_id}"
+
+
+def unit_of(filename: str, record: Any) -> str | None:
+    """The unit a line of an output file belongs to (``None``: not a line this stage writes)."""
+    if not isinstance(record, dict):
+        return None
+    if filename == "tree.jsonl":
+        if record.get("type") == "select":
+            node = record.get("node")
+            return node.rsplit("/", 1)[0] if isinstance(node, str) else None
+        return record.get("unit")
+    if filename == "qc.jsonl":
+        return record.get("unit")
+    extra = record.get("extra")
+    return extra.get("unit") if isinstance(extra, dict) else None
+
+
+def clean_unfinished(out: Path, finished: set[str]) -> dict[str, int]:
+    """Remove lines of unfinished units (and unterminated tails) from the output files; return lines removed."""
+    removed: dict[str, int] = {}
+    repair_tail(out / UNITS_FILE)
+    for name in OUTPUT_FILES:
+        path = out / name
+        if not path.exists():
+            continue
+        cut = repair_tail(path)
+        keep = []
+        total = 0
+        for _, rec in iter_jsonl(path):
+            total += 1
+            if unit_of(name, rec) in finished:
+                keep.append(rec)
+        if len(keep) != total:
+            write_jsonl_atomic(path, keep)
+        if len(keep) != total or cut:
+            removed[name] = total - len(keep)
+    for stale in out.glob(".*.tmp"):  # a temp file left by a write_jsonl_atomic killed before its rename
+        stale.unlink(missing_ok=True)
+    return removed
+
+
+@dataclass
+class UnitOutput:
+    """Everything one unit writes, plus its ``units.jsonl`` record."""
+
+    tree_lines: list[dict[str, Any]]
+    trajectories: list[Any]
+    qc_lines: list[dict[str, Any]]
+    qa: list[Any]
+    meta: list[Any]
+    record: dict[str, Any]
+
+
+@dataclass
+class SailorRun:
+    """What :func:`run_sailor` did in this invocation (the totals are in ``summary.json``)."""
+
+    out: Path
+    units_total: int
+    units_skipped: int
+    units_done: int = 0
+    cleaned: dict[str, int] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+
+async def explore_unit(
+    folder: Path,
+    digest: str,
+    seed: Seed,
+    *,
+    policy: ChatBackend,
+    judge: ChatBackend,
+    config: SailorConfig,
+    sandbox_config: SandboxConfig,
+    mode: StructuredMode = "auto",
+) -> UnitOutput:
+    """Search, extract, verify and synthesise one (folder, seed) unit; nothing is written here."""
+    started = time.monotonic()
+    unit = unit_key(folder, digest, seed.id)
+    stats = SearchStats()
+    calls = LLMCalls(policy, judge, config, mode, stats)
+    tree = Tree(
+        unit,
+        lam=config.lam,
+        beta=config.beta,
+        fpu_bonus=config.fpu_bonus,
+        fpu_reduction=config.fpu_reduction,
+        max_depth=config.max_depth,
+    )
+    task = meta_task(folder, digest, seed, None, unit)
+    env = ProbeEnv(folder, sandbox_config, head=config.obs_head, tail=config.obs_tail)
+    async with env:
+        explorer = Explorer(calls, env, seed, tree, task)
+        await explorer.search()
+    search_requests = stats.requests
+    leaves = choose_leaves(tree, config.trajectories_per_seed, config.min_depth)
+    paths = [tree.path(leaf)[1:] for leaf in leaves]
+    deep = [len(p) >= config.min_depth for p in paths]
+
+    async def final_for(i: int) -> str:
+        # a path QC will reject as too shallow costs no final-answer request
+        return await final_answer(calls, explorer.base_messages, paths[i], seed) if deep[i] else ""
+
+    finals = await asyncio.gather(*(final_for(i) for i in range(len(paths))))
+    trajectories = [
+        build_trajectory(
+            task=task,
+            sample=i,
+            base=explorer.base_messages,
+            nodes=p,
+            final_raw=f,
+            seed=seed,
+            unit=unit,
+            model=policy.model_id,
+            config=config.to_dict(),
+        )
+        for i, (p, f) in enumerate(zip(paths, finals, strict=True))
+    ]
+    verifier = StepVerifier(calls, seed.intent, explorer.full_output)
+    decisions: list[QCDecision | None] = []
+    for traj, p, ok in zip(trajectories, paths, deep, strict=True):
+        shallow = ("too_shallow", f"{len(p)} probe(s), min_depth is {config.min_depth}")
+        problem = execution_problem(traj, p, config) if ok else shallow
+        decisions.append(QCDecision(False, *problem) if problem else None)
+    pending = [i for i, d in enumerate(decisions) if d is None]
+    verified = await asyncio.gather(
+        *(verifier.verify(f"{unit}#{i}", paths[i], trajectories[i].final_answer or "") for i in pending)
+    )
+    for i, d in zip(pending, verified, strict=True):
+        decisions[i] = d
+    kept = [i for i, d in enumerate(decisions) if d is not None and d.kept]
+
+    async def qa_for(i: int) -> tuple[Any, dict[str, Any]]:
+        nodes = paths[i]
+        qa, why = await synthesise_qa(calls, nodes, seed, trajectories[i].final_answer or "")
+        if qa is None:
+            return None, {"kept": False, "reason": why}
+        check = await verifier.check_qa(nodes, qa.question, qa.answer)
+        if check is None:
+            return None, {"kept": False, "reason": "qa_ambiguous: the QA check stayed invalid"}
+        if check.label != "supported":
+            return None, {
+                "kept": False,
+                "reason": f"qa_{check.label}: {check.reason}",
+                "question": qa.question,
+            }
+        node_id = nodes[qa.evidence_step - 1].id
+        return qa_task(folder, digest, seed, qa, node_id, unit), {"kept": True, "question": qa.question}
+
+    qa_results = await asyncio.gather(*(qa_for(i) for i in kept))
+    qa_by_index = dict(zip(kept, qa_results, strict=True))
+    meta: list[Any] = []
+    if kept:
+        reference = await merge_reference(
+            calls, folder.name, seed, [trajectories[i].final_answer or "" for i in kept]
+        )
+        meta.append(meta_task(folder, digest, seed, reference, unit, candidates=len(kept)))
+
+    qc_lines = []
+    for i, (traj, d) in enumerate(zip(trajectories, decisions, strict=True)):
+        assert d is not None
+        line = {
+            "unit": unit,
+            "folder": str(folder.resolve()),
+            "seed_id": seed.id,
+            "level": seed.level,
+            "trajectory": f"{traj.task_id}#{traj.sample}",
+            "leaf": paths[i][-1].id if paths[i] else None,
+            "kept": d.kept,
+            "reason": d.reason,
+            "detail": d.detail,
+            "steps": d.steps,
+        }
+        if i in qa_by_index:
+            line["qa"] = qa_by_index[i][1]
+        qc_lines.append(line)
+    tree_lines = [
+        tree.node_record(
+            n, seed=seed.id, unit=unit, folder=str(folder.resolve()), excerpt_chars=config.excerpt_chars
+        )
+        for n in tree.nodes.values()
+    ] + [s.to_dict() for s in tree.selections]
+    qa_tasks = [t for t, _ in qa_results if t is not None]
+    reasons = Counter(d.reason for d in decisions if d is not None)
+    qa_dropped = Counter(info["reason"].split(":")[0] for _, info in qa_results if not info["kept"])
+    record = {
+        "unit": unit,
+        "folder": str(folder.resolve()),
+        "digest": digest,
+        "seed_id": seed.id,
+        "level": seed.level,
+        "nodes": len(tree.nodes) - 1,
+        "probes_run": stats.probes_run,
+        "replays": env.replays,
+        "search_requests": search_requests,
+        "requests": stats.requests,
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "stop": stats.stop,
+        "widths": stats.widths,
+        "strategies_dropped": stats.strategies_dropped,
+        "duplicates_merged": stats.duplicates_merged,
+        "structured_failures": stats.structured_failures,
+        "trajectories": len(trajectories),
+        "kept": len(kept),
+        "reasons": dict(reasons),
+        "qa": len(qa_tasks),
+        "qa_dropped": dict(qa_dropped),
+        "meta": len(meta),
+        "elapsed_s": time.monotonic() - started,
+        "finished": time.time(),
+    }
+    kept_trajectories = [trajectories[i] for i in kept]
+    return UnitOutput(tree_lines, kept_trajectories, qc_lines, qa_tasks, meta, record)
+
+
+def _write_unit(out: Path, result: UnitOutput) -> None:
+    """Append a finished unit's lines, its ``units.jsonl`` line last (the commit point of the unit)."""
+    for name, lines in (
+        ("tree.jsonl", result.tree_lines),
+        ("trajectories.jsonl", result.trajectories),
+        ("qc.jsonl", result.qc_lines),
+        ("qa.jsonl", result.qa),
+        ("meta.jsonl", result.meta),
+    ):
+        with JsonlAppender(out / name) as fh:
+            for line in lines:
+                fh.write(line)
+    with JsonlAppender(out / UNITS_FILE, fsync=True) as fh:
+        fh.write(result.record)
+
+
+def summarise(
+    records: Sequence[dict[str, Any]], config: SailorConfig, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """``summary.json``: the config (λ, β, …) and totals over every finished unit, overall and per level."""
+    keys = (
+        "nodes",
+        "probes_run",
+        "requests",
+        "prompt_tokens",
+        "completion_tokens",
+        "trajectories",
+        "kept",
+        "qa",
+        "meta",
+    )
+    totals = {k: sum(int(r.get(k, 0)) for r in records) for k in keys}
+    reasons: Counter[str] = Counter()
+    qa_dropped: Counter[str] = Counter()
+    per_level: dict[str, dict[str, Any]] = {}
+    by_level: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        reasons.update(r.get("reasons", {}))
+        qa_dropped.update(r.get("qa_dropped", {}))
+        by_level[r["level"]].append(r)
+    for level in LEVELS:
+        rs = by_level.get(level, [])
+        lr: Counter[str] = Counter()
+        for r in rs:
+            lr.update(r.get("reasons", {}))
+        per_level[level] = {
+            "units": len(rs),
+            **{k: sum(int(r.get(k, 0)) for r in rs) for k in keys},
+            "reasons": dict(lr),
+        }
+    return {
+        "config": config.to_dict(),
+        "units": len(records),
+        **totals,
+        "removed": {k: v for k, v in sorted(reasons.items()) if k != "kept"},
+        "qa_dropped": dict(sorted(qa_dropped.items())),
+        "per_level": per_level,
+        "stops": dict(Counter(r.get("stop", "") for r in records)),
+        **extra,
+    }
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+async def run_sailor(
+    folders: Sequence[str | Path],
+    seeds: Sequence[Seed],
+    *,
+    policy: ChatBackend,
+    judge: ChatBackend | None = None,
+    out: str | Path,
+    config: SailorConfig | None = None,
+    sandbox_config: SandboxConfig | None = None,
+    concurrency: int = 1,
+    mode: StructuredMode = "auto",
+    on_unit: Callable[[dict[str, Any]], None] | None = None,
+    report: bool = True,
+) -> SailorRun:
+    """Explore every folder with every seed (``concurrency`` units at a time), resuming finished units."""
+    cfg = config or SailorConfig()
+    judge = judge or policy
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if not seeds:
+        raise ValueError("no seeds to explore with")
+    paths = [Path(f) for f in folders]
+    for p in paths:
+        if not p.is_dir():
+            raise NotADirectoryError(f"{p}: not a dataset folder")
+    sandbox_config = sandbox_config or default_sandbox_config(cfg.exec_timeout_s)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    finished: dict[str, dict[str, Any]] = {}
+    if (out_dir / UNITS_FILE).exists():
+        repair_tail(out_dir / UNITS_FILE)
+        for _, rec in iter_jsonl(out_dir / UNITS_FILE):
+            if isinstance(rec, dict) and isinstance(rec.get("unit"), str):
+                finished[rec["unit"]] = rec
+    cleaned = clean_unfinished(out_dir, set(finished))
+    digests = {p: await asyncio.to_thread(folder_digest, p) for p in paths}
+    todo = [(p, s) for p in paths for s in seeds if unit_key(p, digests[p], s.id) not in finished]
+    run = SailorRun(out_dir, len(paths) * len(seeds), len(paths) * len(seeds) - len(todo), cleaned=cleaned)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(folder: Path, seed: Seed) -> None:
+        async with sem:
+            result = await explore_unit(
+                folder,
+                digests[folder],
+                seed,
+                policy=policy,
+                judge=judge,
+                config=cfg,
+                sandbox_config=sandbox_config,
+                mode=mode,
+            )
+        _write_unit(out_dir, result)
+        finished[result.record["unit"]] = result.record
+        run.units_done += 1
+        if on_unit is not None:
+            on_unit(result.record)
+
+    tasks = [asyncio.ensure_future(one(p, s)) for p, s in todo]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # one unit failed (model server down, sandbox broken) or the run was cancelled: stop the others; the
+        # units already written stay committed and a rerun resumes after them
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    run.elapsed_s = time.monotonic() - started
+    extra = {
+        "folders": [str(p.resolve()) for p in paths],
+        "seeds": [s.id for s in seeds],
+        "models": {"policy": policy.model_id, "judge": judge.model_id},
+        "structured_mode": mode,
+    }
+    run.summary = summarise(list(finished.values()), cfg, extra)
+    _write_json_atomic(out_dir / "summary.json", run.summary)
+    if report:
+        from datadojo.synth.sailor.report import write_report
+
+        write_report(out_dir)
+    return run

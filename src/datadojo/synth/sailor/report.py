@@ -1,0 +1,120 @@
+"""``report.html`` of a ``synth sailor`` run: every tree drawn as nested boxes, with QC outcomes.
+
+Read from the output files only (``tree.jsonl``, ``qc.jsonl``, ``summary.json``), so it can be redrawn for any
+run folder. Each node shows its strategy, ρ, Q̂, N, the post-execution score and status; its code and
+observation excerpt fold out. Nodes on a kept trajectory are green, on a removed one red (with the QC reason).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from datadojo.jsonl import iter_jsonl
+
+__all__ = ["render_report", "write_report"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
+ul.tree{list-style:none;padding-left:1.2em;border-left:1px dashed #bbb}
+.node{display:inline-block;border:1px solid #999;border-radius:4px;padding:2px 6px;margin:2px 0;background:#fafafa}
+.kept{border-color:#2a2;background:#efe}.removed{border-color:#c33;background:#fee}
+.err{color:#c33}pre{white-space:pre-wrap;max-width:70em;background:#f4f4f4;padding:4px;margin:2px 0}
+summary{cursor:pointer}
+"""
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
+
+
+def render_report(out: str | Path) -> str:
+    """The HTML text of the report for a run folder."""
+    out = Path(out)
+    nodes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    if (out / "tree.jsonl").exists():
+        for _, rec in iter_jsonl(out / "tree.jsonl"):
+            if isinstance(rec, dict) and rec.get("type") == "node":
+                nodes[rec["unit"]].append(rec)
+    marks: dict[str, tuple[str, str]] = {}
+    qc_by_unit: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    if (out / "qc.jsonl").exists():
+        for _, rec in iter_jsonl(out / "qc.jsonl"):
+            qc_by_unit[rec["unit"]].append(rec)
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    parts = [f"<!doctype html><meta charset=utf-8><title>synth sailor report</title><style>{_CSS}</style>"]
+    parts.append("<h1>SciDataSailor synthesis</h1>")
+    if summary:
+        rows = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(_fmt(summary.get(k)))}</td></tr>"
+            for k in ("units", "nodes", "probes_run", "requests", "trajectories", "kept", "qa", "meta")
+        )
+        parts.append(f"<table>{rows}</table>")
+        removed = summary.get("removed", {})
+        if removed:
+            parts.append(
+                "<p>Removed by QC: " + ", ".join(f"{html.escape(k)} {v}" for k, v in removed.items()) + "</p>"
+            )
+    for unit, recs in nodes.items():
+        by_parent: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+        by_id = {r["id"]: r for r in recs}
+        for r in recs:
+            by_parent[r["parent"]].append(r)
+        marks.clear()
+        for q in qc_by_unit.get(unit, []):
+            leaf = q.get("leaf")
+            cls = "kept" if q["kept"] else "removed"
+            while leaf is not None and leaf in by_id:
+                if marks.get(leaf, ("", ""))[0] != "kept":
+                    marks[leaf] = (cls, q["reason"])
+                leaf = by_id[leaf]["parent"]
+        parts.append(f"<h2>{html.escape(unit)}</h2>")
+
+        def draw(
+            node_id: str | None,
+            by_parent: dict[str | None, list[dict[str, Any]]] = by_parent,
+            marks: dict[str, tuple[str, str]] = marks,
+        ) -> str:
+            items = []
+            for r in by_parent.get(node_id, []):
+                cls, reason = marks.get(r["id"], ("", ""))
+                status = r.get("status")
+                label = (
+                    f"<b>{html.escape(str(r.get('strategy') or 'root'))}</b> ρ={_fmt(r.get('rho'))} "
+                    f"Q̂={_fmt(r.get('q'))} N={r.get('n')} post={_fmt(r.get('post'))} "
+                    + (
+                        f"<span class=err>{html.escape(str(status))}</span>"
+                        if status not in (None, "ok")
+                        else ""
+                    )
+                    + (f" <i>{html.escape(reason)}</i>" if cls == "removed" else "")
+                )
+                body = ""
+                if r.get("code"):
+                    body = (
+                        f"<details><summary>code / observation</summary><pre>{html.escape(r['code'])}</pre>"
+                        f"<pre>{html.escape(r.get('excerpt') or '')}</pre></details>"
+                    )
+                items.append(f"<li><div class='node {cls}'>{label}{body}</div>{draw(r['id'])}</li>")
+            return f"<ul class=tree>{''.join(items)}</ul>" if items else ""
+
+        parts.append(draw(None))
+    return "\n".join(parts)
+
+
+def write_report(out: str | Path) -> Path:
+    """Write ``report.html`` into the run folder (temp file + rename)."""
+    out = Path(out)
+    path = out / "report.html"
+    tmp = out / f".report.html.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(render_report(out), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
