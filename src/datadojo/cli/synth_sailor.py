@@ -47,8 +47,14 @@ def sailor(
     only: list[str] = typer.Option([], "--only", help="Only these seed ids or levels (L0..L3); repeatable."),
     lam: float = typer.Option(1.0, "--lambda", help="λ: exploration weight of DF-FPU UCT."),
     beta: float = typer.Option(0.1, "--beta", help="β: weight of the normalised depth d_w in UCT."),
+    fpu_mode: str = typer.Option(
+        "sibling",
+        "--fpu-mode",
+        help="How Δ of the first-play value ρ + Δ − δ is set: 'sibling' (mean Q̂ − ρ of the visited siblings, "
+        "the dual feedback; --fpu-bonus until one has run) or 'constant' (always --fpu-bonus).",
+    ),
     fpu_bonus: float = typer.Option(
-        0.1, "--fpu-bonus", help="Δ: first-play value of an unvisited probe is ρ + Δ − δ."
+        0.1, "--fpu-bonus", help="Δ: first-play value of an unvisited probe is ρ + Δ − δ (see --fpu-mode)."
     ),
     fpu_reduction: float = typer.Option(0.0, "--fpu-reduction", help="δ (see --fpu-bonus)."),
     calibration: float = typer.Option(
@@ -110,6 +116,7 @@ def sailor(
         config = SailorConfig(
             lam=lam,
             beta=beta,
+            fpu_mode=fpu_mode,
             fpu_bonus=fpu_bonus,
             fpu_reduction=fpu_reduction,
             calibration=calibration,

@@ -16,6 +16,7 @@ from datadojo.synth.sailor.mcts import (
     calibrated_value,
     combined_entropy,
     prior_entropy,
+    sibling_offset,
     softmax,
     token_entropy,
     uct_df_fpu,
@@ -40,7 +41,7 @@ def test_uct_worked_example() -> None:
 
 
 def _fpu_tree(**kw) -> tuple[Tree, str, str]:
-    tree = make_tree(**kw)
+    tree = make_tree(**({"fpu_mode": "constant"} | kw))
     a = tree.add_child(tree.root, strategy="statistics", code="a", rho=0.3)
     b = tree.add_child(tree.root, strategy="schema_inspection", code="b", rho=0.9)
     a.executed = True
@@ -62,6 +63,57 @@ def test_first_play_value_changes_the_selection() -> None:
     # a large first-play reduction δ makes the proven branch win again: the rule is what decides
     tree2, a2, _ = _fpu_tree(fpu_reduction=1.5)
     assert tree2.select_child(tree2.root).id == a2
+
+
+def test_sibling_offset_first_play_uses_the_visited_siblings_outcomes() -> None:
+    # S_v = {A, C}: A judged ρ=0.9 but its probes backed up 0.7 on average; C judged 0.4, backed up 0.2.
+    # Δ_v = mean(0.7 − 0.9, 0.2 − 0.4) = −0.2: the judge has been 0.2 too optimistic at this state.
+    assert sibling_offset([(0.7, 0.9), (0.2, 0.4)]) == pytest.approx(-0.2)
+    assert sibling_offset([]) is None
+
+    def tree_with(mode: str) -> tuple[Tree, str, str]:
+        tree = make_tree(fpu_mode=mode, beta=0.0)
+        a = tree.add_child(tree.root, strategy="statistics", code="a", rho=0.9)
+        c = tree.add_child(tree.root, strategy="statistics", code="c", rho=0.4)
+        b = tree.add_child(tree.root, strategy="schema_inspection", code="b", rho=0.8)
+        a.executed = c.executed = True
+        a.n, a.w, c.n, c.w = 1, 0.7, 1, 0.2
+        tree.root.n = 2
+        return tree, a.id, b.id
+
+    sib, a, b = tree_with("sibling")
+    assert sib.fpu_delta(sib.root) == pytest.approx(-0.2)
+    chosen = sib.select_child(sib.root)
+    terms = {c["id"]: c for c in sib.selections[-1].candidates}
+    assert terms[b]["q"] == pytest.approx(0.8 - 0.2)  # ρ_B + Δ_v − δ
+    assert sib.selections[-1].fpu_delta == pytest.approx(-0.2)
+    # UCT(A) = 0.7 + 0.9·sqrt(ln 3 / 2) = 1.3670; UCT(B) = 0.6 + 0.8·sqrt(ln 3) = 1.4385 → B
+    assert chosen.id == b
+    assert terms[a]["uct"] == pytest.approx(0.7 + 0.9 * math.sqrt(math.log(3) / 2))
+    const, _, b2 = tree_with("constant")
+    const.select_child(const.root)
+    assert {c["id"]: c for c in const.selections[-1].candidates}[b2]["q"] == pytest.approx(0.9)  # 0.8 + 0.1
+    # with no visited sibling, Δ falls back to fpu_bonus
+    fresh = make_tree(fpu_mode="sibling")
+    fresh.add_child(fresh.root, code="x", rho=0.5)
+    assert fresh.fpu_delta(fresh.root) == pytest.approx(0.1)
+
+
+def test_sibling_offset_changes_a_selection() -> None:
+    # One visited sibling A (ρ_A, Q̂_A), one untried B (ρ_B); λ = 0.1, β = 0, N(v) = 1.
+    def pick(mode: str, rho_a: float, q_a: float, rho_b: float) -> str:
+        tree = make_tree(fpu_mode=mode, beta=0.0, lam=0.1)
+        a = tree.add_child(tree.root, code="a", rho=rho_a)
+        tree.add_child(tree.root, code="b", rho=rho_b)
+        a.executed, a.n, a.w, tree.root.n = True, 1, q_a, 1
+        return "a" if tree.select_child(tree.root).id == a.id else "b"
+
+    # The judge over-rated A (0.9 → 0.8): calibrated, B's 0.75 is worth 0.65 and the proven A wins
+    # (UCT 0.65 + 0.1·0.75·√ln2 = 0.712 < 0.8 + 0.1·0.9·√(ln2/2) = 0.853); constant Δ would take B (0.912).
+    assert (pick("sibling", 0.9, 0.8, 0.75), pick("constant", 0.9, 0.8, 0.75)) == ("a", "b")
+    # The judge under-rated A (0.3 → 0.8): B's 0.5 is worth 1.0 and B is tried (1.042 > 0.818);
+    # constant Δ leaves B at 0.6 (0.642) and exploits A.
+    assert (pick("sibling", 0.3, 0.8, 0.5), pick("constant", 0.3, 0.8, 0.5)) == ("b", "a")
 
 
 def test_dual_feedback_calibrates_the_backed_up_value() -> None:

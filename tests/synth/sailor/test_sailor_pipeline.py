@@ -57,13 +57,15 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     tree = lines(out / "tree.jsonl")
     nodes = {r["id"]: r for r in tree if r["type"] == "node"}
     selects = [r for r in tree if r["type"] == "select"]
-    assert selects and all(set(r) == {"type", "node", "n_parent", "candidates", "chosen"} for r in selects)
+    assert selects and all(
+        set(r) == {"type", "node", "n_parent", "candidates", "chosen", "fpu_delta"} for r in selects
+    )
     for s in selects:  # recompute every UCT value from the file and the config, and check every choice
         for c in s["candidates"]:
             assert set(c) == {"id", "q", "rho", "n", "depth", "uct"}
             assert c["depth"] == nodes[c["id"]]["depth"] / cfg["max_depth"]
-            if c["n"] == 0:  # first-play value from ρ
-                assert math.isclose(c["q"], c["rho"] + cfg["fpu_bonus"] - cfg["fpu_reduction"])
+            if c["n"] == 0:  # first-play value from ρ, Δ the recorded sibling offset (or fpu_bonus)
+                assert math.isclose(c["q"], c["rho"] + s["fpu_delta"] - cfg["fpu_reduction"])
             uct = uct_df_fpu(
                 c["q"], c["rho"], s["n_parent"], c["n"], c["depth"], lam=cfg["lam"], beta=cfg["beta"]
             )

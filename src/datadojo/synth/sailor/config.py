@@ -23,9 +23,13 @@ class SailorConfig:
     * ``lam`` (λ), ``beta`` (β): exploration and depth weights. The paper gives no values; λ = 1 is the usual
       UCT constant for values in [0, 1], β = 0.1 nudges the search towards the deeper traces the paper wants
       (long-horizon exploration) without overriding Q̂.
-    * ``fpu_bonus`` (Δ), ``fpu_reduction`` (δ): an unvisited child's first-play value is ``ρ_w + Δ − δ`` (the
-      rule the reference code meant to run but never did). Δ = 0.1 makes an untried, well-judged probe
-      urgent; δ = 0 by default (raise it to favour revisiting proven branches).
+    * ``fpu_mode``, ``fpu_bonus``, ``fpu_reduction`` (δ): an unvisited child's first-play value is
+      ``ρ_w + Δ − δ`` (the rule the reference code meant to run but never did). ``fpu_mode="sibling"``
+      (default): Δ is the mean ``Q̂(u) − ρ_u`` over the visited siblings S_v (§4.1 defines S_v for this rule:
+      the post-execution outcomes at this state calibrate the pre-execution judge's ρ of the untried probes —
+      the "dual feedback"), and ``fpu_bonus`` while no sibling has run; ``fpu_mode="constant"``: Δ is always
+      ``fpu_bonus``. ``fpu_bonus`` = 0.1 makes an untried, well-judged probe urgent; δ = 0 by default (raise
+      it to favour revisiting proven branches). The Δ used is recorded as ``fpu_delta`` on each select line.
     * ``calibration`` (η): when a probe has run, the post-execution judge's score s_post calibrates the value
       that is backed up: ``v = (1−η)·ρ_w + η·s_post`` (η = 0.5: the pre- and post-execution judgments count
       equally, the "dual feedback").
@@ -54,6 +58,7 @@ class SailorConfig:
 
     lam: float = 1.0
     beta: float = 0.1
+    fpu_mode: str = "sibling"
     fpu_bonus: float = 0.1
     fpu_reduction: float = 0.0
     calibration: float = 0.5
@@ -84,6 +89,9 @@ class SailorConfig:
     max_tokens: int = 2048
 
     def __post_init__(self) -> None:
+        if self.fpu_mode not in ("sibling", "constant"):
+            raise ValueError(f"SailorConfig.fpu_mode must be 'sibling' or 'constant', got {self.fpu_mode!r}")
+
         def finite(
             name: str, lo: float | None = None, hi: float | None = None, *, strict_lo: bool = False
         ) -> None:

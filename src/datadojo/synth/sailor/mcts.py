@@ -5,7 +5,12 @@ Everything here is pure (no LLM, no sandbox) so each rule is tested on its own w
 * :func:`uct_df_fpu` — ``UCT(v,w) = Q̂(w) + λ·ρ_w·sqrt(log(1+N(v))/(1+N(w))) + β·d_w``;
 * :meth:`Node.q_hat` — an unvisited child (N = 0) is valued by its **first-play value** ``ρ_w + Δ − δ``
   (the reference code's FPU branch never ran, so its unvisited children were valued 0); a visited one by the
-  mean of the values backed up through it;
+  mean of the values backed up through it. With ``fpu_mode="sibling"`` (default) Δ is the *dual-feedback*
+  offset :func:`sibling_offset`: the mean of ``Q̂(u) − ρ_u`` over the visited siblings
+  ``S_v = {u ∈ Ch(v) : N(u) > 0}`` (the set §4.1 defines for this rule) — how far executed outcomes have
+  landed from the pre-execution judge's scores at this state — so an untried probe's judged ρ is corrected
+  by what its siblings' observations showed; with no visited sibling yet, Δ is the constant ``fpu_bonus``.
+  ``fpu_mode="constant"`` always uses ``fpu_bonus``;
 * :func:`calibrated_value` — after the probe runs, ``(1−η)·ρ_w + η·s_post`` is backed up: the pre-execution
   judgment prioritises, the post-execution one calibrates (dual feedback);
 * d_w is the **normalised** depth ``depth(w)/max_depth`` (the reference code used the raw depth, which lets β
@@ -35,6 +40,7 @@ __all__ = [
     "calibrated_value",
     "combined_entropy",
     "prior_entropy",
+    "sibling_offset",
     "softmax",
     "token_entropy",
     "uct_df_fpu",
@@ -48,6 +54,13 @@ def uct_df_fpu(
     if n_parent < 0 or n < 0:
         raise ValueError(f"visit counts must be >= 0, got N(v)={n_parent}, N(w)={n}")
     return q + lam * rho * math.sqrt(math.log(1 + n_parent) / (1 + n)) + beta * depth
+
+
+def sibling_offset(visited: Sequence[tuple[float, float]]) -> float | None:
+    """Δ_v = mean over visited siblings u ∈ S_v of ``Q̂(u) − ρ_u`` (pairs ``(Q̂(u), ρ_u)``); None if S_v is empty."""
+    if not visited:
+        return None
+    return sum(q - rho for q, rho in visited) / len(visited)
 
 
 def calibrated_value(rho: float, post: float, calibration: float) -> float:
@@ -167,6 +180,7 @@ class SelectRecord:
     n_parent: int
     candidates: list[dict[str, Any]]
     chosen: str
+    fpu_delta: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -175,6 +189,7 @@ class SelectRecord:
             "n_parent": self.n_parent,
             "candidates": self.candidates,
             "chosen": self.chosen,
+            "fpu_delta": self.fpu_delta,
         }
 
 
@@ -190,7 +205,11 @@ class Tree:
         fpu_bonus: float,
         fpu_reduction: float,
         max_depth: int,
+        fpu_mode: str = "sibling",
     ) -> None:
+        if fpu_mode not in ("sibling", "constant"):
+            raise ValueError(f"fpu_mode must be 'sibling' or 'constant', got {fpu_mode!r}")
+        self.fpu_mode = fpu_mode
         self.prefix = prefix
         self.lam = lam
         self.beta = beta
@@ -232,9 +251,17 @@ class Tree:
             return node.exhausted or node.depth >= self.max_depth
         return all(self.closed(self.nodes[c]) for c in node.children)
 
-    def uct_terms(self, parent: Node, child: Node) -> dict[str, Any]:
+    def fpu_delta(self, parent: Node) -> float:
+        """Δ for the unvisited children of ``parent``: the visited siblings' offset, else ``fpu_bonus``."""
+        if self.fpu_mode == "constant":
+            return self.fpu_bonus
+        visited = [(c.w / c.n, c.rho) for c in (self.nodes[i] for i in parent.children) if c.n > 0]
+        offset = sibling_offset(visited)
+        return self.fpu_bonus if offset is None else offset
+
+    def uct_terms(self, parent: Node, child: Node, delta: float | None = None) -> dict[str, Any]:
         """The candidate record of ``child`` under ``parent``: id, q, rho, n, depth (normalised), uct."""
-        q = child.q_hat(self.fpu_bonus, self.fpu_reduction)
+        q = child.q_hat(self.fpu_delta(parent) if delta is None else delta, self.fpu_reduction)
         d = self.normalised_depth(child)
         uct = uct_df_fpu(q, child.rho, parent.n, child.n, d, lam=self.lam, beta=self.beta)
         return {"id": child.id, "q": q, "rho": child.rho, "n": child.n, "depth": d, "uct": uct}
@@ -244,10 +271,11 @@ class Tree:
         open_children = [self.nodes[c] for c in parent.children if not self.closed(self.nodes[c])]
         if not open_children:
             return None
-        candidates = [self.uct_terms(parent, c) for c in open_children]
+        delta = self.fpu_delta(parent)
+        candidates = [self.uct_terms(parent, c, delta) for c in open_children]
         best = max(range(len(candidates)), key=lambda i: (candidates[i]["uct"], -i))
         chosen = open_children[best]
-        self.selections.append(SelectRecord(parent.id, parent.n, candidates, chosen.id))
+        self.selections.append(SelectRecord(parent.id, parent.n, candidates, chosen.id, delta))
         return chosen
 
     def backup(self, leaf: Node, value: float) -> None:

@@ -152,6 +152,7 @@ async def explore_unit(
         fpu_bonus=config.fpu_bonus,
         fpu_reduction=config.fpu_reduction,
         max_depth=config.max_depth,
+        fpu_mode=config.fpu_mode,
     )
     task = meta_task(folder, digest, seed, None, unit)
     env = ProbeEnv(folder, sandbox_config, head=config.obs_head, tail=config.obs_tail)
