@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from datadojo.errors import DataDojoError
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
-class JsonlError(ValueError):
+class JsonlError(DataDojoError, ValueError):
     """A JSONL file holds a line that is not a valid record; the message names the file and line."""
 
     def __init__(self, path: str | Path, line: int, message: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from datadojo.errors import DataDojoError
 from datadojo.protocol import Dialect, get_dialect
 from datadojo.types import STOP_REASONS, Observation, StopReason, Trajectory, Turn
 
@@ -40,7 +41,7 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant")
 _OPENAI_KEYS = ("role", "content", "name")
 
 
-class MessagesError(ValueError):
+class MessagesError(DataDojoError, ValueError):
     """A chat message list that cannot be a trajectory; ``index`` is the offending message (or ``None``)."""
 
     def __init__(self, index: int | None, message: str) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from datadojo.errors import DataDojoError
 from datadojo.types import Task
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class ScoringRule:
         return {"name": self.name, "title": self.title, "doc": self.doc}
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(DataDojoError, ValueError):
     """A benchmark's files are missing or malformed; the message names the file (and line or record)."""
 
 

@@ -44,6 +44,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "BenchSource",
     "DownloadError",
@@ -64,7 +66,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 ProgressHook = Callable[[str, int, int | None], None]
 
 
-class DownloadError(RuntimeError):
+class DownloadError(DataDojoError, RuntimeError):
     """A download failed or was refused; the message names the file, the URL and what to do."""
 
 

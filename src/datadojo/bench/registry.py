@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from datadojo.bench.base import Benchmark
+from datadojo.errors import UnknownNameError
 
 if TYPE_CHECKING:
     from datadojo.bench.download import BenchSource
@@ -46,7 +47,7 @@ def get_benchmark(name: str) -> Benchmark:
     """The benchmark registered as ``name`` (case-insensitive; one shared instance per name)."""
     key = name.lower()
     if key not in _FACTORIES:
-        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}")
+        raise UnknownNameError(f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}")
     if key not in _INSTANCES:
         _INSTANCES[key] = _FACTORIES[key]()
     return _INSTANCES[key]
@@ -91,7 +92,7 @@ def source_names() -> list[str]:
 
 
 def get_source(name: str) -> BenchSource:
-    """The download source of benchmark ``name``; ``KeyError`` says which benchmarks have one."""
+    """The download source of benchmark ``name``; :class:`UnknownNameError` says which benchmarks have one."""
     key = name.lower()
     if key not in _SOURCES:
         why = (
@@ -100,7 +101,7 @@ def get_source(name: str) -> BenchSource:
             if key == "databench"
             else ""
         )
-        raise KeyError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
+        raise UnknownNameError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
     return _SOURCES[key]
 
 

@@ -2,15 +2,23 @@
 
 Each module in :data:`COMMAND_MODULES` exposes ``register(app)``, which adds its commands or sub-app.
 Keeping registration in the modules keeps this file free of per-command knowledge.
+
+Errors are handled here, once: a :class:`~datadojo.errors.DataDojoError` escaping any command is printed
+as one ``error: ...`` line on stderr with exit status 2; any other exception is a bug and keeps its
+traceback. The catch sits in the root group's ``invoke`` so that ``datadojo``, ``python -m`` and typer's
+``CliRunner`` in the tests all behave the same.
 """
 
 from __future__ import annotations
 
 import importlib
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from datadojo import __version__
+from datadojo.errors import DataDojoError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "agent",
@@ -23,8 +31,21 @@ COMMAND_MODULES: tuple[str, ...] = (
     "warmup",
 )
 
+
+class _RootGroup(TyperGroup):
+    """The root command group: turns a :class:`DataDojoError` from any subcommand into one line, exit 2."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except DataDojoError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+
+
 app = typer.Typer(
     name="datadojo",
+    cls=_RootGroup,
     help=(
         "DataDojo: build, train and evaluate data-analytic LLM agents.\n\n"
         "Agents answer questions about data files (CSV, Excel, SQLite, Parquet, dataset folders) by writing "

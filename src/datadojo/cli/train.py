@@ -221,7 +221,7 @@ def rl(
             summary = trainer.train(resume=not no_resume)
         finally:
             trainer.source.close()
-    except (ValueError, FileNotFoundError, ImportError, KeyError) as exc:
+    except (ValueError, FileNotFoundError, ImportError) as exc:
         raise _fail(exc) from exc
     _print(summary.to_dict())
 

@@ -19,6 +19,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "COLUMN_TYPES",
     "LOAD_ERROR_REASONS",
@@ -64,7 +66,7 @@ COLUMN_TYPES: tuple[str, ...] = (
 )
 
 
-class LoadError(ValueError):
+class LoadError(DataDojoError, ValueError):
     """A data file could not be read as tables.
 
     ``str(err)`` reads ``"<path>: <where>: <what>"`` (``where`` is omitted when the problem is the whole

@@ -58,6 +58,7 @@ from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
 from datadojo.bench.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.bench.spider import extract_sql
+from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
@@ -95,7 +96,7 @@ _SQL_START = re.compile(
 _SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)\b", re.IGNORECASE)
 
 
-class EvalError(ValueError):
+class EvalError(DataDojoError, ValueError):
     """An evaluation cannot start or continue; the message says which setting, file or task is at fault."""
 
 

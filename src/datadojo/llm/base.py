@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "ChatBackend",
     "Completion",
@@ -168,7 +170,7 @@ class Completion:
     logprobs: tuple[TokenLogprob, ...] | None = None
 
 
-class LLMError(RuntimeError):
+class LLMError(DataDojoError, RuntimeError):
     """A request that finally failed (after the backend's own retries, if any).
 
     ``retryable`` says whether the cause was transient (rate limit, server error, timeout, dropped

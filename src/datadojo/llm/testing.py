@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from datadojo.errors import DataDojoError
 from datadojo.llm.base import apply_stop, approx_message_tokens, approx_token_count, approx_tokenize
 
 __all__ = [
@@ -118,7 +119,7 @@ class RecordedRequest:
     received_at: float = field(default_factory=time.monotonic)
 
 
-class ScriptError(RuntimeError):
+class ScriptError(DataDojoError, RuntimeError):
     """The script could not answer a request (exhausted, bad entry, callable raised)."""
 
 

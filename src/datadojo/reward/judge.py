@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datadojo.errors import DataDojoError
 from datadojo.jsonl import append_jsonl, iter_jsonl
 from datadojo.llm.base import ChatBackend
 from datadojo.reward.judge_prompts import JudgeRubric, get_rubric
@@ -44,11 +45,11 @@ __all__ = [
 ]
 
 
-class JudgeParseError(ValueError):
+class JudgeParseError(DataDojoError, ValueError):
     """A judge reply that is not a ``{"score": 0|1, "reason": ...}`` object."""
 
 
-class JudgeError(RuntimeError):
+class JudgeError(DataDojoError, RuntimeError):
     """The judge gave no readable verdict, even after the retry; ``replies`` holds what it said."""
 
     def __init__(self, message: str, replies: Sequence[str]) -> None:

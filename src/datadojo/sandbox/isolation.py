@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datadojo.errors import DataDojoError
 from datadojo.sandbox.workspace import INPUTS_MOUNT, WORKSPACE_MOUNT, Workspace
 
 __all__ = [
@@ -96,7 +97,7 @@ _uid_lock = threading.Lock()
 _warned_reduced = False
 
 
-class IsolationUnavailable(RuntimeError):
+class IsolationUnavailable(DataDojoError, RuntimeError):
     """``isolation="bwrap"`` was requested but bubblewrap is missing or does not work here."""
 
 

@@ -14,6 +14,8 @@ import os
 import struct
 from typing import Any
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "MAX_FRAME",
     "ProtocolError",
@@ -29,7 +31,7 @@ MAX_FRAME = 64 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 
-class ProtocolError(RuntimeError):
+class ProtocolError(DataDojoError, RuntimeError):
     """The peer closed the channel mid-message or sent something that is not a framed JSON object."""
 
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from datadojo.errors import DataDojoError
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.sandbox.install import default_install_dir, ensure_module
 from datadojo.sandbox.isolation import (
@@ -49,7 +50,7 @@ _GRACE_S = 15.0
 _LOG_TAIL = 2000
 
 
-class SandboxError(RuntimeError):
+class SandboxError(DataDojoError, RuntimeError):
     """The sandbox itself failed (could not start its worker, was used after close)."""
 
 

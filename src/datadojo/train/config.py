@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from datadojo.errors import DataDojoError
 from datadojo.train.schedules import GAMMA_END, GAMMA_START, GammaSchedule
 
 __all__ = ["ConfigError", "OptimConfig", "RLConfig", "SFTConfig", "load_config"]
@@ -26,7 +27,7 @@ MixedPrecision = Literal["auto", "no", "bf16", "fp16"]
 LrScheduler = Literal["constant", "constant_with_warmup", "cosine", "linear"]
 
 
-class ConfigError(ValueError):
+class ConfigError(DataDojoError, ValueError):
     """A configuration value or file that cannot be used; the message names the field (and file)."""
 
 

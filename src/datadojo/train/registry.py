@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from datadojo.errors import UnknownNameError
 from datadojo.train.losses import Normalization, PolicyLossOutput, dapo_loss, grpo_loss
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def get_policy_loss(name: str) -> LossSpec:
     try:
         return _REGISTRY[name.lower()]
     except KeyError:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown policy loss {name!r}; registered: {', '.join(policy_loss_names())}"
         ) from None
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datadojo.errors import DataDojoError
 from datadojo.messages import strip_masks, trajectory_to_messages
 from datadojo.types import Trajectory
 
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class TemplateError(ValueError):
+class TemplateError(DataDojoError, ValueError):
     """The chat template cannot be split into per-message pieces (the message names the trajectory / message)."""
 
 

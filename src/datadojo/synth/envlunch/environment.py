@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "SQLITE_SUFFIXES",
     "TABLE_SUFFIXES",
@@ -50,7 +52,7 @@ SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".xlsx", ".xls", ".json", ".jsonl")
 
 
-class EnvError(ValueError):
+class EnvError(DataDojoError, ValueError):
     """An environment cannot be loaded; the message names the file and what is wrong."""
 
 

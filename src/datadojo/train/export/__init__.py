@@ -17,10 +17,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from datadojo.errors import DataDojoError
+
 __all__ = ["ExportError", "ExportReport"]
 
 
-class ExportError(ValueError):
+class ExportError(DataDojoError, ValueError):
     """A record that cannot be expressed in the target format; the message names the trajectory or task."""
 
 
