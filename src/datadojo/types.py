@@ -6,7 +6,7 @@ conversions between them would be where bugs live. Everything here is a pydantic
 validated on load (a bad record names the field that is wrong) and serialises to plain JSON.
 
 The JSONL helpers for reading and appending these records live in :mod:`datadojo.jsonl`; conversion to
-and from OpenAI chat messages lives in :mod:`datadojo.messages`.
+and from OpenAI chat messages lives in :mod:`datadojo.protocol.messages`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@
 * :mod:`~datadojo.bench.base`: :class:`Benchmark`, :class:`ItemScore`, :class:`BenchmarkDefaults`,
   :class:`ScoringRule` (the named rule every total is computed under);
 * :mod:`~datadojo.bench.registry`: benchmarks by name;
-* :mod:`~datadojo.bench.scoring`: score a predictions file (what ``datadojo score`` runs).
+* scoring a predictions file (what ``datadojo score`` runs) sits above the benchmarks, in
+  :mod:`datadojo.eval.scoring`; answer comparison they share is in :mod:`datadojo.compare`.
 
 ``docs/evaluation.md`` ("Scoring rules") states every benchmark's rules and each one's deviations from
 the benchmark's own evaluation code.

@@ -24,13 +24,13 @@ results are then compared by the benchmark's rule (``docs/evaluation.md``, "Scor
   (``> =`` → ``>=``, ``< =``, ``! =``; ``YEAR(CURDATE())`` → 2020; the ``DISTINCT`` keyword removed
   unless ``keep_distinct``, the reference's default), and the results must be equal as **multisets of
   rows under some permutation of the columns**, in the same row order when the gold query contains
-  ``order by`` (:func:`datadojo.reward.tables.denotations_equal`), on the task's database and on every
+  ``order by`` (:func:`datadojo.compare.tables.denotations_equal`), on the task's database and on every
   other ``.sqlite`` file in its folder (the test-suite's distilled databases, when installed there);
 * **Spider, rule ``set``** and **BIRD** (BIRD's ``evaluation.py``): the result rows are compared **as
   sets** (order and duplicates ignored, columns in query order, values compared exactly).
 
 Alongside EX, ``parts["table_match"]`` records DataMind's table comparison of the two results
-(:func:`datadojo.reward.tables.compare_tables`: every gold column among the predicted columns,
+(:func:`datadojo.compare.tables.compare_tables`: every gold column among the predicted columns,
 order-insensitive, numbers within 1e-2), the rule DataMind's BIRD evaluation uses; its share is reported
 as ``table_match`` in the totals.
 """
@@ -47,7 +47,7 @@ from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
 from datadojo.bench.base import ScoringRule as _Rule
-from datadojo.reward.tables import compare_tables, denotations_equal
+from datadojo.compare.tables import compare_tables, denotations_equal
 from datadojo.sandbox.sql import run_sql
 from datadojo.types import DataFile, Task
 
@@ -139,7 +139,7 @@ def order_matters(gold_sql: str) -> bool:
 
 
 def denotation_match(pred: ExecOutcome, gold: ExecOutcome, *, ordered: bool) -> bool:
-    """EX under the ``test-suite`` rule: :func:`~datadojo.reward.tables.denotations_equal` of two results."""
+    """EX under the ``test-suite`` rule: :func:`~datadojo.compare.tables.denotations_equal` of two results."""
     if pred.error is not None or gold.error is not None:
         return False
     return denotations_equal(gold.rows, pred.rows, order_matters=ordered)

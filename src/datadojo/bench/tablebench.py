@@ -23,7 +23,7 @@ Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalys
 
   - the answer is the text after the first ``Final Answer: `` (up to the end of that line); a
     prediction without the marker is an empty answer (and counts against ``parse@1``);
-  - prediction and reference are SQuAD-normalised (:func:`~datadojo.reward.text.normalize_text`:
+  - prediction and reference are SQuAD-normalised (:func:`~datadojo.compare.text.normalize_text`:
     lower case, *every* ASCII punctuation mark removed — commas, decimal points, minus and percent
     signs included —, articles dropped) *before* any comparison;
   - EM then splits at commas (there are none left, so an answer is one element) and compares an
@@ -63,8 +63,8 @@ from datadojo.bench.base import (
     missing_prediction,
     unique_id,
 )
+from datadojo.compare.text import normalize_text, rouge_l
 from datadojo.jsonl import JsonlError, iter_jsonl
-from datadojo.reward.text import normalize_text, rouge_l
 from datadojo.types import DataFile, Task
 
 __all__ = [

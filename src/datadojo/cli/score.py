@@ -15,7 +15,7 @@ from rich.table import Table
 
 from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
 from datadojo.bench.base import RULES_DOC
-from datadojo.bench.scoring import ScoreReport, read_predictions, score_predictions
+from datadojo.eval.scoring import ScoreReport, read_predictions, score_predictions
 
 __all__ = ["register"]
 

@@ -56,10 +56,10 @@ from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
 from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
-from datadojo.bench.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.bench.spider import extract_sql
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
+from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.reward.datamind import AnswerCheck, DataMindReward

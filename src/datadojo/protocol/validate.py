@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from datadojo.protocol.dialect import Dialect, get_dialect
+from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.types import Trajectory
 
 __all__ = ["validate_trajectory"]
@@ -43,8 +44,6 @@ def validate_trajectory(
     """
     if isinstance(trajectory, Trajectory):
         d = get_dialect(dialect if dialect is not None else trajectory.dialect)
-        from datadojo.messages import trajectory_to_messages  # messages imports protocol; import late
-
         messages: Sequence[Any] = trajectory_to_messages(trajectory, dialect=d)
     else:
         if dialect is None:

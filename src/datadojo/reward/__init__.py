@@ -10,6 +10,9 @@
 The official benchmark scorers live in :mod:`datadojo.bench`; ``docs/scoring.md`` describes every rule.
 """
 
+from datadojo.compare.matchers import MatchConfig, MatchResult, match_answer, match_task
+from datadojo.compare.tables import TableMatch, compare_tables
+from datadojo.compare.text import normalize_text, parse_number, rouge_l
 from datadojo.reward.agreement import AgreementReport, agreement_report, pearson
 from datadojo.reward.datamind import (
     L_MAX,
@@ -24,9 +27,6 @@ from datadojo.reward.datamind import (
     token_counter,
 )
 from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge, parse_verdict
-from datadojo.reward.matchers import MatchConfig, MatchResult, match_answer, match_task
-from datadojo.reward.tables import TableMatch, compare_tables
-from datadojo.reward.text import normalize_text, parse_number, rouge_l
 
 __all__ = [
     "L_MAX",

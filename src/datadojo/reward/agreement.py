@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from datadojo.reward.text import rouge_l
+from datadojo.compare.text import rouge_l
 
 __all__ = ["AgreementReport", "GroupAgreement", "agreement_report", "cohen_kappa", "pearson"]
 

@@ -8,7 +8,7 @@ The three components and their combination are taken from DataMind §4, "Reward 
 * ``r_answer`` ∈ {0, 1}: the final answer is correct. DataMind asks GPT-4o-mini (numbers within 3%,
   semantic equivalence, completeness); here the checker is pluggable: an LLM judge
   (:class:`~datadojo.reward.judge.LLMJudge`, used by :meth:`DataMindReward.ascore`), the official
-  scorer of the task's benchmark, or the tolerant matcher (:func:`~datadojo.reward.matchers.match_task`).
+  scorer of the task's benchmark, or the tolerant matcher (:func:`~datadojo.compare.matchers.match_task`).
 * ``r_length`` ∈ [0.5, 1]: a length penalty against answers padded to hit the right string,
 
   .. math:: r_{length}(l) = 1 \text{ if } l \le l_{min};\;
@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from datadojo.compare.matchers import match_task
 from datadojo.llm.base import approx_token_count
 from datadojo.protocol import validate_trajectory
-from datadojo.reward.matchers import match_task
 from datadojo.types import Task, Trajectory
 
 if TYPE_CHECKING:

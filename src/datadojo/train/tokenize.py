@@ -1,7 +1,7 @@
 """Multi-turn trajectories → token ids and a loss mask, through the model's own chat template.
 
 DataMind §4 trains only on what the agent generated: the indicator 𝕀(y_t ∉ o) masks the interpreter's
-output, and prompts are conditioning, not targets. :func:`datadojo.messages.trajectory_to_messages` marks
+output, and prompts are conditioning, not targets. :func:`datadojo.protocol.messages.trajectory_to_messages` marks
 each message ``train`` (assistant turns) or not (prompt, observations); this module renders the messages
 with the tokenizer's chat template and gives every token a mask bit.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datadojo.errors import DataDojoError
-from datadojo.messages import strip_masks, trajectory_to_messages
+from datadojo.protocol.messages import strip_masks, trajectory_to_messages
 from datadojo.types import Trajectory
 
 __all__ = [
@@ -102,7 +102,7 @@ def render_segments(
 ) -> list[tuple[str, bool]]:
     """The chat-templated conversation as ``(text, trainable)`` pieces whose concatenation is the full render.
 
-    ``messages`` carry ``train`` flags (:func:`datadojo.messages.trajectory_to_messages`); a message without
+    ``messages`` carry ``train`` flags (:func:`datadojo.protocol.messages.trajectory_to_messages`); a message without
     one is trainable iff it is an assistant message. ``where`` names the source in error messages.
     """
     if not getattr(tokenizer, "chat_template", None):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datadojo.jsonl import write_jsonl_atomic
-from datadojo.messages import trajectory_to_messages
+from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.train.export import ExportError, ExportReport
 from datadojo.types import Trajectory
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.jsonl import write_jsonl_atomic
-from datadojo.messages import strip_masks, trajectory_to_messages
+from datadojo.protocol.messages import strip_masks, trajectory_to_messages
 from datadojo.train.export import ExportReport
 from datadojo.types import Trajectory
 

@@ -1,0 +1,27 @@
+"""Answer comparison: the leaf that benchmark scorers (:mod:`datadojo.bench`) and rewards
+(:mod:`datadojo.reward`) both build on, so neither imports the other for it.
+
+* :mod:`~datadojo.compare.text`: SQuAD normalisation, ROUGE-L and number parsing;
+* :mod:`~datadojo.compare.tables`: DataMind's table comparison and order-insensitive denotation equality;
+* :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesised tasks.
+
+It depends only on :mod:`datadojo.types` and :mod:`datadojo.protocol.boxed` (to unwrap ``\\boxed{}``).
+``datadojo.reward.text`` / ``.tables`` / ``.matchers`` remain importable as aliases of these modules.
+"""
+
+from datadojo.compare.matchers import MatchConfig, MatchResult, match_answer, match_task
+from datadojo.compare.tables import TableMatch, compare_tables, denotations_equal
+from datadojo.compare.text import normalize_text, parse_number, rouge_l
+
+__all__ = [
+    "MatchConfig",
+    "MatchResult",
+    "TableMatch",
+    "compare_tables",
+    "denotations_equal",
+    "match_answer",
+    "match_task",
+    "normalize_text",
+    "parse_number",
+    "rouge_l",
+]

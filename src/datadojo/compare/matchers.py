@@ -1,0 +1,451 @@
+"""The tolerant deterministic matcher for synthesised tasks (numbers, text, booleans, lists, records, tables).
+
+Synthesised tasks (DataMind queries, warm-up tasks, hand-written examples) carry a reference answer but no
+benchmark-specific rule. Asking an LLM judge for each of them is slow and costs money, and most answers
+are a number, a name, a yes/no or a short list, so this matcher applies the rules of DataMind's judge
+(§3.2 "Consistency judging" and §4 "Answer reward") deterministically:
+
+* **numbers** are equal within a relative tolerance of 3% of the reference (``rel_tol=0.03``; an
+  absolute ``abs_tol`` covers a reference of 0). Thousands separators, currency symbols, scale words
+  (``1.2 million``) and short trailing units (``12.5 kg``) are read; units are *not* converted (that is
+  the judge's job). A percent sign is read both ways, as a fraction (``45%`` = 0.45) and as percentage
+  points (``45%`` = 45), on either side. When the prediction is a sentence rather than a number, its
+  *last* number is taken (``"The mean is 45.3"``), never "any number in it", which a verbose answer
+  could game (DataMind §3.2, "length control"). ``nan`` equals ``nan``.
+* **text** is equal after SQuAD normalisation (:func:`~datadojo.compare.text.normalize_text`). Semantic
+  equivalence of free text is out of reach for rules; use :mod:`datadojo.reward.judge` for that.
+* **booleans**: yes/true/y/correct vs no/false/n/incorrect; a prediction may start with its verdict
+  (``"Yes, because …"``).
+* **lists** must have the same length and match element by element, order-insensitive by default
+  (a maximum bipartite matching, so tolerance never depends on the order tried). Predictions may be
+  JSON/Python literals, bullet or numbered lines, or ``,``/``;``-separated text.
+* **records** (a dict of named values, like DABench's ``@name[value]`` sub-answers): every reference key
+  must be present in the prediction (``{"k": v}``, ``@k[v]`` or ``k: v`` lines) and match.
+* **tables**: DataMind's table comparison (:func:`~datadojo.compare.tables.compare_tables`) with the
+  relative tolerance above; predictions may be JSON, a Markdown table or CSV text.
+
+``Task.answer_kind`` picks the rule (``number``, ``text``, ``bool``, ``list``, ``ordered_list``,
+``record``, ``table``); otherwise it is inferred from the reference's type.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from datadojo.compare.tables import compare_tables
+from datadojo.compare.text import ParsedNumber, find_numbers, normalize_text, parse_number
+from datadojo.protocol.boxed import unwrap_boxed
+from datadojo.types import Task
+
+__all__ = ["MATCH_KINDS", "MatchConfig", "MatchResult", "match_answer", "match_task"]
+
+MATCH_KINDS: tuple[str, ...] = ("number", "text", "bool", "list", "ordered_list", "record", "table")
+_KIND_ALIASES = {
+    "numeric": "number",
+    "numerical": "number",
+    "float": "number",
+    "int": "number",
+    "integer": "number",
+    "percent": "number",
+    "string": "text",
+    "str": "text",
+    "category": "text",
+    "categorical": "text",
+    "boolean": "bool",
+    "yes_no": "bool",
+    "dataframe": "table",
+    "dict": "record",
+}
+
+_TRUE = frozenset({"yes", "true", "y", "correct"})
+_FALSE = frozenset({"no", "false", "n", "incorrect"})
+_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\b\s*(?:is\b)?\s*[:=]?\s*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """Tolerances of the matcher.
+
+    ``rel_tol`` 3% is DataMind's judge rule (§3.2, §4). ``abs_tol`` (1e-6, DABench's float tolerance)
+    only matters for a reference of (nearly) zero. ``ordered_lists`` makes lists order-sensitive.
+    ``exact_integers`` requires integer references (counts, years) to be matched exactly instead of
+    within ``rel_tol``: off by default, as the papers' judge applies 3% to every number.
+    """
+
+    rel_tol: float = 0.03
+    abs_tol: float = 1e-6
+    ordered_lists: bool = False
+    exact_integers: bool = False
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.rel_tol < 1):
+            raise ValueError(f"rel_tol must be in [0, 1), got {self.rel_tol}")
+        if self.abs_tol < 0:
+            raise ValueError(f"abs_tol must be >= 0, got {self.abs_tol}")
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """``correct`` plus a one-line ``reason`` and the ``kind`` of rule that decided."""
+
+    correct: bool
+    reason: str
+    kind: str
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+
+# --- preparing predictions -------------------------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    s = unwrap_boxed(text.strip()).strip()
+    s = _PREFIX.sub("", s, count=1)
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"`":
+        s = s[1:-1].strip()
+    return s.rstrip(".").strip() if not re.search(r"\d\.$", s) else s.strip()
+
+
+def _literal(text: str) -> Any:
+    """A JSON or Python literal in ``text``, or ``None``."""
+    s = text.strip()
+    if not s or s[0] not in "[{(\"'":
+        return None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(s)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+# --- kinds -----------------------------------------------------------------------------------------------
+
+
+def _is_table(gold: Any) -> bool:
+    if isinstance(gold, Mapping):
+        if "columns" in gold and "data" in gold:
+            return True
+        vals = list(gold.values())
+        return bool(vals) and all(isinstance(v, list) for v in vals) and len({len(v) for v in vals}) == 1
+    if isinstance(gold, Sequence) and not isinstance(gold, str) and gold:
+        return all(isinstance(r, Mapping) for r in gold) or all(
+            isinstance(r, Sequence) and not isinstance(r, str) for r in gold
+        )
+    return hasattr(gold, "columns") and hasattr(gold, "to_dict")
+
+
+def _bool_of(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        return None
+    norm = normalize_text(value)
+    if norm in _TRUE:
+        return True
+    if norm in _FALSE:
+        return False
+    first = norm.split(" ", 1)[0] if norm else ""
+    if first in _TRUE:
+        return True
+    if first in _FALSE:
+        return False
+    return None
+
+
+def _infer_kind(gold: Any) -> str:
+    if isinstance(gold, bool):
+        return "bool"
+    if isinstance(gold, int | float):
+        return "number"
+    if _is_table(gold):
+        return "table"
+    if isinstance(gold, Mapping):
+        return "record"
+    if isinstance(gold, Sequence) and not isinstance(gold, str):
+        return "list"
+    text = str(gold)
+    if parse_number(text) is not None:
+        return "number"
+    if normalize_text(text) in _TRUE | _FALSE:
+        return "bool"
+    lit = _literal(text)
+    if isinstance(lit, list | tuple):
+        return "list"
+    return "text"
+
+
+def _as_number(value: Any) -> ParsedNumber | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        v = float(value)
+        decimals = (
+            0 if isinstance(value, int) else len(repr(value).split(".", 1)[1]) if "." in repr(value) else 0
+        )
+        return ParsedNumber(v, v, False, decimals, repr(value))
+    return parse_number(str(value))
+
+
+# --- rules -----------------------------------------------------------------------------------------------
+
+
+def _num_equal(p: float, g: float, cfg: MatchConfig, integer_ref: bool) -> bool:
+    if math.isnan(p) or math.isnan(g):
+        return math.isnan(p) and math.isnan(g)
+    if math.isinf(p) or math.isinf(g):
+        return p == g
+    if integer_ref and cfg.exact_integers:
+        return p == g
+    return abs(p - g) <= max(cfg.rel_tol * abs(g), cfg.abs_tol)
+
+
+def _readings(n: ParsedNumber) -> tuple[float, ...]:
+    return (n.value, n.raw) if n.percent else (n.value,)
+
+
+def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
+    g = _as_number(gold)
+    if g is None:
+        raise ValueError(f"the reference answer {gold!r} is not a number")
+    p = _as_number(pred) if not isinstance(pred, str) else parse_number(_clean(pred))
+    how = "the prediction"
+    if p is None and isinstance(pred, str):
+        found = find_numbers(_clean(pred))
+        if not found:
+            return MatchResult(False, f"no number in the prediction (reference {g.text})", "number")
+        p, how = found[-1], "the last number in the prediction"
+    if p is None:
+        return MatchResult(False, f"the prediction {pred!r} is not a number", "number")
+    integer_ref = g.decimals == 0 and not g.percent and float(g.value).is_integer()
+    for pv in _readings(p):
+        for gv in _readings(g):
+            if _num_equal(pv, gv, cfg, integer_ref):
+                return MatchResult(True, f"{how} {p.text} equals {g.text} within {cfg.rel_tol:.0%}", "number")
+    return MatchResult(
+        False, f"{how} {p.text} differs from {g.text} by more than {cfg.rel_tol:.0%}", "number"
+    )
+
+
+def _match_text(pred: Any, gold: Any) -> MatchResult:
+    p = normalize_text(_clean(str(pred)))
+    g = normalize_text(str(gold))
+    if not g:  # a reference made only of punctuation: compare case-insensitively as written
+        p, g = str(pred).strip().lower(), str(gold).strip().lower()
+    if p == g:
+        return MatchResult(True, "equal after normalisation", "text")
+    return MatchResult(False, f"{p[:60]!r} != {g[:60]!r} after normalisation", "text")
+
+
+def _match_bool(pred: Any, gold: Any) -> MatchResult:
+    g = _bool_of(gold)
+    if g is None:
+        raise ValueError(f"the reference answer {gold!r} is not a yes/no value")
+    p = _bool_of(_clean(pred) if isinstance(pred, str) else pred)
+    if p is None:
+        return MatchResult(False, "the prediction is neither yes nor no", "bool")
+    return MatchResult(p == g, f"prediction {'yes' if p else 'no'}, reference {'yes' if g else 'no'}", "bool")
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _split_items(text: str, expected: int | None = None) -> list[str]:
+    """Items of a list written as text; ``expected`` (the reference's length) lets a final
+    ``"b and c"`` be read as two items when one item is missing otherwise."""
+    s = text.strip()
+    if len(s) >= 2 and s[0] in "[(" and s[-1] in "])":
+        s = s[1:-1]
+    lines = [ln for ln in s.splitlines() if ln.strip()]
+    if len(lines) > 1:
+        items = [_BULLET.sub("", ln).strip() for ln in lines]
+    else:
+        sep = ";" if ";" in s else ","
+        items = [x.strip() for x in s.split(sep)]
+        if items and items[-1].lower().startswith("and "):
+            items[-1] = items[-1][4:].strip()
+        if expected is not None and len(items) == expected - 1 and " and " in items[-1]:
+            head, _, tail = items[-1].rpartition(" and ")
+            items[-1:] = [head, tail]
+    return [x.strip().strip("'\"").strip() for x in items if x.strip()]
+
+
+def _as_list(pred: Any, numeric: bool, expected: int) -> list[Any]:
+    if isinstance(pred, list | tuple):
+        return list(pred)
+    text = _clean(str(pred))
+    lit = _literal(text)
+    if isinstance(lit, list | tuple | set):
+        return list(lit)
+    if numeric:
+        return [n.value for n in find_numbers(text)]
+    return _split_items(text, expected)
+
+
+def _bipartite(n: int, ok: list[list[bool]]) -> int:
+    """Size of a maximum matching between n left items and the right items, ``ok[i][j]`` = may pair."""
+    match_r: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j, allowed in enumerate(ok[i]):
+            if allowed and j not in seen:
+                seen.add(j)
+                if j not in match_r or augment(match_r[j], seen):
+                    match_r[j] = i
+                    return True
+        return False
+
+    return sum(augment(i, set()) for i in range(n))
+
+
+def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchResult:
+    g = list(gold) if isinstance(gold, list | tuple) else _literal(str(gold))
+    if not isinstance(g, list | tuple):
+        g = _split_items(str(gold))
+    g = list(g)
+    numeric = bool(g) and all(_infer_scalar(x) == "number" for x in g)
+    p = _as_list(pred, numeric, len(g))
+    if len(p) != len(g):
+        return MatchResult(False, f"{len(p)} item(s) predicted, {len(g)} expected", "list")
+    if ordered:
+        for i, (pi, gi) in enumerate(zip(p, g, strict=True)):
+            r = _match_scalar(pi, gi, cfg)
+            if not r.correct:
+                return MatchResult(False, f"item {i}: {r.reason}", "ordered_list")
+        return MatchResult(True, f"all {len(g)} items match in order", "ordered_list")
+    ok = [[_match_scalar(pj, gi, cfg).correct for pj in p] for gi in g]
+    matched = _bipartite(len(g), ok)
+    if matched == len(g):
+        return MatchResult(True, f"all {len(g)} items match (any order)", "list")
+    return MatchResult(False, f"{len(g) - matched} of {len(g)} expected item(s) not found", "list")
+
+
+def _infer_scalar(x: Any) -> str:
+    kind = _infer_kind(x)
+    return kind if kind in ("number", "bool") else "text"
+
+
+def _match_scalar(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
+    kind = _infer_scalar(gold)
+    if kind == "number":
+        return _match_number(pred, gold, cfg)
+    if kind == "bool":
+        return _match_bool(pred, gold)
+    return _match_text(pred, gold)
+
+
+_PAIR_AT = re.compile(r"@(\w+)\[(.*?)\]")
+_PAIR_LINE = re.compile(r"^\s*[-*•]?\s*([^:=\n]{1,80}?)\s*[:=]\s*(.+?)\s*$", re.MULTILINE)
+
+
+def _key(k: Any) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", str(k).lower()).strip("_")
+
+
+def _as_record(pred: Any) -> dict[str, Any]:
+    if isinstance(pred, Mapping):
+        return {_key(k): v for k, v in pred.items()}
+    text = str(pred)
+    lit = _literal(text.strip())
+    if isinstance(lit, Mapping):
+        return {_key(k): v for k, v in lit.items()}
+    pairs = _PAIR_AT.findall(text) or _PAIR_LINE.findall(text)
+    return {_key(k): v for k, v in pairs}
+
+
+def _match_record(pred: Any, gold: Mapping[str, Any], cfg: MatchConfig) -> MatchResult:
+    p = _as_record(pred)
+    bad: list[str] = []
+    for k, gv in gold.items():
+        pk = _key(k)
+        if pk not in p:
+            bad.append(f"{k}: missing")
+            continue
+        r = _match_any(p[pk], gv, None, cfg)
+        if not r.correct:
+            bad.append(f"{k}: {r.reason}")
+    if bad:
+        return MatchResult(
+            False, f"{len(bad)} of {len(gold)} field(s) wrong: " + "; ".join(bad[:3]), "record"
+        )
+    return MatchResult(True, f"all {len(gold)} field(s) match", "record")
+
+
+def _parse_table_text(text: str) -> Any:
+    lit = _literal(text)
+    if lit is not None:
+        return lit
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if lines and all("|" in ln for ln in lines):
+        rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+        rows = [r for r in rows if not all(re.fullmatch(r":?-+:?", c) for c in r if c)]
+        if rows:
+            return [dict(zip(rows[0], r, strict=False)) for r in rows[1:]]
+    rows = list(csv.reader(io.StringIO(text.strip())))
+    if len(rows) >= 1:
+        return [dict(zip(rows[0], r, strict=False)) for r in rows[1:]] if len(rows) > 1 else [rows[0]]
+    return []
+
+
+def _match_table(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
+    table = _parse_table_text(_clean(pred)) if isinstance(pred, str) else pred
+    try:
+        res = compare_tables(table, gold, abs_tol=cfg.abs_tol, rel_tol=cfg.rel_tol)
+    except (TypeError, ValueError) as exc:
+        return MatchResult(False, f"the prediction is not a table: {exc}", "table")
+    return MatchResult(res.match, res.reason, "table")
+
+
+def _match_any(pred: Any, gold: Any, kind: str | None, cfg: MatchConfig) -> MatchResult:
+    k = _KIND_ALIASES.get(kind, kind) if kind else _infer_kind(gold)
+    if k not in MATCH_KINDS:
+        k = _infer_kind(gold)
+    if k == "number":
+        return _match_number(pred, gold, cfg)
+    if k == "bool":
+        return _match_bool(pred, gold)
+    if k == "text":
+        return _match_text(pred, gold)
+    if k in ("list", "ordered_list"):
+        return _match_list(pred, gold, cfg, ordered=k == "ordered_list" or cfg.ordered_lists)
+    if k == "record":
+        if not isinstance(gold, Mapping):
+            raise ValueError(f"a record answer must be a dict, got {type(gold).__name__}")
+        return _match_record(pred, gold, cfg)
+    return _match_table(pred, gold, cfg)
+
+
+def match_answer(
+    prediction: Any, gold: Any, *, kind: str | None = None, config: MatchConfig | None = None
+) -> MatchResult:
+    """Whether ``prediction`` answers like ``gold`` under the rules of the module docstring.
+
+    ``kind`` forces a rule (one of :data:`MATCH_KINDS` or an alias such as ``numeric``/``boolean``);
+    ``None`` infers it from ``gold``. A missing or blank prediction is wrong; a missing reference is a
+    ``ValueError`` (there is nothing to score against).
+    """
+    cfg = config or MatchConfig()
+    if gold is None:
+        raise ValueError("no reference answer to match against")
+    if prediction is None or (isinstance(prediction, str) and not prediction.strip()):
+        return MatchResult(False, "empty prediction", kind or _infer_kind(gold))
+    return _match_any(prediction, gold, kind, cfg)
+
+
+def match_task(task: Task, prediction: Any, config: MatchConfig | None = None) -> MatchResult:
+    """:func:`match_answer` against ``task.answer`` with ``task.answer_kind``; the error names the task."""
+    if task.answer is None:
+        raise ValueError(f"task {task.id!r}: no reference answer to match against")
+    try:
+        return match_answer(prediction, task.answer, kind=task.answer_kind, config=config)
+    except ValueError as exc:
+        raise ValueError(f"task {task.id!r}: {exc}") from exc
