@@ -133,7 +133,8 @@ def test_no_cycle_between_packages() -> None:
 def test_compare_is_a_leaf() -> None:
     graph = package_graph()
     assert graph["compare"] <= {"types", "protocol", "errors"}
-    assert "protocol" not in graph["types"] and not graph["protocol"] - {"types", "errors"}
+    assert "protocol" not in graph["types"] and not graph["protocol"] - {"types", "errors", "registry"}
+    assert not (graph["errors"] | graph["fs"] | graph["registry"] | graph["lazy"]) - {"errors"}
 
 
 def test_every_module_imports_in_a_fresh_interpreter() -> None:

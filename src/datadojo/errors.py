@@ -17,11 +17,11 @@ class DataDojoError(Exception):
     """Root of the errors DataDojo raises on purpose; the message says what to fix."""
 
 
-class UnknownNameError(DataDojoError, KeyError):
+class UnknownNameError(DataDojoError, KeyError, ValueError):
     """A registry has no entry under the asked name; the message lists the known names.
 
-    A ``KeyError`` too, so existing ``except KeyError`` keeps working; unlike a plain ``KeyError`` its
-    ``str()`` is the message itself, not the message's ``repr`` in quotes.
+    A ``KeyError`` and a ``ValueError`` too, so the ``except`` clauses written for either kind of registry
+    keep working; unlike a plain ``KeyError`` its ``str()`` is the message itself, not its ``repr`` in quotes.
     """
 
     def __str__(self) -> str:

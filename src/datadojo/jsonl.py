@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from datadojo.errors import DataDojoError
+from datadojo.fs import atomic_path
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -237,19 +238,11 @@ def append_jsonl(path: str | Path, records: Iterable[Any], *, fsync: bool = Fals
 
 def write_jsonl_atomic(path: str | Path, records: Iterable[Any]) -> int:
     """Write a whole JSONL file via a temporary file and a rename, so readers never see half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for r in records:
-                fh.write(_dumps(r) + "\n")
-                n += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(_dumps(r) + "\n")
+            n += 1
+        fh.flush()
+        os.fsync(fh.fileno())
     return n

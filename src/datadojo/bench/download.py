@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 from datadojo.errors import DataDojoError
+from datadojo.fs import write_json_atomic
 
 __all__ = [
     "BenchSource",
@@ -385,10 +386,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 
 def _write_manifest(root: Path, data: dict[str, Any]) -> None:
-    path = root / MANIFEST
-    tmp = root / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(root / MANIFEST, data, sort_keys=True, ensure_ascii=True)
 
 
 def _is_done(root: Path, f: RemoteFile, entry: dict[str, Any] | None, expected: str | None) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from datadojo.bench.base import Benchmark
 from datadojo.errors import UnknownNameError
+from datadojo.registry import Registry
 
 if TYPE_CHECKING:
     from datadojo.bench.download import BenchSource
@@ -25,31 +26,27 @@ __all__ = [
     "source_names",
 ]
 
-_FACTORIES: dict[str, Callable[[], Benchmark]] = {}
+_FACTORIES: Registry[Callable[[], Benchmark]] = Registry("benchmark")
 _INSTANCES: dict[str, Benchmark] = {}
 
 
 def register_benchmark(name: str, factory: Callable[[], Benchmark], *, replace: bool = False) -> None:
     """Make ``factory()`` available as ``name`` (a name already taken needs ``replace=True``)."""
-    key = name.lower()
-    if key in _FACTORIES and not replace:
-        raise ValueError(f"benchmark {name!r} is already registered")
-    _FACTORIES[key] = factory
-    _INSTANCES.pop(key, None)
+    _FACTORIES.register(name, factory, replace=replace)
+    _INSTANCES.pop(_FACTORIES.key(name), None)
 
 
 def benchmark_names() -> list[str]:
     """Registered benchmark names, sorted."""
-    return sorted(_FACTORIES)
+    return _FACTORIES.names()
 
 
 def get_benchmark(name: str) -> Benchmark:
     """The benchmark registered as ``name`` (case-insensitive; one shared instance per name)."""
-    key = name.lower()
-    if key not in _FACTORIES:
-        raise UnknownNameError(f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}")
+    factory = _FACTORIES.get(name)
+    key = _FACTORIES.key(name)
     if key not in _INSTANCES:
-        _INSTANCES[key] = _FACTORIES[key]()
+        _INSTANCES[key] = factory()
     return _INSTANCES[key]
 
 
@@ -75,26 +72,23 @@ _register_builtins()
 # No digest is pinned here: DataDojo pins only digests checked against the real files, so the first
 # download records its digests in the cache (trust on first use) and ``--sha256 FILE=HEX`` pins one.
 
-_SOURCES: dict[str, BenchSource] = {}
+_SOURCES: Registry[BenchSource] = Registry("download source")
 
 
 def register_source(source: BenchSource, *, replace: bool = False) -> None:
     """Make ``source`` the download source of benchmark ``source.name`` (``replace=True`` to change one)."""
-    key = source.name.lower()
-    if key in _SOURCES and not replace:
-        raise ValueError(f"a download source for {source.name!r} is already registered")
-    _SOURCES[key] = source
+    _SOURCES.register(source.name, source, replace=replace)
 
 
 def source_names() -> list[str]:
     """Benchmarks with a download source, sorted."""
-    return sorted(_SOURCES)
+    return _SOURCES.names()
 
 
 def get_source(name: str) -> BenchSource:
     """The download source of benchmark ``name``; :class:`UnknownNameError` says which benchmarks have one."""
     key = name.lower()
-    if key not in _SOURCES:
+    if key not in _SOURCES:  # the message says why DataBench has none, so not _SOURCES.get's
         why = (
             " (DataBench's test answers are released as test_qa.csv + answers.txt + semantics.txt, not in the "
             "questions.jsonl layout DataDojo reads; see docs/evaluation.md)"
@@ -102,7 +96,7 @@ def get_source(name: str) -> BenchSource:
             else ""
         )
         raise UnknownNameError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
-    return _SOURCES[key]
+    return _SOURCES.get(key)
 
 
 def _register_builtin_sources() -> None:

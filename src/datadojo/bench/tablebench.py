@@ -46,9 +46,7 @@ Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalys
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from decimal import ROUND_HALF_UP, Context, Decimal, DecimalException
 from pathlib import Path
@@ -64,6 +62,7 @@ from datadojo.bench.base import (
     unique_id,
 )
 from datadojo.compare.text import normalize_text, rouge_l
+from datadojo.fs import write_text_atomic
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
@@ -287,16 +286,7 @@ def write_table_csv(table: dict[str, Any], target: Path) -> Path:
     text = frame.to_csv(index=False)
     if target.exists() and target.read_text(encoding="utf-8") == text:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_text_atomic(target, text, newline="")
 
 
 def _safe_name(task_id: str) -> str:

@@ -42,7 +42,6 @@ import asyncio
 import inspect
 import json
 import logging
-import os
 import re
 import time
 from collections import Counter
@@ -60,6 +59,7 @@ from datadojo.bench.spider import extract_sql
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
+from datadojo.fs import write_json_atomic as _write_json_atomic
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
@@ -192,16 +192,8 @@ class EvalResult:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON via a temporary file and a rename, so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write JSON via a temporary file and a rename (values JSON has no type for as ``str``)."""
+    _write_json_atomic(path, data, default=str)
 
 
 # --- tasks ----------------------------------------------------------------------------------------------

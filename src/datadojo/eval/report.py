@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.types import Trajectory
 
@@ -529,21 +529,11 @@ def render_markdown(
 # --- files ----------------------------------------------------------------------------------------------
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_report(run_dir: str | Path, *, max_trajectories: int = MAX_TRAJECTORIES) -> tuple[Path, Path]:
     """Build ``report.html`` and ``report.md`` in ``run_dir`` from its run files; return their paths."""
     run = Path(run_dir)
     summary, rows, trajs = load_run(run)
     html_path, md_path = run / "report.html", run / "report.md"
-    _write_text_atomic(html_path, render_html(summary, rows, trajs, max_trajectories=max_trajectories))
-    _write_text_atomic(md_path, render_markdown(summary, rows))
+    write_text_atomic(html_path, render_html(summary, rows, trajs, max_trajectories=max_trajectories))
+    write_text_atomic(md_path, render_markdown(summary, rows))
     return html_path, md_path

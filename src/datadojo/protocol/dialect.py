@@ -40,6 +40,7 @@ from typing import Any
 from datadojo.protocol.boxed import find_boxed, unwrap_boxed
 from datadojo.protocol.code import LANGUAGES, extract_code
 from datadojo.protocol.scan import Block, Scan, scan
+from datadojo.registry import Registry
 from datadojo.types import Action, ActionKind, Observation, Turn
 
 __all__ = [
@@ -180,7 +181,40 @@ class Dialect:
         ``default_language`` is the language of an unfenced code block: ``"python"``, ``"sql"`` or ``"auto"``
         (see :mod:`datadojo.protocol.code`); ``None`` means the code tag's first language. Never raises on
         any text; raises ``ValueError`` only for a ``default_language`` the dialect cannot run.
+
+        The checks are the rules in :data:`_TURN_RULES`, each a small function over a :class:`_TurnCheck`,
+        run in order (the order of the messages a model sees).
         """
+        self._check_default_language(default_language)
+        turn = _TurnCheck.start(self, text, strict)
+        for rule in _TURN_RULES:
+            rule(self, turn)
+        thought = self._thought(text, turn.thinks, turn.actions, turn.outside, turn.implicit_thought)
+
+        kind: ActionKind = "invalid"
+        body = ""
+        language: str | None = None
+        actions = turn.actions
+        if len(actions) == 1 and actions[0].closed and not actions[0].inner:
+            kind, body, language = self._read_action(
+                text, actions[0], turn.errors, turn.warnings, strict=strict, default_language=default_language
+            )
+        elif not actions and turn.boxed_outside is not None:
+            kind, body = "answer", turn.boxed_outside
+
+        if turn.errors:
+            return ParsedTurn(
+                raw=text,
+                kind="invalid",
+                thought=thought,
+                errors=tuple(turn.errors),
+                warnings=tuple(turn.warnings),
+            )
+        return ParsedTurn(
+            raw=text, kind=kind, text=body, thought=thought, language=language, warnings=tuple(turn.warnings)
+        )
+
+    def _check_default_language(self, default_language: str | None) -> None:
         if default_language is not None and default_language != "auto":
             runnable = {lang for t in self.code_tags for lang in t.languages}
             if default_language not in runnable:
@@ -188,137 +222,6 @@ class Dialect:
                     f"dialect {self.name!r} cannot run {default_language!r} code "
                     f"(runs {', '.join(sorted(runnable))}); use default_language='auto' or one of those"
                 )
-        sc = self.scan(text)
-        errors: list[str] = []
-        warnings: list[str] = []
-        soft = errors if strict else warnings  # problems that do not make the action ambiguous
-
-        thinks = [b for b in sc.blocks if b.name == self.think]
-        actions = [b for b in sc.blocks if b.name in self.action_tags]
-        observations = [b for b in sc.blocks if b.name == self.observation]
-        outside = list(sc.outside)
-
-        # A leading </think> with nothing opened before it: the chat template opened the think block.
-        # Problems tied to a position are reported for their first occurrence only, so a model stuck
-        # repeating a tag gets one readable message rather than thousands.
-        implicit_thought: str | None = None
-        reported: set[str] = set()
-        first_block = sc.blocks[0].start if sc.blocks else len(text)
-        for tag in sc.strays:
-            first_stray_think = (
-                tag.name == self.think
-                and not strict
-                and implicit_thought is None
-                and not thinks
-                and tag.start < first_block
-            )
-            if first_stray_think:
-                implicit_thought = text[: tag.start].strip()
-                outside = [s for s in outside if s[0] >= tag.end]
-                warnings.append(
-                    f"</{self.think}> at char {tag.start} has no opening <{self.think}>: "
-                    f"took the text before it as your reasoning."
-                )
-                continue
-            if f"stray {tag.name}" in reported:
-                continue
-            reported.add(f"stray {tag.name}")
-            msg = (
-                f"Stray </{tag.name}> at char {tag.start} with no opening <{tag.name}>: "
-                f"open the block with <{tag.name}> before closing it."
-            )
-            (errors if tag.name in self.action_tags else soft).append(msg)
-
-        if observations:
-            soft.append(
-                f"You wrote an <{self.observation}> block (char {observations[0].start}): only the environment "
-                f"writes <{self.observation}>; stop after your action and wait for it."
-            )
-
-        last_closed_action = max((a.start for a in actions if a.closed), default=-1)
-        unclosed_think = next((b for b in thinks if not b.closed), None)
-        if unclosed_think is not None:
-            msg = f"Unclosed <{self.think}> tag: add </{self.think}> after your reasoning."
-            (soft if last_closed_action > unclosed_think.start else errors).append(msg)
-        nested_think = next((b for b in thinks if b.closed and b.inner), None)
-        if strict and nested_think is not None:
-            errors.append(self._nested_message(nested_think))
-
-        for name in dict.fromkeys(b.name for b in actions if not b.closed):
-            errors.append(self._unclosed_action_message(name))
-        nested_action = next((b for b in actions if b.closed and b.inner), None)
-        if nested_action is not None:
-            errors.append(self._nested_message(nested_action))
-
-        # Lenient: a \boxed{} answer written outside any tag stands for the answer.
-        boxed_outside: str | None = None
-        if not actions and self.boxed_answers and not strict:
-            for start, end in outside:
-                boxes = find_boxed(text[start:end])
-                if boxes:
-                    s, e, _ = boxes[-1]
-                    boxed_outside = text[start + s : start + e]
-            if boxed_outside is not None:
-                warnings.append(
-                    f"Final answer given as \\boxed{{}} outside <{self.answer}>: "
-                    f"wrap it in <{self.answer}>…</{self.answer}>."
-                )
-
-        if not actions and boxed_outside is None:
-            errors.append(self._no_action_message())
-        elif len(actions) > 1:
-            where = _join_positions([f"<{a.name}> at char {a.start}" for a in actions])
-            count = "Two" if len(actions) == 2 else str(len(actions))
-            errors.append(
-                f"{count} actions in one turn ({where}): write exactly one {self._action_list()} per turn."
-            )
-
-        if len(thinks) > 1:
-            where = _join_positions([str(b.start) for b in thinks])
-            soft.append(
-                f"{len(thinks)} <{self.think}> blocks (at chars {where}): "
-                f"write one <{self.think}> block per turn, before the action."
-            )
-        elif not thinks and strict:
-            errors.append(
-                f"No <{self.think}> block: start the turn with your reasoning inside <{self.think}>…</{self.think}>."
-            )
-        if actions:
-            first_action = actions[0]
-            late = next((b for b in thinks if b.start > first_action.start), None)
-            if late is not None:
-                soft.append(
-                    f"<{self.think}> at char {late.start} comes after the <{first_action.name}> action: "
-                    f"reason first, then act."
-                )
-
-        if outside:
-            (s0, e0) = outside[0]
-            more = f" and {len(outside) - 1} more place(s)" if len(outside) > 1 else ""
-            soft.append(
-                f"Text outside tags: '{_excerpt(text[s0:e0])}' (chars {s0}-{e0}){more}; "
-                f"put reasoning inside <{self.think}>…</{self.think}>."
-            )
-
-        thought = self._thought(text, thinks, actions, outside, implicit_thought)
-
-        kind: ActionKind = "invalid"
-        body = ""
-        language: str | None = None
-        if len(actions) == 1 and actions[0].closed and not actions[0].inner:
-            kind, body, language = self._read_action(
-                text, actions[0], errors, warnings, strict=strict, default_language=default_language
-            )
-        elif not actions and boxed_outside is not None:
-            kind, body = "answer", boxed_outside
-
-        if errors:
-            return ParsedTurn(
-                raw=text, kind="invalid", thought=thought, errors=tuple(errors), warnings=tuple(warnings)
-            )
-        return ParsedTurn(
-            raw=text, kind=kind, text=body, thought=thought, language=language, warnings=tuple(warnings)
-        )
 
     def _read_action(
         self,
@@ -502,32 +405,199 @@ SAILOR = Dialect(
     description="SciDataSailor (§4.1, §5.1, App. B.1): <think>, <python>, <result>, <answer> (\\boxed{} allowed)",
 )
 
-_REGISTRY: dict[str, Dialect] = {}
-_ALIASES: dict[str, str] = {"scidatasailor": "sailor", "react": "datamind"}
+# --- the rules of a well-formed turn ------------------------------------------------------------------------
+
+
+@dataclass
+class _TurnCheck:
+    """One turn being checked: its scan, its blocks by kind, and the problems found so far.
+
+    ``soft`` is where problems go that do not make the action ambiguous: errors when strict, else warnings.
+    """
+
+    text: str
+    strict: bool
+    scan: Scan
+    thinks: list[Block]
+    actions: list[Block]
+    observations: list[Block]
+    outside: list[tuple[int, int]]
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    implicit_thought: str | None = None
+    boxed_outside: str | None = None
+
+    @property
+    def soft(self) -> list[str]:
+        return self.errors if self.strict else self.warnings
+
+    @classmethod
+    def start(cls, d: Dialect, text: str, strict: bool) -> _TurnCheck:
+        sc = d.scan(text)
+        return cls(
+            text=text,
+            strict=strict,
+            scan=sc,
+            thinks=[b for b in sc.blocks if b.name == d.think],
+            actions=[b for b in sc.blocks if b.name in d.action_tags],
+            observations=[b for b in sc.blocks if b.name == d.observation],
+            outside=list(sc.outside),
+        )
+
+
+def _rule_strays(d: Dialect, t: _TurnCheck) -> None:
+    """Closing tags with no opening one; a leading ``</think>`` means the chat template opened the block.
+
+    Problems tied to a position are reported for their first occurrence only, so a model stuck repeating a
+    tag gets one readable message rather than thousands.
+    """
+    reported: set[str] = set()
+    first_block = t.scan.blocks[0].start if t.scan.blocks else len(t.text)
+    for tag in t.scan.strays:
+        first_stray_think = (
+            tag.name == d.think
+            and not t.strict
+            and t.implicit_thought is None
+            and not t.thinks
+            and tag.start < first_block
+        )
+        if first_stray_think:
+            t.implicit_thought = t.text[: tag.start].strip()
+            t.outside = [s for s in t.outside if s[0] >= tag.end]
+            t.warnings.append(
+                f"</{d.think}> at char {tag.start} has no opening <{d.think}>: "
+                f"took the text before it as your reasoning."
+            )
+            continue
+        if f"stray {tag.name}" in reported:
+            continue
+        reported.add(f"stray {tag.name}")
+        msg = (
+            f"Stray </{tag.name}> at char {tag.start} with no opening <{tag.name}>: "
+            f"open the block with <{tag.name}> before closing it."
+        )
+        (t.errors if tag.name in d.action_tags else t.soft).append(msg)
+
+
+def _rule_no_observation(d: Dialect, t: _TurnCheck) -> None:
+    """Only the environment writes the observation block."""
+    if t.observations:
+        t.soft.append(
+            f"You wrote an <{d.observation}> block (char {t.observations[0].start}): only the environment "
+            f"writes <{d.observation}>; stop after your action and wait for it."
+        )
+
+
+def _rule_think_closed(d: Dialect, t: _TurnCheck) -> None:
+    """The think block is closed (soft when a closed action follows it) and, when strict, not nested."""
+    last_closed_action = max((a.start for a in t.actions if a.closed), default=-1)
+    unclosed_think = next((b for b in t.thinks if not b.closed), None)
+    if unclosed_think is not None:
+        msg = f"Unclosed <{d.think}> tag: add </{d.think}> after your reasoning."
+        (t.soft if last_closed_action > unclosed_think.start else t.errors).append(msg)
+    nested_think = next((b for b in t.thinks if b.closed and b.inner), None)
+    if t.strict and nested_think is not None:
+        t.errors.append(d._nested_message(nested_think))
+
+
+def _rule_actions_closed(d: Dialect, t: _TurnCheck) -> None:
+    """Every action block is closed and holds no other block."""
+    for name in dict.fromkeys(b.name for b in t.actions if not b.closed):
+        t.errors.append(d._unclosed_action_message(name))
+    nested_action = next((b for b in t.actions if b.closed and b.inner), None)
+    if nested_action is not None:
+        t.errors.append(d._nested_message(nested_action))
+
+
+def _rule_boxed_outside(d: Dialect, t: _TurnCheck) -> None:
+    """Lenient: a ``\\boxed{}`` answer written outside any tag stands for the answer."""
+    if t.actions or not d.boxed_answers or t.strict:
+        return
+    for start, end in t.outside:
+        boxes = find_boxed(t.text[start:end])
+        if boxes:
+            s, e, _ = boxes[-1]
+            t.boxed_outside = t.text[start + s : start + e]
+    if t.boxed_outside is not None:
+        t.warnings.append(
+            f"Final answer given as \\boxed{{}} outside <{d.answer}>: wrap it in <{d.answer}>…</{d.answer}>."
+        )
+
+
+def _rule_one_action(d: Dialect, t: _TurnCheck) -> None:
+    """Exactly one action per turn."""
+    if not t.actions and t.boxed_outside is None:
+        t.errors.append(d._no_action_message())
+    elif len(t.actions) > 1:
+        where = _join_positions([f"<{a.name}> at char {a.start}" for a in t.actions])
+        count = "Two" if len(t.actions) == 2 else str(len(t.actions))
+        t.errors.append(
+            f"{count} actions in one turn ({where}): write exactly one {d._action_list()} per turn."
+        )
+
+
+def _rule_one_think_first(d: Dialect, t: _TurnCheck) -> None:
+    """One think block (required when strict), before the action."""
+    if len(t.thinks) > 1:
+        where = _join_positions([str(b.start) for b in t.thinks])
+        t.soft.append(
+            f"{len(t.thinks)} <{d.think}> blocks (at chars {where}): "
+            f"write one <{d.think}> block per turn, before the action."
+        )
+    elif not t.thinks and t.strict:
+        t.errors.append(
+            f"No <{d.think}> block: start the turn with your reasoning inside <{d.think}>…</{d.think}>."
+        )
+    if t.actions:
+        first_action = t.actions[0]
+        late = next((b for b in t.thinks if b.start > first_action.start), None)
+        if late is not None:
+            t.soft.append(
+                f"<{d.think}> at char {late.start} comes after the <{first_action.name}> action: "
+                f"reason first, then act."
+            )
+
+
+def _rule_no_text_outside(d: Dialect, t: _TurnCheck) -> None:
+    """Reasoning goes inside the think block, not around the tags."""
+    if t.outside:
+        (s0, e0) = t.outside[0]
+        more = f" and {len(t.outside) - 1} more place(s)" if len(t.outside) > 1 else ""
+        t.soft.append(
+            f"Text outside tags: '{_excerpt(t.text[s0:e0])}' (chars {s0}-{e0}){more}; "
+            f"put reasoning inside <{d.think}>…</{d.think}>."
+        )
+
+
+_TURN_RULES = (
+    _rule_strays,
+    _rule_no_observation,
+    _rule_think_closed,
+    _rule_actions_closed,
+    _rule_boxed_outside,
+    _rule_one_action,
+    _rule_one_think_first,
+    _rule_no_text_outside,
+)
+
+
+_REGISTRY: Registry[Dialect] = Registry("dialect", aliases={"scidatasailor": "sailor", "react": "datamind"})
 
 
 def register_dialect(dialect: Dialect, *, replace: bool = False) -> Dialect:
     """Make a dialect available by name (for ``Trajectory.dialect`` and ``--dialect`` options)."""
-    key = dialect.name.lower()
-    if key in _REGISTRY and not replace and _REGISTRY[key] is not dialect:
-        raise ValueError(f"a dialect named {dialect.name!r} is already registered; pass replace=True")
-    _REGISTRY[key] = dialect
-    return dialect
+    return _REGISTRY.register(dialect.name, dialect, replace=replace)
 
 
 def get_dialect(dialect: Dialect | str) -> Dialect:
     """Look a dialect up by name (case-insensitive, aliases ``scidatasailor``, ``react``); pass objects through."""
     if isinstance(dialect, Dialect):
         return dialect
-    key = _ALIASES.get(dialect.lower(), dialect.lower())
-    try:
-        return _REGISTRY[key]
-    except KeyError:
-        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(dialect_names())}") from None
+    return _REGISTRY.get(dialect)
 
 
 def dialect_names() -> tuple[str, ...]:
-    return tuple(sorted(_REGISTRY))
+    return tuple(_REGISTRY.names())
 
 
 register_dialect(DATAMIND)

@@ -13,8 +13,9 @@ See ``docs/sandbox.md`` for the isolation model, the limits and benchmark figure
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from datadojo.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from datadojo.sandbox.config import Limits, SandboxConfig
@@ -50,14 +51,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'datadojo.sandbox' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"datadojo.sandbox.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports("datadojo.sandbox", _WHERE, globals())

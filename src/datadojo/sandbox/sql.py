@@ -28,15 +28,14 @@ file and a rename, so a reader never sees half a file.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import os
 import sqlite3
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from datadojo.fs import atomic_path
 
 __all__ = ["MAX_CELL_CHARS", "SqlResult", "format_table", "run_sql", "split_statements"]
 
@@ -260,25 +259,16 @@ def _connect(db_path: str) -> sqlite3.Connection:
 
 def _write_csv_atomic(target: str, columns: list[str], first: list[tuple[Any, ...]], rest: Any) -> int:
     """Write the header, ``first`` and every row left in the cursor ``rest``; return the total row count."""
-    dest = Path(target)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     count = 0
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(columns)
-            for row in first:
-                writer.writerow(["" if v is None else v for v in row])
-                count += 1
-            for row in rest:
-                writer.writerow(["" if v is None else v for v in row])
-                count += 1
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(target) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for row in first:
+            writer.writerow(["" if v is None else v for v in row])
+            count += 1
+        for row in rest:
+            writer.writerow(["" if v is None else v for v in row])
+            count += 1
     return count
 
 

@@ -20,8 +20,7 @@ works without torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from datadojo.lazy import lazy_exports
 
 __all__ = [
     "GammaSchedule",
@@ -44,14 +43,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'datadojo.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"datadojo.train.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports("datadojo.train", _WHERE, globals())

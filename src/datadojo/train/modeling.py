@@ -8,18 +8,24 @@ distribution code of its own.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from datadojo.fs import write_json_atomic
 from datadojo.train.losses import token_entropy, token_logprobs
 from datadojo.train.tokenize import TokenizedTrajectory
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "TokenBatch",
+    "begin_run",
     "collate",
     "forward_logprobs",
     "load_model_and_tokenizer",
@@ -180,3 +186,29 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any], where: str) 
             f"{where}: cannot resume: the configuration differs from the checkpoint's in "
             f"{', '.join(changed)}; use a new output folder or the original settings"
         )
+
+
+def begin_run(
+    acc: Any, ckpt: Any, run_dir: Path, cfg_dict: dict[str, Any], metrics: Any, *, resume: bool
+) -> tuple[int, dict[str, Any] | None]:
+    """Resume a trainer's run from its latest checkpoint, or start it afresh; shared by SFT and RL.
+
+    Returns the first step to run and the loaded checkpoint state (``None`` for a fresh start). Refuses a
+    folder that holds checkpoints when not resuming (they would be overwritten) and a checkpoint whose
+    configuration changed meaning (:func:`check_resumable`). The main process writes ``config.json``
+    (atomically) and drops metric records past the resumed step.
+    """
+    start, state = 0, None
+    latest = ckpt.latest() if resume else None
+    if latest is not None:
+        check_resumable(latest[1].get("config", {}), cfg_dict, str(latest[0]))
+        state = ckpt.load(acc, latest[0])
+        start = int(state["step"])
+        log.info("resuming from %s (step %d)", latest[0], start)
+    elif ckpt.list():
+        raise ValueError(f"{run_dir}: holds checkpoints; resume, or choose a new output folder")
+    if acc.is_main_process:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_dir / "config.json", cfg_dict, indent=1, ensure_ascii=True)
+        metrics.truncate_after(start)
+    return start, state

@@ -8,11 +8,12 @@ and diffs as text. Missing values (a metric not logged at some step) leave gaps 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
+
+from datadojo.fs import write_text_atomic
 
 __all__ = ["DEFAULT_RL_KEYS", "DEFAULT_SFT_KEYS", "render_svg", "write_curves"]
 
@@ -151,9 +152,4 @@ def write_curves(
     records: Sequence[dict[str, Any]], path: str | Path, keys: Sequence[str], *, title: str = ""
 ) -> Path:
     """Write :func:`render_svg` to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(render_svg(records, keys, title=title), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, render_svg(records, keys, title=title))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from datadojo.errors import UnknownNameError
+from datadojo.registry import Registry
 from datadojo.train.losses import Normalization, PolicyLossOutput, dapo_loss, grpo_loss
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class LossSpec:
         return self.uses_entropy and config.entropy_coef > 0
 
 
-_REGISTRY: dict[str, LossSpec] = {}
+_REGISTRY: Registry[LossSpec] = Registry("policy loss", listing="registered")
 
 
 def register_policy_loss(
@@ -91,9 +91,7 @@ def register_policy_loss(
 
     def decorator(fn: PolicyLossFn) -> PolicyLossFn:
         key = name.lower()
-        if key in _REGISTRY and not replace:
-            raise ValueError(f"a policy loss named {name!r} is already registered")
-        _REGISTRY[key] = LossSpec(key, fn, normalization, uses_kl, uses_entropy)
+        _REGISTRY.register(key, LossSpec(key, fn, normalization, uses_kl, uses_entropy), replace=replace)
         return fn
 
     return decorator
@@ -101,16 +99,11 @@ def register_policy_loss(
 
 def get_policy_loss(name: str) -> LossSpec:
     """The loss registered as ``name`` (case-insensitive)."""
-    try:
-        return _REGISTRY[name.lower()]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown policy loss {name!r}; registered: {', '.join(policy_loss_names())}"
-        ) from None
+    return _REGISTRY.get(name)
 
 
 def policy_loss_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 @register_policy_loss("dapo", normalization="group")

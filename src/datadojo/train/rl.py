@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.train.checkpoint import CheckpointManager, save_hf_model
 from datadojo.train.config import RLConfig
@@ -53,8 +54,8 @@ from datadojo.train.losses import (
 from datadojo.train.metrics import MetricsLog
 from datadojo.train.modeling import (
     TokenBatch,
+    begin_run,
     build_optimizer,
-    check_resumable,
     collate,
     forward_logprobs,
     load_model_and_tokenizer,
@@ -446,20 +447,11 @@ class RLTrainer:
         ckpt = CheckpointManager(self.run_dir, keep=cfg.keep_checkpoints)
         metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         cfg_dict = json.loads(json.dumps(cfg.to_dict()))
-        start, updates = 0, 0
-        latest = ckpt.latest() if resume else None
-        if latest is not None:
-            check_resumable(latest[1].get("config", {}), cfg_dict, str(latest[0]))
-            state = ckpt.load(acc, latest[0])
-            start, updates = int(state["step"]), int(state.get("updates", 0))
+        start, state = begin_run(acc, ckpt, self.run_dir, cfg_dict, metrics, resume=resume)
+        updates = 0
+        if state is not None:
+            updates = int(state.get("updates", 0))
             self.source.sync(acc, self.model)
-            log.info("resuming from %s (step %d)", latest[0], start)
-        elif ckpt.list():
-            raise ValueError(f"{self.run_dir}: holds checkpoints; resume, or choose a new output folder")
-        if acc.is_main_process:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.json").write_text(json.dumps(cfg_dict, indent=1), encoding="utf-8")
-            metrics.truncate_after(start)
         rollout_dir = self.run_dir / "rollouts"
         rollout_dir.mkdir(parents=True, exist_ok=True)
         last: dict[str, Any] = {}
@@ -519,9 +511,7 @@ class RLTrainer:
         )
         if acc.is_main_process:
             write_curves(metrics.read(), self.run_dir / "curves.svg", DEFAULT_RL_KEYS, title="RL")
-            (self.run_dir / "summary.json").write_text(
-                json.dumps(summary.to_dict(), indent=1), encoding="utf-8"
-            )
+            write_json_atomic(self.run_dir / "summary.json", summary.to_dict(), indent=1, ensure_ascii=True)
         return summary
 
     def _step_metrics(

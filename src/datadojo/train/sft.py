@@ -27,14 +27,15 @@ from typing import Any
 
 import torch
 
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import read_trajectories
 from datadojo.train.checkpoint import CheckpointManager, save_hf_model
 from datadojo.train.config import SFTConfig
 from datadojo.train.losses import normalization_weights, sft_loss
 from datadojo.train.metrics import MetricsLog
 from datadojo.train.modeling import (
+    begin_run,
     build_optimizer,
-    check_resumable,
     collate,
     forward_logprobs,
     load_model_and_tokenizer,
@@ -167,18 +168,7 @@ class SFTTrainer:
         ckpt = CheckpointManager(self.run_dir, keep=cfg.keep_checkpoints)
         metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         cfg_dict = json.loads(json.dumps(cfg.to_dict()))
-        start = 0
-        latest = ckpt.latest() if resume else None
-        if latest is not None:
-            check_resumable(latest[1].get("config", {}), cfg_dict, str(latest[0]))
-            start = int(ckpt.load(acc, latest[0])["step"])
-            log.info("resuming from %s (step %d)", latest[0], start)
-        elif ckpt.list():
-            raise ValueError(f"{self.run_dir}: holds checkpoints; resume, or choose a new output folder")
-        if acc.is_main_process:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.json").write_text(json.dumps(cfg_dict, indent=1), encoding="utf-8")
-            metrics.truncate_after(start)
+        start, _ = begin_run(acc, ckpt, self.run_dir, cfg_dict, metrics, resume=resume)
 
         first_loss: float | None = None
         last_loss: float | None = None
@@ -256,9 +246,7 @@ class SFTTrainer:
         )
         if acc.is_main_process:
             write_curves(metrics.read(), self.run_dir / "curves.svg", DEFAULT_SFT_KEYS, title="SFT")
-            (self.run_dir / "summary.json").write_text(
-                json.dumps(summary.to_dict(), indent=1), encoding="utf-8"
-            )
+            write_json_atomic(self.run_dir / "summary.json", summary.to_dict(), indent=1, ensure_ascii=True)
         return summary
 
 

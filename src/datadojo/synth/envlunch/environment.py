@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from datadojo.corpus.sqlite_reader import quote_ident
 from datadojo.errors import DataDojoError
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "EnvError",
     "Environment",
     "ForeignKey",
+    "NoAction",
     "TableData",
     "discover_sources",
     "load_environment",
@@ -50,6 +52,14 @@ log = logging.getLogger(__name__)
 
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".xlsx", ".xls", ".json", ".jsonl")
+
+
+class NoAction(Exception):
+    """The valid-action pool of a step is empty: the trajectory is cut short (§3).
+
+    Control flow shared by the SQL and pandas action pools (``sql_actions.NoAction`` and
+    ``pandas_actions.NoAction`` are this class), not an error a user sees.
+    """
 
 
 class EnvError(DataDojoError, ValueError):
@@ -176,8 +186,7 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     return con
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+_q = quote_ident  # the one SQL identifier quoting
 
 
 def load_sqlite(path: str | Path, *, env_id: str | None = None) -> Environment:

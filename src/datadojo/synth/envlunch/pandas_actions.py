@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from datadojo.synth.envlunch.environment import Environment, ForeignKey
+from datadojo.synth.envlunch.environment import Environment, ForeignKey, NoAction
 from datadojo.synth.envlunch.keys import ColumnInfo
 
 __all__ = [
@@ -149,10 +149,6 @@ class Ctx:
     rng: random.Random
     files: dict[str, str] = field(default_factory=dict)
     varying_tables: frozenset[str] = frozenset()
-
-
-class NoAction(Exception):
-    """No valid action for this step."""
 
 
 def _lit(v: Any) -> str:

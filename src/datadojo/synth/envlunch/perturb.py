@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from datadojo.corpus.sqlite_reader import quote_ident
+from datadojo.fs import atomic_path, write_bytes_atomic
 from datadojo.synth.envlunch.environment import Environment, ForeignKey, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo
 
@@ -192,13 +193,13 @@ def sqlite_copy(
                 continue
             table = env.tables[name]
             gone = np.flatnonzero(~mask)
-            qn = '"' + name.replace('"', '""') + '"'
+            qn = quote_ident(name)
             if table.rowids is not None:
                 dest.executemany(f"DELETE FROM {qn} WHERE rowid = ?", [(table.rowids[i],) for i in gone])
             else:
                 pk = table.primary_key or tuple(table.columns)
                 idx = [table.columns.index(c) for c in pk]
-                cond = " AND ".join('"' + c.replace('"', '""') + '" IS ?' for c in pk)
+                cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in pk)
                 dest.executemany(
                     f"DELETE FROM {qn} WHERE {cond}", [tuple(table.rows[i][j] for j in idx) for i in gone]
                 )
@@ -238,38 +239,20 @@ def pandas_copy(
     return out
 
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
 def write_atomic_bytes(path: Path, data: bytes) -> None:
-    """Write bytes via a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write bytes via a temporary file and a rename (:func:`datadojo.fs.write_bytes_atomic`)."""
+    write_bytes_atomic(path, data)
 
 
 def write_sqlite_atomic(con: sqlite3.Connection, path: Path) -> None:
     """Save an (in-memory) database to ``path`` via a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    if tmp.exists():
-        tmp.unlink()
-    try:
+    with atomic_path(path) as tmp:
+        tmp.unlink(missing_ok=True)  # one a killed run left: backup() must start from an empty file
         out = sqlite3.connect(tmp)
         try:
             con.backup(out)
         finally:
             out.close()
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def parquet_roundtrip(frame: pd.DataFrame) -> tuple[bytes, pd.DataFrame]:

@@ -45,14 +45,23 @@ from __future__ import annotations
 import bisect
 import random
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from datadojo.synth.envlunch.environment import Environment, ForeignKey
+from datadojo.synth.envlunch.environment import Environment, ForeignKey, NoAction
 from datadojo.synth.envlunch.keys import ColumnInfo, is_number
+from datadojo.synth.envlunch.sql_query import (  # the query model; re-exported for callers of this module
+    Col,
+    Obs,
+    SqlQuery,
+    SqlStep,
+    execute_sql,
+    observe,
+    q_ident,
+    sql_literal,
+)
 
 __all__ = [
     "AGGREGATING",
@@ -72,191 +81,7 @@ __all__ = [
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 AGG_FUNCS = ("SUM", "AVG", "MIN", "MAX")
 TOPK_MAX = 10
-OBS_ROW_CAP = 5000
-
-
-def q_ident(name: str) -> str:
-    """Double-quote an SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def sql_literal(v: Any) -> str:
-    """An SQL literal for a value read off an observation (``repr`` keeps a float's exact value)."""
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return str(int(v))
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    return "'" + str(v).replace("'", "''") + "'"
-
-
-@dataclass(frozen=True)
-class Col:
-    """A column of the current observation: where it comes from and how to write it in SQL."""
-
-    alias: str
-    table: str
-    name: str
-    role: str
-    expr: str = ""
-    agg: bool = False
-
-    @property
-    def sql(self) -> str:
-        return self.expr or f"{self.alias}.{q_ident(self.name)}"
-
-
-@dataclass
-class Obs:
-    """An executed partial query: its columns and (up to ``row_cap``) rows."""
-
-    cols: list[Col]
-    rows: list[tuple[Any, ...]]
-    n_rows: int
-
-    def values(self, col: Col) -> list[Any]:
-        i = self.cols.index(col)
-        return [r[i] for r in self.rows]
-
-
-@dataclass(frozen=True)
-class SqlStep:
-    """One appended clause action (what the trajectory records)."""
-
-    kind: str
-    params: dict[str, Any]
-    sql: str = ""  # the partial query after this action (what the trajectory executed)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.params, "sql": self.sql}
-
-
-@dataclass
-class SqlQuery:
-    """A query under construction; :meth:`render` gives the SQL of the current prefix."""
-
-    tables: list[tuple[str, str]] = field(default_factory=list)  # (table, alias)
-    joins: list[str] = field(default_factory=list)  # "JOIN t AS T2 ON ..."
-    where: list[str] = field(default_factory=list)
-    group: Col | None = None
-    agg: Col | None = None
-    having: str | None = None
-    order: list[str] = field(default_factory=list)
-    tiebreak_projection: bool = False
-    limit: int | None = None
-    select: list[Col] | None = None
-    distinct: bool = False
-    cte_above_avg: bool = False
-    row_cols: list[Col] = field(default_factory=list)
-
-    def copy(self) -> SqlQuery:
-        return replace(
-            self,
-            tables=list(self.tables),
-            joins=list(self.joins),
-            where=list(self.where),
-            order=list(self.order),
-            select=None if self.select is None else list(self.select),
-            row_cols=list(self.row_cols),
-        )
-
-    @property
-    def grouped(self) -> bool:
-        return self.group is not None
-
-    def output_cols(self) -> list[Col]:
-        if self.group is not None and self.agg is not None:
-            return [self.group, self.agg]
-        if self.select is not None:
-            return self.select
-        return self.row_cols
-
-    def render(self) -> str:
-        t0, a0 = self.tables[0]
-        from_sql = f"FROM {q_ident(t0)} AS {a0}" + "".join(" " + j for j in self.joins)
-        where = f" WHERE {' AND '.join(self.where)}" if self.where else ""
-        if self.group is not None and self.agg is not None:
-            g = self.group
-            body = (
-                f"SELECT {g.sql} AS {q_ident(g.name)}, {self.agg.expr} AS value {from_sql}{where} "
-                f"GROUP BY {g.sql}"
-            )
-            if self.cte_above_avg:
-                return f"WITH grouped AS ({body}) SELECT * FROM grouped WHERE value > (SELECT AVG(value) FROM grouped)"
-            if self.having:
-                body += f" HAVING {self.having}"
-            if self.order:
-                body += f" ORDER BY {', '.join(self.order)}"
-            if self.limit is not None:
-                body += f" LIMIT {self.limit}"
-            return body
-        cols = self.select if self.select is not None else self.row_cols
-        sel = ", ".join(c.sql for c in cols)
-        order = list(self.order)
-        if order and self.tiebreak_projection:
-            order += [f"{c.sql} ASC" for c in cols if f"{c.sql} ASC" not in order]
-        sql = f"SELECT {'DISTINCT ' if self.distinct else ''}{sel} {from_sql}{where}"
-        if order:
-            sql += f" ORDER BY {', '.join(order)}"
-        if self.limit is not None:
-            sql += f" LIMIT {self.limit}"
-        return sql
-
-
-def execute_sql(
-    con: sqlite3.Connection,
-    sql: str,
-    *,
-    row_cap: int | None = None,
-    timeout_s: float = 10.0,
-    count_rest: bool = True,
-) -> tuple[list[str], list[tuple[Any, ...]], int]:
-    """Run one query: ``(column names, rows (at most row_cap), total row count)``.
-
-    A progress handler aborts the query after ``timeout_s`` (raises ``sqlite3.OperationalError``).
-    """
-    deadline = time.monotonic() + timeout_s
-    con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
-    try:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description or ()]
-        if row_cap is None:
-            rows = cur.fetchall()
-            return names, rows, len(rows)
-        rows = cur.fetchmany(row_cap)
-        extra = 0
-        while count_rest:
-            more = cur.fetchmany(4096)
-            if not more:
-                break
-            extra += len(more)
-        return names, rows, len(rows) + extra
-    finally:
-        con.set_progress_handler(None, 0)
-
-
-def observe(con: sqlite3.Connection, query: SqlQuery, *, row_cap: int = OBS_ROW_CAP) -> Obs:
-    """Execute the partial query and return the observation the next action is chosen from.
-
-    At most ``row_cap`` rows are fetched (parameters of the next action are read off them); the row count
-    is exact (a ``COUNT(*)`` over the query when the cap is hit).
-    """
-    sql = query.render()
-    _, rows, _ = execute_sql(con, sql, row_cap=row_cap, count_rest=False)
-    n = len(rows)
-    if n >= row_cap:
-        n = execute_sql(con, f"SELECT COUNT(*) FROM ({sql})")[1][0][0]
-    return Obs(query.output_cols(), rows, n)
-
-
 # ---------------------------------------------------------------- actions ---------------------------------
-
-
-class NoAction(Exception):
-    """The valid-action pool is empty: the trajectory is cut short (§3)."""
 
 
 @dataclass
@@ -612,6 +437,24 @@ assert len(OPERATORS) == 15 and len(AGGREGATING) == 10 and len(NON_AGGREGATING) 
 _REDUCING = {"filter", "group_agg", "having", "order_limit", "distinct", "anti_join", "cte_above_avg"}
 
 
+# An action kind of an operator spec -> the clause action it runs, called as
+# ``(ctx, query, observation, connection, cap_rows)``; ``cap_rows`` is true when no later step reduces rows.
+_Action = Callable[[Ctx, SqlQuery, Obs, sqlite3.Connection, bool], SqlStep]
+_ACTIONS: dict[str, _Action] = {
+    "join": lambda ctx, q, obs, con, cap: act_join(ctx, q, obs, con, chain=False),
+    "join_chain": lambda ctx, q, obs, con, cap: act_join(ctx, q, obs, con, chain=True),
+    "filter": lambda ctx, q, obs, con, cap: act_filter(ctx, q, obs, cap_rows=cap),
+    "group_agg": lambda ctx, q, obs, con, cap: act_group_agg(ctx, q, obs, cap_rows=cap),
+    "having": lambda ctx, q, obs, con, cap: act_having(ctx, q, obs),
+    "order_limit": lambda ctx, q, obs, con, cap: act_order_limit(ctx, q, obs),
+    "project": lambda ctx, q, obs, con, cap: act_project(ctx, q, obs),
+    "project_one": lambda ctx, q, obs, con, cap: act_project(ctx, q, obs, one=True),
+    "distinct": lambda ctx, q, obs, con, cap: act_distinct(ctx, q, obs),
+    "anti_join": lambda ctx, q, obs, con, cap: act_anti_join(ctx, q, obs, con),
+    "cte_above_avg": lambda ctx, q, obs, con, cap: act_cte_above_avg(ctx, q, obs),
+}
+
+
 def _observe(ctx: Ctx, con: sqlite3.Connection, q: SqlQuery) -> Obs:
     """:func:`observe`, memoised per context when it has a cache (the solver re-runs the same prefixes)."""
     if ctx.obs_cache is None:
@@ -639,31 +482,10 @@ def build_query(
         raise NoAction("source")
     for i, kind in enumerate(spec.steps):
         later_reduces = any(s in _REDUCING for s in spec.steps[i + 1 :])
-        cap = not later_reduces
-        if kind == "join":
-            step = act_join(ctx, q, obs, con, chain=False)
-        elif kind == "join_chain":
-            step = act_join(ctx, q, obs, con, chain=True)
-        elif kind == "filter":
-            step = act_filter(ctx, q, obs, cap_rows=cap)
-        elif kind == "group_agg":
-            step = act_group_agg(ctx, q, obs, cap_rows=cap)
-        elif kind == "having":
-            step = act_having(ctx, q, obs)
-        elif kind == "order_limit":
-            step = act_order_limit(ctx, q, obs)
-        elif kind == "project":
-            step = act_project(ctx, q, obs)
-        elif kind == "project_one":
-            step = act_project(ctx, q, obs, one=True)
-        elif kind == "distinct":
-            step = act_distinct(ctx, q, obs)
-        elif kind == "anti_join":
-            step = act_anti_join(ctx, q, obs, con)
-        elif kind == "cte_above_avg":
-            step = act_cte_above_avg(ctx, q, obs)
-        else:  # pragma: no cover - the specs above use only these kinds
+        action = _ACTIONS.get(kind)
+        if action is None:  # pragma: no cover - the specs above use only these kinds
             raise ValueError(f"unknown SQL action kind {kind!r}")
+        step = action(ctx, q, obs, con, not later_reduces)
         steps.append(replace(step, sql=q.render()))
         obs = _observe(ctx, con, q)
         if obs.n_rows == 0:

@@ -21,8 +21,6 @@ leaves a torn one and never leaves a temporary file. Only the driver writes; uni
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
 import time
 from collections import Counter, defaultdict
@@ -31,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.llm.structured import StructuredMode
@@ -343,15 +342,6 @@ def summarise(
     }
 
 
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 async def run_sailor(
     folders: Sequence[str | Path],
     seeds: Sequence[Seed],
@@ -429,7 +419,7 @@ async def run_sailor(
         "structured_mode": mode,
     }
     run.summary = summarise(list(finished.values()), cfg, extra)
-    _write_json_atomic(out_dir / "summary.json", run.summary)
+    write_json_atomic(out_dir / "summary.json", run.summary)
     if report:
         from datadojo.synth.sailor.report import write_report
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl
 
 __all__ = ["render_report", "write_report"]
@@ -110,11 +110,4 @@ def render_report(out: str | Path) -> str:
 def write_report(out: str | Path) -> Path:
     """Write ``report.html`` into the run folder (temp file + rename)."""
     out = Path(out)
-    path = out / "report.html"
-    tmp = out / f".report.html.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(render_report(out), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(out / "report.html", render_report(out))

@@ -14,10 +14,12 @@ many it dropped; every file is written to a temporary name and renamed into plac
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datadojo.errors import DataDojoError
+from datadojo.types import Trajectory
 
 __all__ = ["ExportError", "ExportReport"]
 
@@ -39,3 +41,13 @@ class ExportReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def trainable(self, trajectories: Iterable[Trajectory]) -> Iterator[Trajectory]:
+        """The trajectories worth exporting, counting the rest: void ones (DataMind §4) and empty ones."""
+        for traj in trajectories:
+            if traj.has_void_turn:
+                self.skipped_void += 1
+            elif not traj.turns:
+                self.skipped_other += 1
+            else:
+                yield traj

@@ -23,11 +23,11 @@ rendered exactly as the agent sees them at inference.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.train.export import ExportError, ExportReport
@@ -101,10 +101,7 @@ def update_dataset_info(path: str | Path, name: str, entry: dict[str, Any]) -> P
         if not isinstance(info, dict):
             raise ExportError(f"{path}: expected a JSON object of datasets")
     info[name] = entry
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json_atomic(path, info)
 
 
 def export_llamafactory(
@@ -124,15 +121,10 @@ def export_llamafactory(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport("llamafactory")
-    records = []
-    for traj in trajectories:
-        if traj.has_void_turn:
-            report.skipped_void += 1
-            continue
-        if not traj.turns:
-            report.skipped_other += 1
-            continue
-        records.append(trajectory_to_sharegpt(traj, observation_role=observation_role))
+    records = [
+        trajectory_to_sharegpt(traj, observation_role=observation_role)
+        for traj in report.trainable(trajectories)
+    ]
     data = out / f"{name}.jsonl"
     report.written = write_jsonl_atomic(data, records)
     info = update_dataset_info(out / "dataset_info.json", name, dataset_info_entry(data.name))

@@ -41,15 +41,7 @@ def export_trl(
 ) -> ExportReport:
     """Write the records to the JSONL file ``out`` (void trajectories and empty ones skipped)."""
     report = ExportReport("trl")
-    records = []
-    for traj in trajectories:
-        if traj.has_void_turn:
-            report.skipped_void += 1
-            continue
-        if not traj.turns:
-            report.skipped_other += 1
-            continue
-        records.append(trajectory_to_trl(traj, with_masks=with_masks))
+    records = [trajectory_to_trl(traj, with_masks=with_masks) for traj in report.trainable(trajectories)]
     report.written = write_jsonl_atomic(out, records)
     report.files = [str(out)]
     return report

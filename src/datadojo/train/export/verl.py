@@ -21,7 +21,6 @@ file system). ``<out>/tool_config.yaml`` registers the sandbox tool; the command
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datadojo.agent.prompts import build_prompt
+from datadojo.fs import atomic_path, write_json_atomic
 from datadojo.protocol import get_dialect
 from datadojo.train.export import ExportError, ExportReport
 from datadojo.train.export.verl_tool import TOOL_NAME, TOOL_SCHEMA
@@ -157,9 +157,8 @@ def tool_config(max_output_chars: int | None = None) -> dict[str, Any]:
 
 def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     table = pa.Table.from_pylist(rows, schema=VERL_SCHEMA)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def export_verl(
@@ -212,10 +211,8 @@ def export_verl(
         report.files.append(str(path))
         report.written += len(rows)
     cfg_path = out / "tool_config.yaml"
-    tmp = cfg_path.with_name(f".{cfg_path.name}.{os.getpid()}.tmp")
     # JSON is valid YAML (verl reads this file with OmegaConf), and needs no YAML writer.
-    tmp.write_text(json.dumps(tool_config(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, cfg_path)
+    write_json_atomic(cfg_path, tool_config(), ensure_ascii=True)
     report.files.append(str(cfg_path))
     report.notes.append(
         f"reward: custom_reward_function.path={Path(__file__).with_name('verl_reward.py')} "
