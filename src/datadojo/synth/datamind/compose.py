@@ -172,7 +172,7 @@ async def compose_queries(
                             max_tokens=config.query_max_tokens,
                         )
                 except StructuredOutputError as exc:
-                    usage.add("teacher", requests=2, prompt_tokens=0, completion_tokens=0)
+                    usage.add("teacher", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
                     rejects.add(STAGE, key, "invalid_reply", f"invalid reply after one repair: {exc}", file=f.path)
                     progress.mark(STAGE, key, task_id=None)
                     state["done"] += plan.length - depth

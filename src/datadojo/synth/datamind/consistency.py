@@ -191,7 +191,7 @@ async def judge_one(
             max_tokens=config.judge_max_tokens,
         )  # fmt: skip
     except StructuredOutputError as exc:
-        usage.add("judge", requests=2, prompt_tokens=0, completion_tokens=0)
+        usage.add("judge", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
         usage.failed += 1
         return Verdict(
             **base, consistent=False, critique="", best=None, method="llm",

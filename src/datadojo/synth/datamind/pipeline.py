@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.agent.runner import SandboxFactory
+from datadojo.corpus.scan import read_corpus
 from datadojo.llm.base import ChatBackend
 from datadojo.synth.datamind.compose import compose_queries
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
@@ -71,6 +72,10 @@ class DataMindRun:
         if self.inputs:
             with RejectLog(self.paths.rejected) as rejects:
                 self.files, self.files_seen = accepted_files(self.inputs, self.paths, self.config, rejects)
+        elif self.paths.corpus.exists():  # a later stage run alone: the files an earlier stage scanned
+            latest = {r.path: r for r in read_corpus(self.paths.corpus)}
+            self.files = [FileEntry(r) for _, r in sorted(latest.items()) if r.accepted]
+            self.files_seen = len(latest)
 
     def tick(self, stage: str) -> Callable[[int, int], None] | None:
         if self.progress is None:

@@ -267,7 +267,7 @@ async def synthesize_queries(
                     max_tokens=config.query_max_tokens,
                 )
             except StructuredOutputError as exc:
-                usage.add("teacher", requests=2, prompt_tokens=0, completion_tokens=0)
+                usage.add("teacher", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
                 return f, c, None, f"invalid reply after one repair: {exc}"
             except LLMError as exc:
                 usage.failed += 1
@@ -283,7 +283,10 @@ async def synthesize_queries(
             return f, c, res.value, None
 
     with RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
-        for fut in asyncio.as_completed([ask(f, c) for f, c in todo]):
+        # Requests run concurrently but replies are committed in job order, so which of two duplicate
+        # questions is kept does not depend on server timing.
+        pending = [asyncio.ensure_future(ask(f, c)) for f, c in todo]
+        for fut in pending:
             f, c, batch, error = await fut
             key = f"{f.sha256}:{c.name}"
             if batch is None and error is None:
