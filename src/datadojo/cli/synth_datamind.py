@@ -39,10 +39,16 @@ SPEC_HELP = (
     "`hf:/path/to/checkpoint`."
 )
 
-_INPUTS = typer.Argument(None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively).")
+_INPUTS = typer.Argument(
+    None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively)."
+)
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
-_TEACHER = typer.Option(..., "--teacher", help="Teacher model (queries, composition, trajectories). " + SPEC_HELP)
-_JUDGE = typer.Option(..., "--judge", help="Judge model for self-consistency (separate from the teacher). " + SPEC_HELP)
+_TEACHER = typer.Option(
+    ..., "--teacher", help="Teacher model (queries, composition, trajectories). " + SPEC_HELP
+)
+_JUDGE = typer.Option(
+    ..., "--judge", help="Judge model for self-consistency (separate from the teacher). " + SPEC_HELP
+)
 
 
 def _fail(exc: BaseException) -> typer.Exit:
@@ -104,7 +110,9 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     for step, n in funnel_rows(summary):
         t.add_row(step, n)
     Console().print(t)
-    Console().print(f"summary: {Path(summary['out']) / 'summary.json'}   report: {Path(summary['out']) / 'report.html'}")
+    Console().print(
+        f"summary: {Path(summary['out']) / 'summary.json'}   report: {Path(summary['out']) / 'report.html'}"
+    )
 
 
 def _execute(
@@ -154,12 +162,18 @@ def run_cmd(
     rounds: int = typer.Option(1, "--rounds", help="Reflection rounds for inconsistent queries (0 = none)."),
     concurrency: int = typer.Option(32, "--concurrency", help="Episodes / requests in flight."),
     taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
-    workflow: bool = typer.Option(True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."),
+    workflow: bool = typer.Option(
+        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
+    ),
     compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
     chains_per_file: int = typer.Option(3, help="Composition chains per file (each 2-5 categories long)."),
     max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
-    structured: str = typer.Option("auto", help="response_format mode: auto | json_schema | json_object | off."),
-    tokenizer: str = typer.Option("approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."),
+    structured: str = typer.Option(
+        "auto", help="response_format mode: auto | json_schema | json_object | off."
+    ),
+    tokenizer: str = typer.Option(
+        "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
+    ),
     seed: int = typer.Option(0, help="Seed of composition plans, sampling and random selection."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
@@ -224,10 +238,14 @@ def sample_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
     n: int = typer.Option(3, "-n", help="Trajectories per query."),
-    round_: int = typer.Option(0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."),
+    round_: int = typer.Option(
+        0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
+    ),
     concurrency: int = typer.Option(32, "--concurrency"),
     taxonomy: Path | None = typer.Option(None, "--taxonomy"),
-    workflow: bool = typer.Option(True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."),
+    workflow: bool = typer.Option(
+        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
+    ),
     max_turns: int = typer.Option(10),
     seed: int = typer.Option(0),
     progress: bool = typer.Option(True, "--progress/--no-progress"),

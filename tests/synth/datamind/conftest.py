@@ -31,7 +31,9 @@ COLUMNS = ["order_date", "region", "units", "price"]
 def write_csv(path: Path, rows: int = 30) -> Path:
     lines = [",".join(COLUMNS)]
     for i in range(rows):
-        lines.append(f"2024-01-{i % 28 + 1:02d},{['North', 'South', 'East'][i % 3]},{i * 3 % 17 + 1},{1.5 + i % 5}")
+        lines.append(
+            f"2024-01-{i % 28 + 1:02d},{['North', 'South', 'East'][i % 3]},{i * 3 % 17 + 1},{1.5 + i % 5}"
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -50,11 +52,20 @@ def query_reply(req: dict[str, Any]) -> str:
     scenario = SCENARIOS.get(category, "consistent")
     if category == "Distribution Analysis" and not any(m["role"] == "assistant" for m in req["messages"]):
         return "Sure! Here are the questions: {queries: [oops"  # malformed: repaired by the next request
-    queries = [{"question": f"[s:{scenario}] What is the {category.lower()} of units by region?", "columns": ["units", "region"]}]
+    queries = [
+        {
+            "question": f"[s:{scenario}] What is the {category.lower()} of units by region?",
+            "columns": ["units", "region"],
+        }
+    ]
     if category == "Fact Checking":
-        queries.append({"question": "[s:consistent] Is the total of `revenue` above 100?", "columns": ["revenue"]})
+        queries.append(
+            {"question": "[s:consistent] Is the total of `revenue` above 100?", "columns": ["revenue"]}
+        )
     if category == "Descriptive Analysis":  # the same text as the Aggregation question: a duplicate
-        queries = [{"question": "[s:consistent] What is the aggregation of units by region?", "columns": ["units"]}]
+        queries = [
+            {"question": "[s:consistent] What is the aggregation of units by region?", "columns": ["units"]}
+        ]
     return json.dumps({"queries": queries})
 
 
@@ -103,7 +114,11 @@ def judge(req: dict[str, Any]) -> Any:
     if "[s:wording]" in user:
         return json.dumps({"critique": "All three say 42 units.", "consistent": True, "best": 2})
     return json.dumps(
-        {"critique": "The attempts disagree; check the grouping by region.", "consistent": False, "best": None}
+        {
+            "critique": "The attempts disagree; check the grouping by region.",
+            "consistent": False,
+            "best": None,
+        }
     )
 
 

@@ -64,7 +64,9 @@ def _by_scenario(out: Path) -> dict[str, str]:
     ids: dict[str, str] = {}
     for t in read_tasks(out / "queries.jsonl", resolve_paths=False):
         if t.difficulty == 1:
-            ids[t.question.split("]")[0].removeprefix("[s:")] = ids.get(t.question.split("]")[0].removeprefix("[s:"), t.id)
+            ids[t.question.split("]")[0].removeprefix("[s:")] = ids.get(
+                t.question.split("]")[0].removeprefix("[s:"), t.id
+            )
     return ids
 
 
@@ -133,7 +135,9 @@ def test_verdicts_rule_then_judge_and_reflection_rescue(finished):
     v = {(r["task_id"], r["round"]): r for r in _lines(out / "verdicts.jsonl")}
     assert v[(ids["consistent"], 0)]["method"] == "rule" and v[(ids["consistent"], 0)]["consistent"]
     wording = v[(ids["wording"], 0)]
-    assert wording["method"] == "llm" and wording["consistent"] and wording["best"] == 1  # judge said attempt 2
+    assert (
+        wording["method"] == "llm" and wording["consistent"] and wording["best"] == 1
+    )  # judge said attempt 2
     assert v[(ids["rescued"], 0)]["consistent"] is False and v[(ids["rescued"], 0)]["method"] == "llm"
     assert v[(ids["rescued"], 1)]["consistent"] is True and v[(ids["rescued"], 1)]["method"] == "rule"
     assert not v[(ids["forever"], 0)]["consistent"] and not v[(ids["forever"], 1)]["consistent"]
@@ -151,7 +155,10 @@ def test_filters_and_curated_sets(finished):
     assert {r["task_id"] for r in rejected if r["reason"] == "language"} == {ids["garbled"]}
     assert {r["task_id"] for r in rejected if r["reason"] == "length"} == {ids["toolong"]}
     assert all("mojibake" in r["detail"] for r in rejected if r["reason"] == "language")
-    sets = {name: _lines(out / "sft" / f"{name}.jsonl") for name in ("con-select", "random-select", "non-select", "non-con")}
+    sets = {
+        name: _lines(out / "sft" / f"{name}.jsonl")
+        for name in ("con-select", "random-select", "non-select", "non-con")
+    }
     consistent_kept = {r["task_id"] for r in sets["con-select"]}
     assert ids["rescued"] in consistent_kept and ids["forever"] not in consistent_kept
     assert ids["garbled"] not in consistent_kept and ids["toolong"] not in consistent_kept
@@ -165,11 +172,18 @@ def test_filters_and_curated_sets(finished):
     rec = sets["non-select"][0]
     assert [m["train"] for m in rec["messages"][:2]] == [False, False]
     assert any(m["role"] == "assistant" and m["train"] for m in rec["messages"])
-    assert any(m["role"] == "user" and m["content"].startswith("<interpreter>") and not m["train"] for m in rec["messages"])
+    assert any(
+        m["role"] == "user" and m["content"].startswith("<interpreter>") and not m["train"]
+        for m in rec["messages"]
+    )
     trajs = list(read_trajectories(out / "sft" / "non-select.trajectories.jsonl"))
     assert [(t.task_id, t.sample) for t in trajs] == [(r["task_id"], r["sample"]) for r in sets["non-select"]]
     assert s["kept"] == {k: len(v) for k, v in sets.items()}
-    assert s["filters"]["passed"]["format"] >= s["filters"]["passed"]["length"] >= s["filters"]["passed"]["language"]
+    assert (
+        s["filters"]["passed"]["format"]
+        >= s["filters"]["passed"]["length"]
+        >= s["filters"]["passed"]["language"]
+    )
 
 
 def test_rerun_of_a_finished_pipeline_sends_no_request(finished):
@@ -203,5 +217,17 @@ def test_cli_queries_stage_against_a_loopback_teacher(tmp_path, csv_file):
         assert CliRunner().invoke(app, args).exit_code == 0
         assert len(ts.requests) == n  # a finished stage sends nothing
     assert "queries kept (difficulty 1)" in result.output
-    bad = CliRunner().invoke(app, ["synth", "datamind", "queries", str(tmp_path / "nope"), "--teacher", "openai:t@http://127.0.0.1:9/v1", "--out", str(tmp_path / "o")])
+    bad = CliRunner().invoke(
+        app,
+        [
+            "synth",
+            "datamind",
+            "queries",
+            str(tmp_path / "nope"),
+            "--teacher",
+            "openai:t@http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert bad.exit_code != 0 and "no such file or folder" in bad.output

@@ -65,7 +65,9 @@ def test_sample_stage_killed_mid_run_then_resumed(tmp_path, csv_file):
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
         traj_file = out / "trajectories.jsonl"
-        deadline = time.monotonic() + 120  # only a guard against a hung child; the verdict never depends on it
+        deadline = (
+            time.monotonic() + 120
+        )  # only a guard against a hung child; the verdict never depends on it
         while time.monotonic() < deadline and child.poll() is None:
             if traj_file.exists() and traj_file.read_bytes().count(b"\n") >= 2:
                 break

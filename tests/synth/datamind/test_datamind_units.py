@@ -36,7 +36,9 @@ def test_applicability_rules_follow_the_file_columns():
     assert "Time-based Calculation" not in names  # needs a date/time column
     assert "Correlation Analysis" not in names  # needs two numeric columns
     assert {"Aggregation", "Counting", "Comparison"} <= names
-    with_time = column_counts([(["order_date", "units", "price", "year"], ["datetime", "integer", "float", "integer"])])
+    with_time = column_counts(
+        [(["order_date", "units", "price", "year"], ["datetime", "integer", "float", "integer"])]
+    )
     assert with_time.datetime == 2 and with_time.numeric == 2  # a year column is a period, not a measure
     names = {c.name for c in tax.applicable(with_time)}
     assert {"Time-based Calculation", "Correlation Analysis"} <= names
@@ -50,7 +52,7 @@ def test_a_bad_taxonomy_file_names_the_file_and_category(tmp_path):
     with pytest.raises(TaxonomyError, match=r"tax\.json.*categories\.2 \(Comparison\)\.exemplars"):
         load_taxonomy(bad)
     (tmp_path / "broken.json").write_text("{")
-    with pytest.raises(TaxonomyError, match="broken.json: not valid JSON"):
+    with pytest.raises(TaxonomyError, match=r"broken\.json: not valid JSON"):
         load_taxonomy(tmp_path / "broken.json")
 
 
@@ -76,7 +78,10 @@ def test_query_checker_rejects_each_kind_with_its_reason():
 def test_query_ids_are_stable_and_depend_on_file_category_and_text():
     a = query_id("abc", "Counting", "How many rows?")
     assert a == query_id("abc", "Counting", "how many rows")  # normalised text
-    assert len({a, query_id("abd", "Counting", "How many rows?"), query_id("abc", "Ranking", "How many rows?")}) == 3
+    assert (
+        len({a, query_id("abd", "Counting", "How many rows?"), query_id("abc", "Ranking", "How many rows?")})
+        == 3
+    )
 
 
 # --- consistency pre-check ----------------------------------------------------------------------------
@@ -96,7 +101,9 @@ def test_rule_check_decides_only_the_clear_cases():
     assert missing.consistent is False and "2, 3" in missing.reason
 
 
-def _traj(sample: int, answer: str | None, turns: int = 1, round_: int = 0, raw_answer: str | None = None) -> Trajectory:
+def _traj(
+    sample: int, answer: str | None, turns: int = 1, round_: int = 0, raw_answer: str | None = None
+) -> Trajectory:
     ts = [
         Turn(raw="<think>x</think><code>print(1)</code>", thought="x", action=Action(kind="code", text="print(1)"),
              observation=Observation(text="1"))
@@ -130,7 +137,7 @@ def test_garbled_text_is_detected():
 def test_intermingled_languages_in_prose_but_not_in_data_or_code():
     vocab = {"東京", "大阪"}
     assert mixed_language_reason("The city 東京 has the most sales.", vocab, 0.1, 6) is None
-    assert mixed_language_reason("The answer is `売上高合計` and \"北海道札幌\".", set(), 0.1, 6) is None
+    assert mixed_language_reason('The answer is `売上高合計` and "北海道札幌".', set(), 0.1, 6) is None
     why = mixed_language_reason("The total is 42. 这个结果显示销售额最高的是北方地区", set(), 0.1, 6)
     assert why and "cjk" in why
     assert mixed_language_reason("Use α = 0.05 for the test of the mean difference.", set(), 0.1, 6) is None

@@ -65,7 +65,9 @@ class ChainPlan:
         return 1 + len(self.categories)
 
 
-def plan_chains(file: FileEntry, base: Sequence[Task], taxonomy: Taxonomy, config: DataMindConfig) -> list[ChainPlan]:
+def plan_chains(
+    file: FileEntry, base: Sequence[Task], taxonomy: Taxonomy, config: DataMindConfig
+) -> list[ChainPlan]:
     """The file's chains (module docstring); deterministic for a given seed, file and set of base queries."""
     if not base or config.chains_per_file == 0:
         return []
@@ -173,7 +175,9 @@ async def compose_queries(
                         )
                 except StructuredOutputError as exc:
                     usage.add("teacher", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
-                    rejects.add(STAGE, key, "invalid_reply", f"invalid reply after one repair: {exc}", file=f.path)
+                    rejects.add(
+                        STAGE, key, "invalid_reply", f"invalid reply after one repair: {exc}", file=f.path
+                    )
                     progress.mark(STAGE, key, task_id=None)
                     state["done"] += plan.length - depth
                     tick()
@@ -183,7 +187,10 @@ async def compose_queries(
                     log.warning("composition step %s failed: %s", key, exc)
                     return  # not marked: a rerun tries again
                 usage.add(
-                    "teacher", requests=res.requests, prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens
+                    "teacher",
+                    requests=res.requests,
+                    prompt_tokens=res.prompt_tokens,
+                    completion_tokens=res.completion_tokens,
                 )
                 usage.repaired += int(res.repaired)
                 q = res.value
@@ -208,7 +215,9 @@ async def compose_queries(
                 checker = checkers[f.sha256]
                 verdict = None if task.id in by_id else checker.check(q.question, q.columns)
                 if verdict is not None:
-                    rejects.add(STAGE, task.id, verdict[0], verdict[1], file=f.path, chain=cats, question=q.question)
+                    rejects.add(
+                        STAGE, task.id, verdict[0], verdict[1], file=f.path, chain=cats, question=q.question
+                    )
                     progress.mark(STAGE, key, task_id=None)
                     state["done"] += plan.length - depth
                     tick()

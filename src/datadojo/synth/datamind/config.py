@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datadojo.corpus import FilterConfig
 
-__all__ = ["DataMindConfig", "STRATEGIES"]
+__all__ = ["STRATEGIES", "DataMindConfig"]
 
 #: DataMind Figure 4's curation strategies (§5.4): judge's best of a consistent group, a seeded random one,
 #: all of them, and one random trajectory per query without the consistency filter.
@@ -21,13 +21,18 @@ class DataMindConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     taxonomy: str | None = Field(None, description="taxonomy JSON file (default: the bundled one)")
-    filters: FilterConfig = Field(default_factory=FilterConfig, description="file filters (§3.1: 20-1,000 rows)")
+    filters: FilterConfig = Field(
+        default_factory=FilterConfig, description="file filters (§3.1: 20-1,000 rows)"
+    )
     profile_chars: int = Field(3000, ge=200, description="budget of the profile text d per file")
     # query synthesis (§3.2, Steps 1-2)
     queries_per_category: int = Field(1, ge=1, description="questions asked per (file, category) request")
     max_query_chars: int = Field(600, ge=20, description="longer questions are rejected (too_long)")
     near_duplicate: float = Field(
-        0.8, gt=0.0, le=1.0, description="word-set Jaccard similarity at or above which a question is a near-duplicate"
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description="word-set Jaccard similarity at or above which a question is a near-duplicate",
     )
     query_temperature: float = Field(0.7, ge=0.0)
     query_max_tokens: int = Field(1024, ge=16)
@@ -49,13 +54,18 @@ class DataMindConfig(BaseModel):
     rounds: int = Field(1, ge=0, description="reflection rounds R")
     judge_max_tokens: int = Field(1024, ge=16)
     context_chars: int = Field(
-        1500, ge=0, description="per trajectory: how much of its steps the judge and the reflection prompt see"
+        1500,
+        ge=0,
+        description="per trajectory: how much of its steps the judge and the reflection prompt see",
     )
     # rule filters (§3.2)
     max_answer_tokens: int = Field(1024, ge=1, description="final answer at most 1,024 tokens")
     tokenizer: str = Field("approx", description="'approx' or a local Hugging Face tokenizer name/path")
     mixed_script_share: float = Field(
-        0.1, gt=0.0, le=1.0, description="minority-script letters at or above this share of prose = intermingled"
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="minority-script letters at or above this share of prose = intermingled",
     )
     mixed_script_min_letters: int = Field(6, ge=1, description="fewest minority-script letters that count")
     # LLM I/O

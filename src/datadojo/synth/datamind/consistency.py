@@ -118,7 +118,9 @@ _SYSTEM = (
 )
 
 
-def judge_messages(question: str, trajectories: Sequence[Trajectory], budget_chars: int) -> list[dict[str, str]]:
+def judge_messages(
+    question: str, trajectories: Sequence[Trajectory], budget_chars: int
+) -> list[dict[str, str]]:
     """The judge request: the question and each attempt's code (within budget) and final answer."""
     user = (
         f"## Question\n{question}\n\n{describe_attempts(trajectories, budget_chars)}\n\n"
@@ -197,7 +199,12 @@ async def judge_one(
             **base, consistent=False, critique="", best=None, method="llm",
             error=f"judge reply invalid after one repair: {exc}",
         )  # fmt: skip
-    usage.add("judge", requests=res.requests, prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens)
+    usage.add(
+        "judge",
+        requests=res.requests,
+        prompt_tokens=res.prompt_tokens,
+        completion_tokens=res.completion_tokens,
+    )
     usage.repaired += int(res.repaired)
     j = res.value
     best = None

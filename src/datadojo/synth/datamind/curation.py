@@ -129,7 +129,10 @@ def curate(
     sets: dict[str, list[dict[str, Any]]] = {s: [] for s in strategies}
     trajs_out: dict[str, list[Trajectory]] = {s: [] for s in strategies}
     for q in queries:
-        first = next((verdicts[(q.id, r)] for r in rounds if (q.id, r) in verdicts and verdicts[(q.id, r)].consistent), None)
+        first = next(
+            (verdicts[(q.id, r)] for r in rounds if (q.id, r) in verdicts and verdicts[(q.id, r)].consistent),
+            None,
+        )
         group = groups.get((q.id, first.round), []) if first else []
         round0 = groups.get((q.id, 0), [])
         for s in strategies:

@@ -69,10 +69,12 @@ def _hf_counter(name: str) -> Callable[[str], int]:
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:
-        raise ValueError(f"tokenizer {name!r} needs transformers (pip install 'datadojo[hf]'), or use 'approx'") from exc
+        raise ValueError(
+            f"tokenizer {name!r} needs transformers (pip install 'datadojo[hf]'), or use 'approx'"
+        ) from exc
     try:
         tok = AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - any loading failure is a configuration error here
+    except Exception as exc:
         raise ValueError(f"cannot load the tokenizer {name!r} from local files: {exc}") from exc
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
@@ -147,7 +149,9 @@ def _vocabulary(task: Task | None) -> set[str]:
     return {w.strip(".,;:!?()[]{}<>\"'`").lower() for w in text.split()}
 
 
-def run_filters(traj: Trajectory, task: Task | None, config: DataMindConfig, count_tokens: Callable[[str], int]) -> FilterResult:
+def run_filters(
+    traj: Trajectory, task: Task | None, config: DataMindConfig, count_tokens: Callable[[str], int]
+) -> FilterResult:
     """Apply format, length and language in order; stop at the first failure."""
     problems = validate_trajectory(traj)
     if traj.stop_reason != "answer" and not problems:
@@ -158,7 +162,9 @@ def run_filters(traj: Trajectory, task: Task | None, config: DataMindConfig, cou
     answer = traj.final_answer or ""
     n = count_tokens(answer)
     if n > config.max_answer_tokens:
-        return FilterResult(("format",), "length", f"final answer has {n} tokens > {config.max_answer_tokens}")
+        return FilterResult(
+            ("format",), "length", f"final answer has {n} tokens > {config.max_answer_tokens}"
+        )
     prose_parts = [t.thought or "" for t in traj.turns] + [answer]
     for part in [t.raw for t in traj.turns] + [answer]:
         why = garbled_reason(part)

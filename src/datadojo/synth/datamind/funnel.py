@@ -70,7 +70,9 @@ def build_summary(
         },
         "composed": {
             "kept": len(composed),
-            "by_difficulty": {str(k): v for k, v in sorted(Counter(int(q.difficulty or 0) for q in composed).items())},
+            "by_difficulty": {
+                str(k): v for k, v in sorted(Counter(int(q.difficulty or 0) for q in composed).items())
+            },
             "rejected_by_reason": dict(rej.get("compose", Counter())),
         },
         "sampled": {
@@ -137,7 +139,9 @@ def render_report(summary: dict[str, Any]) -> str:
     usage_rows = [
         (stage, role, v["requests"], v["prompt_tokens"], v["completion_tokens"], st["wall_s"])
         for stage, st in summary["usage"].items()
-        for role, v in (st["roles"].items() or [("-", {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})])
+        for role, v in (
+            st["roles"].items() or [("-", {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})]
+        )
     ]
     reasons = [
         (stage, reason, n)
@@ -153,12 +157,19 @@ def render_report(summary: dict[str, Any]) -> str:
         html_table(["step", "count"], funnel_rows(summary)),
         "<h2>Queries per category</h2>",
         bar_chart_svg(
-            list(q["per_category"].items()), title="difficulty-1 queries", max_value=float(total or 1), percent=False
+            list(q["per_category"].items()),
+            title="difficulty-1 queries",
+            max_value=float(total or 1),
+            percent=False,
         ),
         "<h2>Rejections</h2>",
         html_table(["stage", "reason", "count"], reasons, num_from=2),
         "<h2>Requests and tokens</h2>",
-        html_table(["stage", "role", "requests", "prompt tokens", "completion tokens", "wall s"], usage_rows, num_from=2),
+        html_table(
+            ["stage", "role", "requests", "prompt tokens", "completion tokens", "wall s"],
+            usage_rows,
+            num_from=2,
+        ),
     ]
     return html_page("DataMind synthesis", "\n".join(body))
 

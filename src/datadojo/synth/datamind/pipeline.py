@@ -124,9 +124,13 @@ def reflection_tasks(run: DataMindRun, round_: int) -> list[Task]:
         prev = verdicts.get((q.id, round_ - 1))
         if prev is None or prev.consistent:
             continue
-        if any(verdicts.get((q.id, r)) is not None and verdicts[(q.id, r)].consistent for r in range(round_ - 1)):
+        if any(
+            verdicts.get((q.id, r)) is not None and verdicts[(q.id, r)].consistent for r in range(round_ - 1)
+        ):
             continue
-        feedback = reflection_feedback(groups.get((q.id, round_ - 1), []), prev.critique, run.config.context_chars)
+        feedback = reflection_feedback(
+            groups.get((q.id, round_ - 1), []), prev.critique, run.config.context_chars
+        )
         out.append(agent_task(q, run.taxonomy, run.config, feedback))
     return out
 

@@ -295,7 +295,9 @@ async def synthesize_queries(
                 rejects.add(STAGE, key, "invalid_reply", error or "", file=f.path, category=c.name)
             else:
                 if not batch.queries:
-                    rejects.add(STAGE, key, "empty_reply", "the reply held no question", file=f.path, category=c.name)
+                    rejects.add(
+                        STAGE, key, "empty_reply", "the reply held no question", file=f.path, category=c.name
+                    )
                 checker = checkers[f.sha256]
                 for q in batch.queries:
                     task = make_task(f, c, q.question, q.columns)
@@ -304,7 +306,13 @@ async def synthesize_queries(
                     verdict = checker.check(q.question, q.columns)
                     if verdict is not None:
                         rejects.add(
-                            STAGE, task.id, verdict[0], verdict[1], file=f.path, category=c.name, question=q.question
+                            STAGE,
+                            task.id,
+                            verdict[0],
+                            verdict[1],
+                            file=f.path,
+                            category=c.name,
+                            question=q.question,
                         )
                         continue
                     checker.keep(q.question)

@@ -32,7 +32,9 @@ def agent_config(config: DataMindConfig) -> AgentConfig:
     return AgentConfig(
         max_turns=config.max_turns,
         dialect="datamind",
-        sampling=SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens),
+        sampling=SamplingParams(
+            temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
+        ),
     )
 
 
@@ -69,7 +71,9 @@ def describe_attempts(trajectories: Sequence[Trajectory], budget_chars: int) -> 
     """
     blocks = []
     for i, t in enumerate(trajectories, start=1):
-        steps = [tr.action.text.strip() for tr in t.turns if tr.action.kind in ("code", "sql") and tr.action.text]
+        steps = [
+            tr.action.text.strip() for tr in t.turns if tr.action.kind in ("code", "sql") and tr.action.text
+        ]
         body = "\n---\n".join(steps)
         if len(body) > budget_chars:
             body = "…" + body[len(body) - budget_chars + 1 :] if budget_chars > 1 else ""

@@ -137,7 +137,9 @@ class StageUsage:
     stage: str
     started: float = field(default_factory=time.perf_counter)
     roles: dict[str, dict[str, int]] = field(
-        default_factory=lambda: defaultdict(lambda: {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        default_factory=lambda: defaultdict(
+            lambda: {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
     )
     repaired: int = 0
     failed: int = 0
