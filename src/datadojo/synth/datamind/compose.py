@@ -24,13 +24,13 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError, complete_structured
+from datadojo.llm.structured import StructuredOutputError
 from datadojo.synth.datamind.config import DataMindConfig
-from datadojo.synth.datamind.queries import FileEntry, QueryChecker, load_queries, query_id
+from datadojo.synth.datamind.queries import FileEntry, QueryChecker, SynthQuery, load_queries, query_id
 from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
 from datadojo.synth.datamind.taxonomy import Category, Taxonomy
 from datadojo.types import Task
@@ -41,13 +41,9 @@ log = logging.getLogger(__name__)
 STAGE = "compose"
 
 
-class ComposedQuery(BaseModel):
-    """The reply to one composition step."""
+class ComposedQuery(SynthQuery):
+    """The reply to one composition step: a question, its columns, and how it uses the previous answer."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    question: str = Field(description="the new self-contained question")
-    columns: list[str] = Field(description="the file's columns the question uses, spelled as in the profile")
     builds_on: str = Field(description="how the new question uses the previous question's answer")
 
 
@@ -165,7 +161,8 @@ async def compose_queries(
                 category = taxonomy.get(cat_name)
                 try:
                     async with sem:
-                        res = await complete_structured(
+                        q = await usage.structured(
+                            "teacher",
                             teacher,
                             compose_messages(f.profile, chain, category),
                             ComposedQuery,
@@ -174,7 +171,6 @@ async def compose_queries(
                             max_tokens=config.query_max_tokens,
                         )
                 except StructuredOutputError as exc:
-                    usage.add("teacher", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
                     rejects.add(
                         STAGE, key, "invalid_reply", f"invalid reply after one repair: {exc}", file=f.path
                     )
@@ -186,14 +182,6 @@ async def compose_queries(
                     usage.failed += 1
                     log.warning("composition step %s failed: %s", key, exc)
                     return  # not marked: a rerun tries again
-                usage.add(
-                    "teacher",
-                    requests=res.requests,
-                    prompt_tokens=res.prompt_tokens,
-                    completion_tokens=res.completion_tokens,
-                )
-                usage.repaired += int(res.repaired)
-                q = res.value
                 cats = [str(t.category) for t in chain] + [cat_name]
                 task = Task(
                     id=query_id(f.sha256, cats, q.question),

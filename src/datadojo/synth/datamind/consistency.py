@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from datadojo.jsonl import JsonlAppender, iter_jsonl, read_trajectories
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError, complete_structured
+from datadojo.llm.structured import StructuredOutputError
 from datadojo.reward.text import find_numbers, normalize_text
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.sampling import describe_attempts
@@ -188,25 +188,16 @@ async def judge_one(
         return Verdict(**base, consistent=rule.consistent, critique=rule.reason, best=best, method="rule")
     messages = judge_messages(query.question, trajectories, config.context_chars)
     try:
-        res = await complete_structured(
-            judge, messages, ConsistencyJudgement, mode=config.structured, temperature=0.0,
+        j = await usage.structured(
+            "judge", judge, messages, ConsistencyJudgement, mode=config.structured, temperature=0.0,
             max_tokens=config.judge_max_tokens,
         )  # fmt: skip
     except StructuredOutputError as exc:
-        usage.add("judge", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
         usage.failed += 1
         return Verdict(
             **base, consistent=False, critique="", best=None, method="llm",
             error=f"judge reply invalid after one repair: {exc}",
         )  # fmt: skip
-    usage.add(
-        "judge",
-        requests=res.requests,
-        prompt_tokens=res.prompt_tokens,
-        completion_tokens=res.completion_tokens,
-    )
-    usage.repaired += int(res.repaired)
-    j = res.value
     best = None
     if j.consistent:
         if j.best is not None and 1 <= j.best <= len(trajectories):

@@ -42,6 +42,7 @@ def build_summary(
     composed = [q for q in queries if q.difficulty != 1]
     groups = trajectories_by_round(paths)
     verdicts = read_verdicts(paths)
+    rounds = max([rounds, *(r for _, r in verdicts)])  # a stage run alone may not know how many there were
     r0 = [v for (_, r), v in verdicts.items() if r == 0]
     inconsistent0 = {v.task_id for v in r0 if not v.consistent}
     rescued_by_round: dict[str, int] = {}

@@ -29,7 +29,7 @@ from datadojo.corpus import CorpusRecord, ScanConfig, scan_corpus
 from datadojo.corpus.scan import list_corpus_files, read_corpus
 from datadojo.jsonl import JsonlAppender, read_tasks
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError, complete_structured
+from datadojo.llm.structured import StructuredOutputError
 from datadojo.reward.text import normalize_text
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
@@ -258,7 +258,8 @@ async def synthesize_queries(
     async def ask(f: FileEntry, c: Category) -> tuple[FileEntry, Category, QueryBatch | None, str | None]:
         async with sem:
             try:
-                res = await complete_structured(
+                batch = await usage.structured(
+                    "teacher",
                     teacher,
                     query_messages(c, f.profile, config.queries_per_category),
                     QueryBatch,
@@ -267,20 +268,12 @@ async def synthesize_queries(
                     max_tokens=config.query_max_tokens,
                 )
             except StructuredOutputError as exc:
-                usage.add("teacher", requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
                 return f, c, None, f"invalid reply after one repair: {exc}"
             except LLMError as exc:
                 usage.failed += 1
                 log.warning("query synthesis %s / %s failed: %s", f.path, c.name, exc)
                 return f, c, None, None
-            usage.add(
-                "teacher",
-                requests=res.requests,
-                prompt_tokens=res.prompt_tokens,
-                completion_tokens=res.completion_tokens,
-            )
-            usage.repaired += int(res.repaired)
-            return f, c, res.value, None
+            return f, c, batch, None
 
     with RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
         # Requests run concurrently but replies are committed in job order, so which of two duplicate

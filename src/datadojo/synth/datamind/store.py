@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from datadojo.jsonl import JsonlAppender, iter_jsonl
+from datadojo.llm.base import ChatBackend
+from datadojo.llm.structured import StructuredOutputError, complete_structured
 
 __all__ = ["Paths", "ProgressLog", "RejectLog", "StageUsage", "read_usage"]
+
+T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,32 @@ class StageUsage:
         r["requests"] += requests
         r["prompt_tokens"] += prompt_tokens
         r["completion_tokens"] += completion_tokens
+
+    async def structured(
+        self,
+        role: str,
+        backend: ChatBackend,
+        messages: Sequence[dict[str, Any]],
+        model_cls: type[T],
+        **kwargs: Any,
+    ) -> T:
+        """:func:`~datadojo.llm.structured.complete_structured`, with its requests and tokens counted here.
+
+        Raises what it raises: :class:`StructuredOutputError` (counted too) or ``LLMError``.
+        """
+        try:
+            res = await complete_structured(backend, messages, model_cls, **kwargs)
+        except StructuredOutputError as exc:
+            self.add(role, requests=exc.attempts, prompt_tokens=0, completion_tokens=0)
+            raise
+        self.add(
+            role,
+            requests=res.requests,
+            prompt_tokens=res.prompt_tokens,
+            completion_tokens=res.completion_tokens,
+        )
+        self.repaired += int(res.repaired)
+        return res.value
 
     @property
     def requests(self) -> int:
