@@ -30,7 +30,7 @@ from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.llm.structured import StructuredOutputError
 from datadojo.synth.datamind.config import DataMindConfig
-from datadojo.synth.datamind.queries import FileEntry, QueryChecker, SynthQuery, load_queries, query_id
+from datadojo.synth.datamind.queries import FileEntry, SynthQuery, file_checkers, load_queries, query_id
 from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
 from datadojo.synth.datamind.taxonomy import Category, Taxonomy
 from datadojo.types import Task
@@ -122,14 +122,9 @@ async def compose_queries(
     queries = load_queries(paths)
     by_id = {t.id: t for t in queries}
     plans: list[tuple[FileEntry, ChainPlan]] = []
-    checkers: dict[str, QueryChecker] = {}
+    checkers = file_checkers(files, queries, config)
     for f in files:
-        own = [t for t in queries if t.extra.get("file_sha256") == f.sha256]
-        checker = QueryChecker(f.columns, config.max_query_chars, config.near_duplicate)
-        for t in own:
-            checker.keep(t.question)
-        checkers[f.sha256] = checker
-        base = [t for t in own if t.difficulty == 1]
+        base = [t for t in queries if t.extra.get("file_sha256") == f.sha256 and t.difficulty == 1]
         plans.extend((f, p) for p in plan_chains(f, base, taxonomy, config))
     total = sum(p.length - 1 for _, p in plans)
     state = {"done": 0}

@@ -42,6 +42,7 @@ __all__ = [
     "QueryChecker",
     "SynthQuery",
     "accepted_files",
+    "file_checkers",
     "query_id",
     "query_messages",
     "synthesize_queries",
@@ -223,6 +224,20 @@ def load_queries(paths: Paths) -> list[Task]:
     return list(read_tasks(paths.queries, resolve_paths=False)) if paths.queries.exists() else []
 
 
+def file_checkers(
+    files: Sequence[FileEntry], queries: Sequence[Task], config: DataMindConfig
+) -> dict[str, QueryChecker]:
+    """A :class:`QueryChecker` per file (by content hash) that already knows the file's kept questions."""
+    checkers = {
+        f.sha256: QueryChecker(f.columns, config.max_query_chars, config.near_duplicate) for f in files
+    }
+    for t in queries:
+        checker = checkers.get(str(t.extra.get("file_sha256")))
+        if checker is not None:
+            checker.keep(t.question)
+    return checkers
+
+
 async def synthesize_queries(
     files: Sequence[FileEntry],
     teacher: ChatBackend,
@@ -241,13 +256,7 @@ async def synthesize_queries(
     progress = ProgressLog(paths.progress)
     existing = load_queries(paths)
     prior_ids = {t.id for t in existing}
-    checkers: dict[str, QueryChecker] = {}
-    for f in files:
-        checker = QueryChecker(f.columns, config.max_query_chars, config.near_duplicate)
-        for t in existing:
-            if t.extra.get("file_sha256") == f.sha256:
-                checker.keep(t.question)
-        checkers[f.sha256] = checker
+    checkers = file_checkers(files, existing, config)
     jobs = [(f, c) for f in files for c in f.applicable(taxonomy)]
     todo = [(f, c) for f, c in jobs if not progress.done(STAGE, f"{f.sha256}:{c.name}")]
     done = len(jobs) - len(todo)
