@@ -231,3 +231,25 @@ def test_cli_queries_stage_against_a_loopback_teacher(tmp_path, csv_file):
         ],
     )
     assert bad.exit_code != 0 and "no such file or folder" in bad.output
+
+
+def test_cli_stages_on_a_finished_folder_send_nothing(finished, tmp_path):
+    out = finished["out"]
+    with ScriptedLLMServer(teacher) as ts:
+        spec = f"openai:t@{ts.base_url}"
+        for args in (
+            ["compose", "--teacher", spec, "--chains-per-file", "2", "--max-chain", "3"],
+            ["judge", "--judge", spec],
+            ["judge", "--judge", spec, "--round", "1"],
+        ):
+            result = CliRunner().invoke(app, ["synth", "datamind", *args, "--out", str(out), "--no-progress"])
+            assert result.exit_code == 0, result.output
+        assert ts.requests == []
+        empty = CliRunner().invoke(
+            app, ["synth", "datamind", "sample", "--teacher", spec, "--out", str(tmp_path / "e")]
+        )
+        assert empty.exit_code == 2 and "run the queries stage first" in empty.output
+        early = CliRunner().invoke(
+            app, ["synth", "datamind", "sample", "--teacher", spec, "--out", str(out), "--round", "3"]
+        )
+        assert early.exit_code == 2 and "needs the verdicts of round 2" in early.output

@@ -12,7 +12,8 @@ question among the file's difficulty-1 queries, a target length drawn from [``mi
 is kept as a query of its own: ``difficulty`` = chain length, ``extra.chain`` = its categories,
 ``extra.parents`` = the ids of the questions it builds on (q1 … q_{i-1}). A step rejected by the checks of
 :class:`~datadojo.synth.datamind.queries.QueryChecker` ends its chain (the rejection is logged).
-Resumable: each step is marked in ``progress.jsonl`` with the id it produced, so a rerun continues chains
+Files run concurrently; the chains of one file run one after another, so which of two near-duplicate steps
+is kept does not depend on server timing. Resumable: each step is marked in ``progress.jsonl`` with the id it produced, so a rerun continues chains
 where they stopped and sends no request for finished steps.
 """
 
@@ -213,5 +214,12 @@ async def compose_queries(
                 tick()
                 chain.append(task)
 
-        await asyncio.gather(*(run_chain(f, p) for f, p in plans))
+        async def run_file(items: list[tuple[FileEntry, ChainPlan]]) -> None:
+            for f, plan in items:  # a file's chains one after another: its duplicate checks see a fixed order
+                await run_chain(f, plan)
+
+        per_file: dict[str, list[tuple[FileEntry, ChainPlan]]] = {}
+        for f, plan in plans:
+            per_file.setdefault(f.sha256, []).append((f, plan))
+        await asyncio.gather(*(run_file(items) for items in per_file.values()))
     return usage

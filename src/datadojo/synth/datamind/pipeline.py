@@ -23,6 +23,7 @@ from typing import Any
 
 from datadojo.agent.runner import SandboxFactory
 from datadojo.corpus.scan import read_corpus
+from datadojo.eval.harness import write_json_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.synth.datamind.compose import compose_queries
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
@@ -69,6 +70,9 @@ class DataMindRun:
         self.out.mkdir(parents=True, exist_ok=True)
         self.paths = Paths(self.out)
         self.taxonomy = load_taxonomy(self.config.taxonomy)
+        write_json_atomic(
+            self.out / "config.json", self.config.model_dump(mode="json")
+        )  # of the latest stage run
         if self.inputs:
             with RejectLog(self.paths.rejected) as rejects:
                 self.files, self.files_seen = accepted_files(self.inputs, self.paths, self.config, rejects)
@@ -141,7 +145,13 @@ async def stage_sample(
     """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1)."""
     if round_ == 0:
         tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
+        if not tasks:
+            raise ValueError(f"{run.paths.queries}: no queries to sample; run the queries stage first")
     else:
+        if not any(r == round_ - 1 for _, r in read_verdicts(run.paths)):
+            raise ValueError(
+                f"reflection round {round_} needs the verdicts of round {round_ - 1}; run judge first"
+            )
         tasks = reflection_tasks(run, round_)
     stage = "sample" if round_ == 0 else f"reflect {round_}"
     total = len(tasks) * run.config.n_samples
