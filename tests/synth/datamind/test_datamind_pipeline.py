@@ -253,3 +253,33 @@ def test_cli_stages_on_a_finished_folder_send_nothing(finished, tmp_path):
             app, ["synth", "datamind", "sample", "--teacher", spec, "--out", str(out), "--round", "3"]
         )
         assert early.exit_code == 2 and "needs the verdicts of round 2" in early.output
+
+
+def test_cli_run_with_a_custom_taxonomy_and_real_sandboxes(tmp_path, csv_file):
+    from datadojo.synth.datamind import load_taxonomy
+
+    tax = load_taxonomy().model_dump()
+    tax["categories"] = [
+        c for c in tax["categories"] if c["name"] in ("Aggregation", "Counting", "Time-based Calculation")
+    ]
+    tax_file = tmp_path / "tax.json"
+    tax_file.write_text(json.dumps(tax))
+    out = tmp_path / "run"
+    with ScriptedLLMServer(teacher) as ts, ScriptedLLMServer(judge) as js:
+        args = ["synth", "datamind", "run", str(csv_file), "--teacher", f"openai:t@{ts.base_url}",
+                "--judge", f"openai:j@{js.base_url}", "--out", str(out), "-n", "2", "--rounds", "0",
+                "--no-compose", "--concurrency", "2", "--taxonomy", str(tax_file), "--no-progress", "--json"]  # fmt: skip
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{") :])
+    assert summary["queries"]["per_category"] == {
+        "Aggregation": 1,
+        "Counting": 1,
+        "Time-based Calculation": 1,
+    }
+    assert summary["sampled"]["trajectories"] == 6 and summary["reflection"]["rounds"] == 0
+    # Counting is the "rescued" scenario: inconsistent at round 0 and no reflection round to rescue it
+    assert summary["consistency"]["consistent_round0"] == 2 and summary["reflection"]["rescued"] == 0
+    trajs = list(read_trajectories(out / "sft" / "non-select.trajectories.jsonl"))
+    assert len(trajs) == 4 and all(t.turns[0].observation.text.strip() == "42" for t in trajs)  # ran for real
+    assert all("## Suggested workflow" in t.prompt[0]["content"] for t in trajs)
