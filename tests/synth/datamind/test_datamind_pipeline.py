@@ -178,6 +178,10 @@ def test_filters_and_curated_sets(finished):
     )
     trajs = list(read_trajectories(out / "sft" / "non-select.trajectories.jsonl"))
     assert [(t.task_id, t.sample) for t in trajs] == [(r["task_id"], r["sample"]) for r in sets["non-select"]]
+    # the SFT prompt is the plain agent prompt: no workflow k, no reflection feedback
+    systems = [r["messages"][0]["content"] for recs in sets.values() for r in recs]
+    assert systems and not any("## Suggested workflow" in x or "## Feedback on earlier" in x for x in systems)
+    assert all(x.startswith("You are a data analyst") and "orders.csv" in x for x in systems)
     assert s["kept"] == {k: len(v) for k, v in sets.items()}
     assert (
         s["filters"]["passed"]["format"]
@@ -282,4 +286,8 @@ def test_cli_run_with_a_custom_taxonomy_and_real_sandboxes(tmp_path, csv_file):
     assert summary["consistency"]["consistent_round0"] == 2 and summary["reflection"]["rescued"] == 0
     trajs = list(read_trajectories(out / "sft" / "non-select.trajectories.jsonl"))
     assert len(trajs) == 4 and all(t.turns[0].observation.text.strip() == "42" for t in trajs)  # ran for real
-    assert all("## Suggested workflow" in t.prompt[0]["content"] for t in trajs)
+    assert not any(
+        "## Suggested workflow" in t.prompt[0]["content"] for t in trajs
+    )  # k steers the teacher only
+    sampled = list(read_trajectories(out / "trajectories.jsonl"))
+    assert all("## Suggested workflow" in t.prompt[0]["content"] for t in sampled)

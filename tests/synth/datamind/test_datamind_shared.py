@@ -64,3 +64,16 @@ def test_report_page_helpers(tmp_path: Path):
     assert '<td class="num">3</td>' in page
     write_text_atomic(tmp_path / "r.html", page)
     assert (tmp_path / "r.html").read_text() == page and not list(tmp_path.glob(".*tmp"))
+
+
+def test_plain_prompt_removes_exactly_the_guidance_sections(csv_file):
+    from datadojo.synth.datamind.sampling import plain_prompt
+
+    base = Task(id="a", question="q", files=[DataFile.from_path(csv_file)])
+    d = get_dialect("datamind")
+    plain = build_prompt(base, d, max_turns=10, template=load_template(d), profile_chars=500)
+    guided = build_prompt(
+        base.model_copy(update={"extra": {"workflow": "1. load", "feedback": "attempts disagreed"}}),
+        d, max_turns=10, template=load_template(d), profile_chars=500,
+    )  # fmt: skip
+    assert guided != plain and plain_prompt(guided) == plain and plain_prompt(plain) == plain

@@ -68,6 +68,12 @@ class DataMindConfig(BaseModel):
         description="minority-script letters at or above this share of prose = intermingled",
     )
     mixed_script_min_letters: int = Field(6, ge=1, description="fewest minority-script letters that count")
+    # curation
+    sft_prompt: Literal["plain", "as_sampled"] = Field(
+        "plain",
+        description="SFT examples keep the prompt without k and reflection feedback (the trained agent never "
+        "sees them) or exactly as sampled",
+    )
     # LLM I/O
     structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     seed: int = 0

@@ -11,7 +11,9 @@ first; only those that pass can be kept. Then, per query:
 * ``non-select`` — every trajectory of the consistent group that passed the filters;
 * ``non-con`` — no consistency filter: one seeded random round-0 trajectory that passed the filters.
 
-Each set is written to ``sft/<strategy>.jsonl`` as records ``{"messages": [...], "task_id", "sample",
+SFT examples carry the plain prompt (``sft_prompt = plain``): without the workflow *k* and the reflection
+feedback, which steer the teacher only; the trained agent is prompted without them. ``as_sampled`` keeps the
+prompt exactly as the teacher saw it. Each set is written to ``sft/<strategy>.jsonl`` as records ``{"messages": [...], "task_id", "sample",
 "round", "category", "difficulty"}`` (OpenAI messages with ``train`` masks, :func:`datadojo.messages.
 trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft --data``, which read
 trajectories, as ``sft/<strategy>.trajectories.jsonl``. Files are written to a temporary name and renamed.
@@ -30,6 +32,7 @@ from datadojo.messages import trajectory_to_messages
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import Verdict, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
+from datadojo.synth.datamind.sampling import plain_prompt
 from datadojo.synth.datamind.store import Paths, RejectLog
 from datadojo.types import Task, Trajectory
 
@@ -137,6 +140,8 @@ def curate(
         round0 = groups.get((q.id, 0), [])
         for s in strategies:
             for t in select(s, q.id, first, group, round0, ok, config.seed):
+                if config.sft_prompt == "plain":
+                    t = t.model_copy(update={"prompt": plain_prompt(t.prompt)})
                 sets[s].append(_record(t, q, s))
                 trajs_out[s].append(t)
     for s in strategies:

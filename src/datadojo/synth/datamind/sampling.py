@@ -15,8 +15,10 @@ with ``extra.round = r``. *k* goes into ``Task.extra["workflow"]`` and the refle
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from datadojo.agent.config import AgentConfig
+from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.synth.datamind.config import DataMindConfig
@@ -24,7 +26,14 @@ from datadojo.synth.datamind.store import Paths, StageUsage
 from datadojo.synth.datamind.taxonomy import Taxonomy
 from datadojo.types import Task, Trajectory
 
-__all__ = ["agent_config", "agent_task", "describe_attempts", "sample_round"]
+__all__ = [
+    "agent_config",
+    "agent_task",
+    "describe_attempts",
+    "plain_prompt",
+    "reflection_feedback",
+    "sample_round",
+]
 
 
 def agent_config(config: DataMindConfig) -> AgentConfig:
@@ -57,6 +66,23 @@ def agent_task(query: Task, taxonomy: Taxonomy, config: DataMindConfig, feedback
     if feedback:
         extra["feedback"] = feedback
     return query.model_copy(update={"description": None, "extra": extra})
+
+
+def plain_prompt(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The opening messages without the guidance sections (*k*, reflection feedback) sampling added.
+
+    :func:`datadojo.agent.prompts.build_prompt` appends those sections last in the system message, so the
+    plain prompt is the system message cut before the first section title. The trained agent is prompted
+    without them (DataMind §3.2: *k* steers the teacher during synthesis only).
+    """
+    out = [dict(m) for m in prompt]
+    for m in out:
+        if m.get("role") != "system" or not isinstance(m.get("content"), str):
+            continue
+        cuts = [i for _, title in GUIDANCE_SECTIONS if (i := m["content"].find(f"\n\n{title}\n")) >= 0]
+        if cuts:
+            m["content"] = m["content"][: min(cuts)].rstrip()
+    return out
 
 
 def _cut(text: str, limit: int) -> str:
