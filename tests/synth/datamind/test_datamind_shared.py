@@ -77,3 +77,13 @@ def test_plain_prompt_removes_exactly_the_guidance_sections(csv_file):
         d, max_turns=10, template=load_template(d), profile_chars=500,
     )  # fmt: skip
     assert guided != plain and plain_prompt(guided) == plain and plain_prompt(plain) == plain
+
+
+def test_json_schema_for_is_cached_but_returns_a_fresh_dict():
+    from datadojo.llm.structured import json_schema_for
+    from datadojo.synth.datamind.consistency import ConsistencyJudgement
+
+    a = json_schema_for(ConsistencyJudgement)
+    assert a["additionalProperties"] is False and set(a["required"]) == {"critique", "consistent", "best"}
+    a["properties"].clear()
+    assert json_schema_for(ConsistencyJudgement)["properties"]  # the cache is not shared with callers
