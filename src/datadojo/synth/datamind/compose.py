@@ -139,7 +139,7 @@ async def compose_queries(
     if on_progress:
         on_progress(0, total)
 
-    with RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
+    with progress, RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
 
         async def run_chain(f: FileEntry, plan: ChainPlan) -> None:
             chain = [plan.start]

@@ -90,6 +90,7 @@ class ProgressLog:
         self.data: dict[tuple[str, str], dict[str, Any]] = {
             (str(r.get("stage")), str(r.get("key"))): r for r in _records(path)
         }
+        self._out: JsonlAppender | None = None
 
     def done(self, stage: str, key: str) -> bool:
         return (stage, key) in self.data
@@ -98,10 +99,23 @@ class ProgressLog:
         return self.data.get((stage, key))
 
     def mark(self, stage: str, key: str, **fields: Any) -> None:
+        """Append a marker (flushed at once; the file stays open until :meth:`close`)."""
         rec = {"stage": stage, "key": key, **fields}
-        with JsonlAppender(self.path) as out:
-            out.write(rec)
+        if self._out is None:
+            self._out = JsonlAppender(self.path)
+        self._out.write(rec)
         self.data[(stage, key)] = rec
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def __enter__(self) -> ProgressLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class RejectLog:
