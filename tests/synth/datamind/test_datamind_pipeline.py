@@ -291,3 +291,13 @@ def test_cli_run_with_a_custom_taxonomy_and_real_sandboxes(tmp_path, csv_file):
     )  # k steers the teacher only
     sampled = list(read_trajectories(out / "trajectories.jsonl"))
     assert all("## Suggested workflow" in t.prompt[0]["content"] for t in sampled)
+
+
+def test_curated_sets_feed_the_sft_export(finished, tmp_path):
+    from datadojo.train.export.trl import export_trl
+
+    out = finished["out"]
+    report = export_trl(
+        read_trajectories(out / "sft" / "con-select.trajectories.jsonl"), tmp_path / "trl.jsonl"
+    )
+    assert report.written == finished["summary"]["kept"]["con-select"] and report.skipped_void == 0
