@@ -80,7 +80,7 @@ def demo_command(
     table.add_column("seconds", justify="right")
     for s in result.stages:
         table.add_row(s.name, s.headline, f"{s.seconds:.1f}")
-    table.add_row("[bold]total[/]", "", f"[bold]{result.seconds:.1f}[/]")
+    table.add_row("[bold]total[/]", "(pipeline, after start-up)", f"[bold]{result.seconds:.1f}[/]")
     console.print(table)
     console.print(f"[bold]report:[/] {result.report}")
     console.print(

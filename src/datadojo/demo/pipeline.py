@@ -484,7 +484,10 @@ def run_demo(config: DemoConfig | None = None, *, progress: DemoProgress | None 
         seconds=time.perf_counter() - began,
         machine=machine,
         next_commands=next_commands(ex.data, out),
-        config={k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        config={
+            **{k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+            "examples": str(ex.root),
+        },
     )
     html = write_page(result)  # shows the stages before it and the time up to it
     st._done("report", start, f"{_shown(html)}", {}, html)

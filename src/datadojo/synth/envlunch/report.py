@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.synth.envlunch.reward import ScoreRecord
+from datadojo.synth.envlunch.tasks import T_MAX
 from datadojo.types import Trajectory
 
 __all__ = ["write_warmup_report"]
@@ -82,6 +83,12 @@ def write_warmup_report(
         "n_tasks": len({r["id"] for r in rows}),
         "n_trials": max((r["trial"] for r in rows), default=0) + 1,
         "metric": "agreement (min over copies)",
+        # the report's "turn budget" row: EnvLunch has none, but Eq. 4 scales the turn bonus by t_max
+        "agent_config": {
+            "dialect": ", ".join(sorted({t.dialect for t in trajectories})) or None,
+            "max_turns": " / ".join(f"t_max {T_MAX[b]} ({b})" for b in sorted({r.backend for r in records}))
+            or None,
+        },
         "ks": [1],
         "metrics": summarize(trials, ks=(1,)).to_dict(),
         "rewards": {"mean_envlunch": statistics.fmean(r.reward for r in records) if records else None},
