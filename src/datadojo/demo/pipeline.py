@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import shlex
 import shutil
 import statistics
 import time
@@ -162,23 +163,29 @@ def _shown(path: Path) -> str:
 
 def next_commands(data: Path, out: Path) -> list[dict[str, str]]:
     """What to try next (``what`` it does, the ``command``): the same jobs with a served model."""
-    d, o = _shown(data), _shown(out)
+
+    def q(path: Path) -> str:
+        return shlex.quote(_shown(path))
+
     model = "openai:MODEL@http://localhost:8000/v1"
+    db, csv = q(data / "shop.sqlite"), q(data / "sales.csv")
     return [
         {
             "what": "ask one question about a file; every turn is shown live",
-            "command": f'datadojo ask {d}/sales.csv "Which region sold the most units in Q3 2024?" '
-            f"--model {model}",
+            "command": f'datadojo ask {csv} "Which region sold the most units in Q3 2024?" --model {model}',
         },
         {
             "what": "the shop-sql set with a model: 3 trials per question, pass@k, a report",
-            "command": f"datadojo eval shop-sql --data {d}/shop.sqlite --model {model} -n 3 --out runs/shop-sql",
+            "command": f"datadojo eval shop-sql --data {db} --model {model} -n 3 --out runs/shop-sql",
         },
         {
             "what": "warm-up tasks at the EnvLunch paper's scale (1,600), for training",
-            "command": f"datadojo warmup build {d}/shop.sqlite {d}/sales.csv --n 1600 --out runs/warmup/tasks.jsonl",
+            "command": f"datadojo warmup build {db} {csv} --n 1600 --out runs/warmup/tasks.jsonl",
         },
-        {"what": "rebuild this demo's text-to-SQL report", "command": f"datadojo report {o}/text2sql"},
+        {
+            "what": "rebuild this demo's text-to-SQL report",
+            "command": f"datadojo report {q(out / 'text2sql')}",
+        },
     ]
 
 
