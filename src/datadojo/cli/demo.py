@@ -35,11 +35,15 @@ def demo_command(
 ) -> None:
     """See DataDojo work end to end on the bundled example data, with no model and no network.
 
-    Runs the real pipeline, stage by stage: profile the example files (what the agent's prompt shows),
-    build EnvLunch warm-up tasks with hidden counterfactual copies, solve them with the reference solver,
-    run every solver program in the sandbox in every copy and reward it, run the oracle agent (gold SQL
-    through the full agent loop and sandbox) on the bundled shop-sql text-to-SQL set, and write
-    OUT/report.html linking all of it. About a minute on 2 cores.
+    Runs the real pipeline, stage by stage (about a minute on 2 cores):
+
+    1. find the example data (examples/make_examples.py writes it when absent)
+    2. profile the example files: the text the agent's prompt shows
+    3. build EnvLunch warm-up tasks with hidden counterfactual copies
+    4. solve them with the reference solver
+    5. run every solver program in the sandbox, in every copy, and reward it
+    6. run the oracle agent (gold SQL through the agent loop and sandbox) on shop-sql
+    7. write OUT/report.html, linking all of it
 
     Example: datadojo demo --out runs/demo
     """
