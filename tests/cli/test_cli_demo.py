@@ -164,6 +164,18 @@ def test_out_folder_rules(tmp_path: Path) -> None:
     (previous / "keep.txt").write_text("")
     _prepare_out(previous)  # a previous demo: its outputs go, anything else stays
     assert sorted(p.name for p in previous.iterdir()) == ["keep.txt"]
+    # a run that stops part-way (here: the examples cannot be generated) leaves a folder a rerun accepts
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "make_examples.py").write_text("raise SystemExit('no disk')\n")
+    for _ in range(2):
+        res = runner.invoke(app, ["demo", "--out", str(tmp_path / "run"), "--examples", str(broken)])
+        assert res.exit_code == 2 and "make_examples.py failed (exit 1): no disk" in res.output, res.output
+    interrupted = tmp_path / "interrupted"
+    (interrupted / "profiles").mkdir(parents=True)
+    (interrupted / "demo.json").write_text('{"status": "running"}')  # written first by every run
+    _prepare_out(interrupted)
+    assert not any(interrupted.iterdir())
 
 
 def test_examples_errors(tmp_path: Path) -> None:

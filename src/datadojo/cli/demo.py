@@ -78,6 +78,10 @@ def demo_command(
             progress.stop()
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
+        except KeyboardInterrupt:
+            progress.stop()
+            typer.echo(f"interrupted: rerun the command to start the demo again in {out}", err=True)
+            raise typer.Exit(130) from None
     table = Table(title="What the demo did", title_justify="left")
     table.add_column("stage")
     table.add_column("result")

@@ -113,6 +113,7 @@ class DemoResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "status": "done",
             "out": str(self.out),
             "report": str(self.report),
             "seconds": self.seconds,
@@ -476,6 +477,8 @@ def run_demo(config: DemoConfig | None = None, *, progress: DemoProgress | None 
     began = time.perf_counter()
     machine = _machine()
     _prepare_out(out)
+    # marks the folder as the demo's from the start, so a rerun after an interruption replaces it
+    write_json_atomic(out / "demo.json", {"status": "running", "out": str(out)})
     st = _Stages(config, progress)
     ex = st.examples()
     st.profile(ex)
