@@ -70,8 +70,8 @@ class DemoConfig:
     ``solver_candidates`` compositions per task for the reference solver (a count, so results do not depend
     on machine speed), ``workers`` processes for the task build, ``concurrency`` sandboxes at once."""
 
-    out: Path = Path("runs/demo")
-    examples: Path | None = None
+    out: str | Path = Path("runs/demo")
+    examples: str | Path | None = None
     n_tasks: int = 12
     solver_candidates: int = 120
     seed: int = 0
@@ -295,6 +295,8 @@ class _Stages:
             )
         except EnvError as exc:
             raise DemoError(f"build: {exc}") from exc
+        if not report.tasks:
+            raise DemoError(f"build: no task could be made from {', '.join(WARMUP_SOURCES)} in {ex.data}")
         by_backend = Counter(t.extra["backend"] for t in report.tasks)
         copies = sorted({len(t.extra["copies"]) for t in report.tasks})
         self._done(
@@ -359,10 +361,8 @@ class _Stages:
         except ValueError as exc:
             raise DemoError(f"score: {exc}") from exc
         html, _md = write_warmup_report(tasks_path.parent / "report", tasks_path, trajs, records)
-        by_id = {i.task.id: i for i in infos}
-        runs = sum(
-            len(by_id[r.task_id].copy_dirs) for r, t in zip(records, trajs, strict=True) if t.final_answer
-        )
+        info_of = {i.task.id: i for i in infos}
+        runs = sum(len(info_of[t.task_id].copy_dirs) for t in trajs if t.final_answer is not None)
         solved = sum(r.solved for r in records)
         answered = {t.task_id for t in trajs if t.final_answer is not None}
         per_backend = {}
