@@ -31,8 +31,8 @@ if [ "${DATADOJO_TORCH:-}" != skip ]; then
   "$PY" -m pip install -q "${DATADOJO_TORCH_SPEC:-torch==2.13.0}"
 fi
 "$PY" -m pip install -q -e ".[dev,train]"
+echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"
 if ! command -v datadojo >/dev/null 2>&1; then
   echo "[install] the datadojo command is not on PATH: add $("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" \
        "(or $("$PY" -m site --user-base)/bin for a --user install) to PATH" >&2
 fi
-echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"
