@@ -15,6 +15,7 @@ from datadojo import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "agent",
     "corpus",
+    "demo",
     "eval",
     "exec",
     "score",
