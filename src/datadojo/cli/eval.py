@@ -127,6 +127,13 @@ def eval_command(
         help="Model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor App. B.2 "
         "rubrics); or $DATADOJO_JUDGE. Verdicts are cached in OUT/judge_cache.jsonl.",
     ),
+    judge_structured: str = typer.Option(
+        "auto",
+        "--judge-structured",
+        help="How the judge is asked for its JSON verdict: auto (a JSON Schema as response_format for "
+        "OpenAI-compatible servers, stepping down if the server rejects it), json_schema, json_object, "
+        "or off (schema in the prompt only). The reply is validated and repaired once in every mode.",
+    ),
     n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
     agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
@@ -223,6 +230,7 @@ def eval_command(
             n_trials=n, limit=limit, concurrency=concurrency, max_turns=max_turns, dialect=dialect,
             sampling=sampling, reserve_final_turn=reserve_final_turn, loader_options=_loader_options(option),
             seed=seed, sandbox=sandbox, report=not no_report, judge=judge_spec,
+            judge_structured=judge_structured,  # type: ignore[arg-type]
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

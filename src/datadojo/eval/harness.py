@@ -61,6 +61,7 @@ from datadojo.bench.spider import extract_sql
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.llm.structured import STRUCTURED_MODES, StructuredMode
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
 from datadojo.types import Task, Trajectory
 
@@ -115,7 +116,9 @@ class EvalConfig:
     SciDataSailor's 0.6 / 0.95). ``loader_options`` are passed to the benchmark's loader (``split``,
     ``lite``, ``track``, …). ``sandbox`` is a :class:`datadojo.sandbox.SandboxConfig`; by default the
     benchmark's (:meth:`~datadojo.bench.base.Benchmark.sandbox_config`). ``judge`` is the model spec of the
-    LLM judge, required by judged benchmarks (``scidata``) and unused by the others.
+    LLM judge, required by judged benchmarks (``scidata``) and unused by the others; ``judge_structured``
+    its structured-output mode (``auto``, ``json_schema``, ``json_object``, ``off``; see
+    :mod:`datadojo.llm.structured`).
     """
 
     bench: str
@@ -136,6 +139,7 @@ class EvalConfig:
     sandbox: Any = None
     report: bool = True
     judge: str | None = None
+    judge_structured: StructuredMode = "auto"
 
     def __post_init__(self) -> None:
         if self.agent not in ("model", "oracle"):
@@ -152,6 +156,10 @@ class EvalConfig:
             raise EvalError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.max_turns is not None and self.max_turns < 1:
             raise EvalError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.judge_structured not in STRUCTURED_MODES:
+            raise EvalError(
+                f"judge_structured must be one of {', '.join(STRUCTURED_MODES)}, got {self.judge_structured!r}"
+            )
 
     def agent_config(self, benchmark: Benchmark) -> AgentConfig:
         """The agent loop's settings: explicit ones, else the benchmark's defaults."""
@@ -321,6 +329,7 @@ async def judge_run(
     concurrency: int = 8,
     model: str | None = None,
     on_verdict: Callable[[int, int], None] | None = None,
+    structured: StructuredMode = "auto",
 ) -> JudgedBenchmark:
     """Judge every prediction in ``OUT/trajectories.jsonl`` and return the benchmark holding the verdicts.
 
@@ -337,7 +346,7 @@ async def judge_run(
     try:
         verdicts = await benchmark.gather_verdicts(
             [(by_id[p.task_id], p.answer) for p in preds], backend, cache=out / JUDGE_CACHE,
-            concurrency=concurrency, model=model, on_verdict=on_verdict,
+            concurrency=concurrency, model=model, on_verdict=on_verdict, structured=structured,
         )  # fmt: skip
     except LLMError as exc:
         raise EvalError(
@@ -576,7 +585,7 @@ async def run_eval(
         try:
             scorer = await judge_run(
                 benchmark, tasks, out, judge_chat, n_trials=cfg.n_trials, concurrency=cfg.concurrency,
-                on_verdict=on_verdict,
+                on_verdict=on_verdict, structured=cfg.judge_structured,
             )  # fmt: skip
         finally:
             if judge_backend is None:

@@ -23,7 +23,7 @@ from datadojo.reward.datamind import (
     length_reward,
     token_counter,
 )
-from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge, parse_verdict
+from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
 from datadojo.reward.matchers import MatchConfig, MatchResult, match_answer, match_task
 from datadojo.reward.tables import TableMatch, compare_tables
 from datadojo.reward.text import normalize_text, parse_number, rouge_l
@@ -52,7 +52,6 @@ __all__ = [
     "match_task",
     "normalize_text",
     "parse_number",
-    "parse_verdict",
     "pearson",
     "rouge_l",
     "token_counter",
