@@ -192,13 +192,28 @@ def test_cli_eval_scidata_qa_by_rule_and_judge_with_json_object_verdicts(tmp_pat
 def test_cli_eval_scidata_needs_a_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATADOJO_JUDGE", raising=False)
     _survey(tmp_path)
-    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "q?", "1", "survey", "L1")])
-    res = CliRunner().invoke(app, [
-        "eval", "scidata", "--data", str(tasks), "--model", "openai:m@http://127.0.0.1:9/v1", "--out",
-        str(tmp_path / "o"),
-    ])  # fmt: skip
-    assert res.exit_code == 2 and "scored by an LLM judge" in res.output and "--judge" in res.output
-    assert not (tmp_path / "o" / "trajectories.jsonl").exists()
+    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "q?", "1", "survey", "L1"),
+                                                 _task("m", "meta", "map it", "a map", "survey", "L0")])  # fmt: skip
+    for extra in ([], ["--option", "track=qa", "--option", "qa_scoring=judge"]):  # Meta, or QA by judge
+        res = CliRunner().invoke(app, [
+            "eval", "scidata", "--data", str(tasks), "--model", "openai:m@http://127.0.0.1:9/v1", "--out",
+            str(tmp_path / "o"), *extra,
+        ])  # fmt: skip
+        assert res.exit_code == 2 and "scored by an LLM judge" in res.output and "--judge" in res.output
+        assert not (tmp_path / "o" / "trajectories.jsonl").exists()
+
+
+async def test_qa_by_rule_runs_without_a_judge(tmp_path: Path) -> None:
+    _survey(tmp_path)
+    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "How many rows?", "4", "survey", "L1")])
+    with ScriptedLLMServer(_explorer) as agent:
+        cfg = EvalConfig(
+            bench="scidata", data=tasks, out=tmp_path / "run", model=f"openai:agent@{agent.base_url}",
+            n_trials=1, max_turns=2, reserve_final_turn=True, report=False,
+        )  # fmt: skip
+        result = await run_eval(cfg, sandboxes=_fake_sandboxes)
+    assert result.summary["metrics"]["pass@1"] == 1.0 and result.summary["official"]["qa_rule"] == 1.0
+    assert "judge" not in result.summary
 
 
 class _FakeSandbox:

@@ -189,8 +189,9 @@ def eval_command(
 
     Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
 
-    SciDataSailor-Bench (Meta and QA over dataset folders, judged by an LLM; --data is a task file or a
-    folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track):
+    SciDataSailor-Bench (Meta judged by an LLM, QA scored by tolerant matching with units; --data is a task
+    file or a folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track, `--option
+    qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
     from datadojo.eval.harness import EvalConfig, EvalError, run_eval

@@ -499,18 +499,19 @@ async def run_eval(
         benchmark = get_benchmark(cfg.bench)
     except KeyError as exc:
         raise EvalError(str(exc.args[0])) from exc
-    judged = isinstance(benchmark, JudgedBenchmark)
-    if judged and judge_backend is None and not cfg.judge:
-        raise EvalError(
-            f"{benchmark.name} is scored by an LLM judge: pass its model spec (--judge SPEC, e.g. "
-            "openai:MODEL@http://host:8000/v1)"
-        )
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     identity = cfg.identity(benchmark)
     _check_resume(out, identity)
     agent_cfg = cfg.agent_config(benchmark)
     tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
+    # A judged benchmark needs a judge unless no task is judged (scidata's QA track scored by rule).
+    judged = isinstance(benchmark, JudgedBenchmark) and any(benchmark.wants_verdict(t) for t in tasks)
+    if judged and judge_backend is None and not cfg.judge:
+        raise EvalError(
+            f"{benchmark.name} is scored by an LLM judge: pass its model spec (--judge SPEC, e.g. "
+            "openai:MODEL@http://host:8000/v1)"
+        )
     oracle: OracleBackend | None = backend if isinstance(backend, OracleBackend) else None
     if cfg.agent == "oracle" and oracle is None:
         try:
@@ -576,7 +577,7 @@ async def run_eval(
         "seed": cfg.seed,
     }
     scorer: Benchmark = benchmark
-    if isinstance(benchmark, JudgedBenchmark):
+    if judged and isinstance(benchmark, JudgedBenchmark):
         judge_chat = judge_backend
         if judge_chat is None:
             from datadojo.llm import load_backend
