@@ -249,3 +249,15 @@ def test_example_task_file_loads_and_its_references_hold() -> None:
     n_seq = (folder / "raw" / "barcodes.fasta").read_text(encoding="ascii").count(">")
     assert tasks["station-survey-qa-fasta"].answer.startswith(f"{n_seq} sequences")
     assert f"{len(frame)} monthly measurements" in tasks["station-survey-meta-map"].answer
+
+
+def test_example_qa_references_are_scored_decisively_by_rule() -> None:
+    """Every QA reference of examples/scidata_tasks.jsonl is one the matcher decides (numbers, units,
+    categorical values), and each accepts itself."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    b = SciData()
+    qa = [t for t in b.load(examples / "scidata_tasks.jsonl", track="qa")]
+    assert qa
+    for task in qa:
+        s = b.score(task, str(task.answer))
+        assert s.correct and s.parts["rule"]["decisive"], (task.id, s.reason)
