@@ -9,10 +9,11 @@ A :class:`Unit` is a factor and an offset to SI (``si = (value + offset) * facto
 °C/°F) and a dimension vector over :data:`DIMENSIONS` (the SI base quantities plus ``rad`` for angles and
 ``B`` for data sizes, so 45° is not 0.785 and 1 GB is not a number). What is understood:
 
-* **SI prefixes** Y … y on every SI unit (``km``, ``µg``, ``nmol``, ``hPa``, ``MeV``, ``GHz``, ``mK``),
-  ``u`` for µ, the spelled-out prefixes on spelled-out units (``milligrams``, ``kilometres``);
-  binary prefixes on bytes (``KiB``, ``GiB``);
-* **base and derived units**: m, g, s, K, mol, A, L, Pa, bar, J, eV, cal, Wh, W, Hz, N, V, M (molar),
+* **SI prefixes** Y … f on every SI unit (``km``, ``µg``, ``nmol``, ``hPa``, ``MeV``, ``GHz``, ``mK``),
+  ``u`` for µ, the spelled-out prefixes on spelled-out units (``milligrams``, ``kilometres``); binary
+  prefixes on bytes (``KiB``, ``GiB``). Atto, zepto and yocto are left out: ``as``, ``at``, ``am`` are
+  English words far more often than units;
+* **base and derived units**: m, g, s, K, mol, A, L, Pa, bar, J, eV, cal, Wh, W, Hz, N, V, Ω, M (molar),
   Da, B (byte), t (tonne) and the year ``a``/``yr`` (``ka``, ``Ma``, ``kyr``; bare ``a`` is an article, not a
   unit);
 * **other common units**: min, h, d/day, week, yr/year, Å, in, ft, mi, lb, atm, Torr, mmHg, psi, ha;
@@ -114,6 +115,7 @@ _PREFIXABLE: dict[str, tuple[float, Dim]] = {
     "Hz": (1.0, _dim(s=-1)),
     "N": (1.0, _FORCE),
     "V": (1.0, _VOLT),
+    "Ω": (1.0, _dim(kg=1, m=2, s=-3, A=-2)),
     "M": (1e3, _MOLAR),
     "Da": (1.66053906660e-27, _MASS),
     "B": (1.0, _DATA),
