@@ -81,3 +81,10 @@ def test_table_output(bench: Path) -> None:
                                    "-o", "track=qa"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "qa_rule" in res.output and "50.00%" in res.output
+
+
+def test_meta_without_a_prediction_still_needs_a_judge(bench: Path) -> None:
+    preds = [line for line in (bench / "preds.jsonl").read_text().splitlines() if '"map"' not in line]
+    (bench / "preds.jsonl").write_text("\n".join(preds) + "\n")
+    res = _score(bench)
+    assert res.exit_code == 2 and "Meta task" in res.output

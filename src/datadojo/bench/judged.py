@@ -62,6 +62,8 @@ class JudgedBenchmark(Benchmark):
 
     def __init__(self, verdicts: Mapping[tuple[str, str], Verdict] | None = None) -> None:
         self._verdicts: dict[tuple[str, str], Verdict] = dict(verdicts or {})
+        #: Whether a judge has run (verdicts were given), even if it had nothing to judge.
+        self.judged = verdicts is not None
 
     @abc.abstractmethod
     def rubric_for(self, task: Task) -> str:
@@ -79,6 +81,7 @@ class JudgedBenchmark(Benchmark):
         """A copy of this benchmark that scores with ``verdicts`` (from :meth:`gather_verdicts`)."""
         new = copy.copy(self)
         new._verdicts = dict(verdicts)
+        new.judged = True
         return new
 
     async def gather_verdicts(

@@ -253,14 +253,14 @@ class SciData(JudgedBenchmark):
     def score(self, task: Task, prediction: str | None) -> ItemScore:
         """Meta: the judge's verdict. QA: the matcher, the judge or both by ``qa_scoring`` (module docstring)."""
         if task.category != "qa":
-            if (
-                prediction is not None
-                and prediction.strip()
-                and verdict_key(task.id, prediction) not in self._verdicts
-            ):
+            missing = (
+                bool(prediction and prediction.strip())
+                and verdict_key(task.id, str(prediction)) not in self._verdicts
+            )
+            if not self.judged or missing:
                 raise BenchmarkError(
                     f"scidata: task {task.id!r} is a Meta task: Meta summaries are scored only by an LLM judge "
-                    "(App. B.2) and there is no verdict for this answer. Score the QA track alone with "
+                    "(App. B.2) and there is no judge verdict for it. Score the QA track alone with "
                     "`--option track=qa`, or run `datadojo eval scidata ... --judge SPEC`"
                 )
             return super().score(task, prediction)
