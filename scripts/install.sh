@@ -34,3 +34,7 @@ fi
 # `datadojo eval scidata` use; their tests skip, visibly, without them.
 "$PY" -m pip install -q -e ".[dev,train,sci]"
 echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"
+if ! command -v datadojo >/dev/null 2>&1; then
+  echo "[install] the datadojo command is not on PATH: add $("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" \
+       "(or $("$PY" -m site --user-base)/bin for a --user install) to PATH" >&2
+fi

@@ -102,17 +102,81 @@ def test_missing_inputs_and_options(tmp_path: Path) -> None:
         list(SciData().load(tmp_path))
 
 
-def test_scoring_needs_verdicts(run_dir: Path) -> None:
-    task = next(iter(SciData().load(run_dir)))
+def test_qa_is_scored_by_rule_without_a_judge_and_meta_needs_one(run_dir: Path) -> None:
+    qa0, _, meta = SciData().load(run_dir)
+    assert qa0.extra["qa_scoring"] == {"mode": "rule", "rel_tol": 0.01, "abs_tol": 1e-6}
+    assert "qa_scoring" not in meta.extra
     b = SciData()
-    assert b.score(task, None).reason == "no prediction"
-    assert b.score(task, "   ").reason == "empty answer"
-    with pytest.raises(BenchmarkError, match="--judge"):
-        b.score(task, "an answer")
+    assert b.score(qa0, None).reason == "no prediction"
+    assert b.score(qa0, "   ").reason == "empty answer"
+    s = b.score(qa0, "It is reference 0.")  # the reference "reference 0" holds a number: 0
+    assert s.correct and s.metric == "sailor_qa/rule" and s.parts["decided_by"] == "rule"
+    assert s.parts["rule"] == {"correct": True, "reason": s.reason.removeprefix("rule: "), "kind": "number",
+                               "decisive": True}  # fmt: skip
+    assert not b.score(qa0, "reference 1").correct
+    assert not b.wants_verdict(qa0) and b.wants_verdict(meta)
+    with pytest.raises(BenchmarkError, match=r"Meta task.*--option track=qa"):
+        b.score(meta, "a summary")
+    judged_qa = next(iter(SciData().load(run_dir, qa_scoring="judge")))
+    with pytest.raises(BenchmarkError, match=r"qa_scoring=judge needs a judge verdict.*qa_scoring=rule"):
+        b.score(judged_qa, "an answer")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"qa_scoring": "vote"}, "qa_scoring must be one of rule, judge, rule\\+judge"),
+        ({"qa_rel_tol": "lots"}, "qa_rel_tol must be a number"),
+        ({"qa_rel_tol": 1.5}, "rel_tol must be in"),
+    ],
+)
+def test_bad_qa_scoring_options(run_dir: Path, options: dict, message: str) -> None:
+    with pytest.raises(BenchmarkError, match=message):
+        list(SciData().load(run_dir, **options))
+
+
+def test_tolerance_options_reach_the_matcher(run_dir: Path) -> None:
+    records = [_record(0, "qa", answer="2.89 mg/L")]
+    path = _write(run_dir / "tol.jsonl", records)
+    (default,) = SciData().load(path)
+    (loose,) = SciData().load(path, qa_rel_tol="0.03")  # a string, as from the command line
+    assert not SciData().score(default, "2.95 mg/L").correct
+    assert SciData().score(loose, "2.95 mg/L").correct
+
+
+async def test_rule_and_judge_are_combined_and_both_recorded(run_dir: Path) -> None:
+    records = [
+        _record(0, "qa", answer="2.89 mg/L"),
+        _record(1, "qa", answer="Measurements are grouped by site and then by month, one file per year"),
+        _record(2, "qa", answer="meadow"),
+    ]
+    path = _write(run_dir / "mixed.jsonl", records)
+    tasks = list(SciData().load(path, qa_scoring="rule+judge"))
+    answers = ["2.89 g/L", "grouped by site, then month; a file per year", "meadow"]
+    # The judge wrongly accepts the wrong unit, accepts the paraphrase, and (wrongly) rejects "meadow".
+    replies = iter(['{"score": 1, "reason": "same"}', '{"score": 1, "reason": "paraphrase"}',
+                    '{"score": 0, "reason": "no"}'])  # fmt: skip
+    with ScriptedLLMServer(lambda req: next(replies)) as srv:
+        backend = load_backend(f"openai:judge@{srv.base_url}")
+        verdicts = await SciData().gather_verdicts(zip(tasks, answers, strict=True), backend, concurrency=1)
+        await backend.aclose()
+        assert len(srv.requests) == 3
+        assert srv.requests[0].json["response_format"]["type"] == "json_schema"
+    scorer = SciData().with_verdicts(verdicts)
+    scores = [scorer.score(t, a) for t, a in zip(tasks, answers, strict=True)]
+    assert [s.correct for s in scores] == [False, True, True]
+    assert [s.parts["decided_by"] for s in scores] == ["rule", "judge", "rule"]
+    assert "incompatible" not in scores[0].reason and "2890 mg/L" in scores[0].reason
+    assert [s.parts["rule"]["correct"] for s in scores] == [False, False, True]
+    assert [s.parts["judge"]["correct"] for s in scores] == [True, True, False]
+    assert scores[1].parts["rule"]["decisive"] is False and scores[1].reason == "judge: paraphrase"
+    totals = scorer.totals(list(zip(tasks, scores, strict=True)))
+    assert totals["qa"] == pytest.approx(2 / 3) and totals["qa_rule"] == pytest.approx(1 / 3)
+    assert totals["qa_judge"] == pytest.approx(2 / 3) and totals["qa_rule_judge_agreement"] == 0.0
 
 
 async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> None:
-    tasks = list(SciData().load(run_dir))
+    tasks = list(SciData().load(run_dir, qa_scoring="judge"))
     qa0, qa1, meta = tasks
 
     def judge(req: dict) -> str:
@@ -129,10 +193,9 @@ async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> 
         verdicts = await SciData().gather_verdicts(pairs, backend, cache=cache, concurrency=2)
         first = len(srv.requests)
         again = await SciData().gather_verdicts(pairs, backend, cache=cache)
-        await backend.aclose()
-        # Readable verdicts come from the cache; only the judge failure is asked again (twice: one retry).
+        # Valid verdicts come from the cache; only the judge failure is asked again (twice: one repair).
         assert len(srv.requests) == first + 2
-        # The duplicate, the missing and the empty answer are not sent; the garbled one is retried once.
+        # The duplicate, the missing and the empty answer are not sent; the garbled one is repaired once.
         assert first == 3 + 2
         rubrics = {
             r.json["messages"][1]["content"].split("Question or task: ")[1].split("\n")[0]: r.json[
@@ -140,6 +203,12 @@ async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> 
             ][1]["content"]
             for r in srv.requests
         }
+        # Scored by rule, QA answers are not sent to the judge at all.
+        ruled = list(SciData().load(run_dir))
+        srv.reset_stats()
+        await SciData().gather_verdicts(zip(ruled, ["the reference 0", "wrong", "x"], strict=True), backend)
+        assert len(srv.requests) == 1 and "meta question 2" in srv.requests[0].json["messages"][1]["content"]
+        await backend.aclose()
     assert JUDGE_RUBRICS["sailor_meta"].rubric in rubrics["meta question 2"]
     assert JUDGE_RUBRICS["sailor_qa"].rubric in rubrics["qa question 0"]
     assert all(r.json["temperature"] == 0.0 for r in srv.requests)
@@ -154,11 +223,13 @@ async def test_verdicts_use_each_tracks_rubric_and_are_cached(run_dir: Path) -> 
     ]
     assert [s.correct for _, s in items] == [True, False, True]
     assert items[1][1].parts["judge_error"] and items[1][1].reason.startswith("judge failed")
-    assert items[0][1].metric == "sailor_qa" and items[2][1].metric == "sailor_meta"
+    assert items[0][1].metric == "sailor_qa/judge" and items[2][1].metric == "sailor_meta"
+    assert items[0][1].parts["rule"]["correct"] and items[0][1].parts["decided_by"] == "judge"
     totals = scorer.totals(items)
     assert totals["accuracy"] == pytest.approx(2 / 3) and totals["exact"] == pytest.approx(2 / 3)
     assert (totals["qa"], totals["meta"], totals["judge_errors"]) == (0.5, 1.0, 1.0)
     assert (totals["L0"], totals["L1"], totals["L2"]) == (1.0, 1.0, 0.0) and "L3" not in totals
+    assert (totals["qa_rule"], totals["qa_judge"], totals["qa_rule_judge_agreement"]) == (0.5, 0.5, 1.0)
 
 
 def test_example_task_file_loads_and_its_references_hold() -> None:
@@ -178,3 +249,15 @@ def test_example_task_file_loads_and_its_references_hold() -> None:
     n_seq = (folder / "raw" / "barcodes.fasta").read_text(encoding="ascii").count(">")
     assert tasks["station-survey-qa-fasta"].answer.startswith(f"{n_seq} sequences")
     assert f"{len(frame)} monthly measurements" in tasks["station-survey-meta-map"].answer
+
+
+def test_example_qa_references_are_scored_decisively_by_rule() -> None:
+    """Every QA reference of examples/scidata_tasks.jsonl is one the matcher decides (numbers, units,
+    categorical values), and each accepts itself."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    b = SciData()
+    qa = [t for t in b.load(examples / "scidata_tasks.jsonl", track="qa")]
+    assert qa
+    for task in qa:
+        s = b.score(task, str(task.answer))
+        assert s.correct and s.parts["rule"]["decisive"], (task.id, s.reason)

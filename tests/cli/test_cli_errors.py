@@ -68,7 +68,7 @@ def test_every_public_error_class_has_the_root() -> None:
     from datadojo.llm.base import LLMError
     from datadojo.llm.structured import StructuredOutputError
     from datadojo.messages import MessagesError
-    from datadojo.reward.judge import JudgeError, JudgeParseError
+    from datadojo.reward.judge import JudgeError
     from datadojo.sandbox.isolation import IsolationUnavailable
     from datadojo.sandbox.protocol import ProtocolError
     from datadojo.sandbox.session import SandboxError
@@ -86,7 +86,7 @@ def test_every_public_error_class_has_the_root() -> None:
         LLMError,
         StructuredOutputError,
     ]
-    classes += [MessagesError, JudgeError, JudgeParseError, IsolationUnavailable, ProtocolError, SandboxError]
+    classes += [MessagesError, JudgeError, IsolationUnavailable, ProtocolError, SandboxError]
     classes += [EnvError, ConfigError, ExportError, TemplateError]
     assert all(issubclass(c, DataDojoError) for c in classes)
     assert issubclass(JsonlError, ValueError) and issubclass(SandboxError, RuntimeError)  # old bases kept

@@ -123,13 +123,19 @@ def test_cli_eval_scidata_end_to_end(tmp_path: Path) -> None:
         again = CliRunner().invoke(app, args)  # resume: nothing left to run or to judge
         assert again.exit_code == 0, again.output
         assert (len(agent.requests), len(judge.requests)) == (n_agent, n_judge)
-    assert (n_agent, n_judge) == (3 + 2, 2)
+    # QA is scored by the scientific matcher by default (qa_scoring=rule): only the Meta answer is judged.
+    assert (n_agent, n_judge) == (3 + 2, 1)
     assert {r.json["temperature"] for r in agent.requests} == {0.6}  # SciDataSailor §5.1
     assert "</python>" in agent.requests[0].json["stop"]
     judge_prompts = {
         r.json["messages"][1]["content"].split("Task type: ")[1].split("\n")[0] for r in judge.requests
     }
-    assert judge_prompts == {"scientific dataset QA", "meta-information summary"}
+    assert judge_prompts == {"meta-information summary"}
+    assert judge.requests[0].json["response_format"]["type"] == "json_schema"  # structured verdicts
+    scores = {r["id"]: r for r in map(json.loads, (out / "scores.jsonl").read_text().splitlines())}
+    assert (
+        scores["qa-mean"]["parts"]["rule"]["correct"] and scores["qa-mean"]["parts"]["decided_by"] == "rule"
+    )
 
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     m = summary["metrics"]
@@ -157,16 +163,57 @@ def test_cli_eval_scidata_end_to_end(tmp_path: Path) -> None:
     assert (out / "judge_cache.jsonl").exists()
 
 
+def test_cli_eval_scidata_qa_by_rule_and_judge_with_json_object_verdicts(tmp_path: Path) -> None:
+    _, mean = _survey(tmp_path)
+    tasks = _write_tasks(tmp_path / "tasks.jsonl", [
+        _task("qa-mean", "qa", "What is the mean of `value` in data/measurements.csv?", f"{mean} mg/L", "survey",
+              "L1"),
+    ])  # fmt: skip
+    out = tmp_path / "run"
+    with ScriptedLLMServer(_agent) as agent, ScriptedLLMServer(_judge) as judge:
+        res = CliRunner().invoke(app, [
+            "eval", "scidata", "--data", str(tasks), "--model", f"openai:agent@{agent.base_url}",
+            "--judge", f"openai:judge@{judge.base_url}", "--judge-structured", "json_object",
+            "--option", "qa_scoring=rule+judge", "-n", "1", "--out", str(out), "--json",
+        ])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert len(judge.requests) == 1 and judge.requests[0].json["response_format"] == {
+            "type": "json_object"
+        }
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    # The answer is the bare mean: read in the reference's unit it matches; the scripted judge wants "mg/L".
+    assert summary["official"]["qa"] == 1.0 and summary["official"]["qa_rule"] == 1.0
+    assert summary["official"]["qa_judge"] == 0.0 and summary["official"]["qa_rule_judge_agreement"] == 0.0
+    (row,) = map(json.loads, (out / "scores.jsonl").read_text().splitlines())
+    assert row["metric"] == "sailor_qa/rule+judge" and row["parts"]["decided_by"] == "rule"
+    assert (row["parts"]["rule"]["correct"], row["parts"]["judge"]["correct"]) == (True, False)
+
+
 def test_cli_eval_scidata_needs_a_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATADOJO_JUDGE", raising=False)
     _survey(tmp_path)
-    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "q?", "1", "survey", "L1")])
-    res = CliRunner().invoke(app, [
-        "eval", "scidata", "--data", str(tasks), "--model", "openai:m@http://127.0.0.1:9/v1", "--out",
-        str(tmp_path / "o"),
-    ])  # fmt: skip
-    assert res.exit_code == 2 and "scored by an LLM judge" in res.output and "--judge" in res.output
-    assert not (tmp_path / "o" / "trajectories.jsonl").exists()
+    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "q?", "1", "survey", "L1"),
+                                                 _task("m", "meta", "map it", "a map", "survey", "L0")])  # fmt: skip
+    for extra in ([], ["--option", "track=qa", "--option", "qa_scoring=judge"]):  # Meta, or QA by judge
+        res = CliRunner().invoke(app, [
+            "eval", "scidata", "--data", str(tasks), "--model", "openai:m@http://127.0.0.1:9/v1", "--out",
+            str(tmp_path / "o"), *extra,
+        ])  # fmt: skip
+        assert res.exit_code == 2 and "scored by an LLM judge" in res.output and "--judge" in res.output
+        assert not (tmp_path / "o" / "trajectories.jsonl").exists()
+
+
+async def test_qa_by_rule_runs_without_a_judge(tmp_path: Path) -> None:
+    _survey(tmp_path)
+    tasks = _write_tasks(tmp_path / "t.jsonl", [_task("q", "qa", "How many rows?", "4", "survey", "L1")])
+    with ScriptedLLMServer(_explorer) as agent:
+        cfg = EvalConfig(
+            bench="scidata", data=tasks, out=tmp_path / "run", model=f"openai:agent@{agent.base_url}",
+            n_trials=1, max_turns=2, reserve_final_turn=True, report=False,
+        )  # fmt: skip
+        result = await run_eval(cfg, sandboxes=_fake_sandboxes)
+    assert result.summary["metrics"]["pass@1"] == 1.0 and result.summary["official"]["qa_rule"] == 1.0
+    assert "judge" not in result.summary
 
 
 class _FakeSandbox:
@@ -195,6 +242,7 @@ async def test_final_answer_reservation(tmp_path: Path, reserve: bool) -> None:
         cfg = EvalConfig(
             bench="scidata", data=tasks, out=tmp_path / "run", model=f"openai:agent@{agent.base_url}",
             n_trials=1, max_turns=3, reserve_final_turn=reserve, report=False,
+            loader_options={"qa_scoring": "judge"},
         )  # fmt: skip
         result = await run_eval(cfg, sandboxes=_fake_sandboxes, judge_backend=judge_backend)
         await judge_backend.aclose()

@@ -1,4 +1,4 @@
-"""The LLM judge through the real OpenAI client and the loopback server: parsing, retry, cache, rubrics."""
+"""The LLM judge through the real OpenAI client and the loopback server: structured verdicts, repair, cache, rubrics."""
 
 from __future__ import annotations
 
@@ -8,51 +8,17 @@ from pathlib import Path
 import pytest
 
 from datadojo.llm import load_backend
+from datadojo.llm.structured import json_schema_for
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.reward.judge import (
     JudgeCache,
     JudgeError,
     JudgeItem,
-    JudgeParseError,
     LLMJudge,
-    parse_verdict,
+    VerdictReply,
     prompt_hash,
 )
 from datadojo.reward.judge_prompts import get_rubric
-
-# --- parsing -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("reply", "expected"),
-    [
-        ('{"score": 1, "reason": "same value"}', (1, "same value")),
-        ('```json\n{"score": 0, "reason": "wrong unit"}\n```', (0, "wrong unit")),
-        ('<think>compare 3.1 and 3.0</think>{"score": 1, "reason": "within 3%"}', (1, "within 3%")),
-        ('Verdict: {"score": "1", "reason": "ok"} done', (1, "ok")),
-        ('{"score": 1.0}', (1, "")),
-        ('{"score": true, "reason": "x"}', (1, "x")),
-    ],
-)
-def test_parse_verdict_accepts(reply: str, expected: tuple[int, str]) -> None:
-    assert parse_verdict(reply) == expected
-
-
-@pytest.mark.parametrize(
-    ("reply", "why"),
-    [
-        ("", "empty"),
-        ("The answer is correct.", "no JSON object"),
-        ('{"reason": "no score"}', "no JSON object"),
-        ('{"score": 0.5, "reason": "partly"}', "0 or 1"),
-        ('{"score": 2}', "0 or 1"),
-        ('{"score": 1, "reason": 5}', "reason"),
-    ],
-)
-def test_parse_verdict_rejects(reply: str, why: str) -> None:
-    with pytest.raises(JudgeParseError, match=why):
-        parse_verdict(reply)
-
 
 # --- through the server ------------------------------------------------------------------------------
 
@@ -75,24 +41,91 @@ async def test_verdict_at_temperature_zero_with_the_datamind_rules() -> None:
     assert "Ground-truth answer: 3" in user and "Candidate answer: About 3.02" in user
 
 
-async def test_one_retry_on_an_unreadable_reply() -> None:
-    with ScriptedLLMServer(["I think it is right.", '{"score": 0, "reason": "wrong entity"}']) as server:
+async def test_the_verdict_schema_is_sent_as_response_format() -> None:
+    with ScriptedLLMServer(['{"score": 0, "reason": "wrong unit"}']) as server:
         backend = _backend(server)
-        v = await LLMJudge(backend).judge("q", "Oslo", "Bergen")
+        v = await LLMJudge(backend, rubric="sailor_qa").judge("q", "3 K", "3 °C")
+        await backend.aclose()
+        req = server.requests[0].json
+    assert (v.score, v.reason, v.raw) == (0, "wrong unit", '{"score": 0, "reason": "wrong unit"}')
+    fmt = req["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert schema == json_schema_for(VerdictReply)
+    assert schema["properties"]["score"]["enum"] == [0, 1] and schema["required"] == ["score", "reason"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "I think it is right.",  # prose: never searched for JSON
+        'Verdict: {"score": 1, "reason": "ok"}',  # JSON inside prose is not fished out
+        '{"score": 0.5, "reason": "partly"}',
+        '{"score": 1}',  # the reason is required by the schema
+        '{"score": 1, "reason": "x", "extra": 2}',
+    ],
+)
+async def test_one_repair_on_an_invalid_reply(bad: str) -> None:
+    with ScriptedLLMServer([bad, '{"score": 0, "reason": "wrong entity"}']) as server:
+        backend = _backend(server)
+        judge = LLMJudge(backend)
+        v = await judge.judge("q", "Oslo", "Bergen")
         await backend.aclose()
         second = server.requests[1].json["messages"]
-    assert (v.score, v.attempts, v.reason) == (0, 2, "wrong entity")
-    assert second[-2] == {"role": "assistant", "content": "I think it is right."}
-    assert "could not be read" in second[-1]["content"]
+    assert (v.score, v.attempts, v.reason, judge.requests) == (0, 2, "wrong entity", 2)
+    assert second[-2] == {"role": "assistant", "content": bad}
+    assert "could not be used" in second[-1]["content"]
 
 
-async def test_two_unreadable_replies_raise() -> None:
-    with ScriptedLLMServer(["nope", "still nope"]) as server:
+async def test_a_fenced_verdict_is_read() -> None:
+    with ScriptedLLMServer(['```json\n{"score": 1, "reason": "same value"}\n```']) as server:
         backend = _backend(server)
-        with pytest.raises(JudgeError, match="after one retry") as info:
+        v = await LLMJudge(backend).judge("q", "3", "3.0")
+        await backend.aclose()
+    assert (v.score, v.reason, v.attempts) == (1, "same value", 1)
+
+
+async def test_two_invalid_replies_raise() -> None:
+    with ScriptedLLMServer(["nope", '{"score": 2, "reason": "still wrong"}']) as server:
+        backend = _backend(server)
+        with pytest.raises(JudgeError, match="after one repair") as info:
             await LLMJudge(backend).judge("q", "a", "b")
         await backend.aclose()
-    assert info.value.replies == ["nope", "still nope"]
+    assert info.value.replies == ['{"score": 2, "reason": "still wrong"}']
+
+
+@pytest.mark.parametrize(("mode", "fmt"), [("off", None), ("json_object", {"type": "json_object"})])
+async def test_structured_modes(mode: str, fmt: dict | None) -> None:
+    with ScriptedLLMServer(['{"score": 1, "reason": "ok"}']) as server:
+        backend = _backend(server)
+        v = await LLMJudge(backend, structured=mode).judge("q", "a", "a")  # type: ignore[arg-type]
+        await backend.aclose()
+        req = server.requests[0].json
+    assert v.score == 1 and req.get("response_format") == fmt
+    assert '"enum":[0,1]' in req["messages"][0]["content"]  # the schema is described in the prompt instead
+
+
+def test_unknown_structured_mode() -> None:
+    with ScriptedLLMServer([]) as server:
+        backend = _backend(server)
+        with pytest.raises(ValueError, match="structured mode must be one of"):
+            LLMJudge(backend, structured="yaml")  # type: ignore[arg-type]
+
+
+async def test_cache_files_written_before_structured_output_are_read(tmp_path: Path) -> None:
+    old = tmp_path / "judge_cache.jsonl"
+    phash = prompt_hash(get_rubric("sailor_qa").render("q", "3 K", "3 K"))
+    old.write_text(
+        json.dumps({"model": "judge-model", "prompt_hash": phash, "score": 1, "reason": "same",
+                    "raw": '<think>x</think>{"score": 1, "reason": "same"}', "attempts": 2, "created": 1.0})
+        + "\n"
+    )  # fmt: skip
+    with ScriptedLLMServer([]) as server:
+        backend = _backend(server)
+        v = await LLMJudge(backend, rubric="sailor_qa", cache=old).judge("q", "3 K", "3 K")
+        await backend.aclose()
+        assert server.requests == []
+    assert (v.score, v.reason, v.cached, v.attempts) == (1, "same", True, 2)
 
 
 async def test_empty_answers_cost_no_request() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from datadojo.protocol import Dialect
 from datadojo.types import Task
 
-__all__ = ["build_prompt", "describe_files", "load_template", "render_template"]
+__all__ = ["GUIDANCE_SECTIONS", "build_prompt", "describe_files", "load_template", "render_template"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,25 @@ def _profile(path: str, size: int, mtime_ns: int, budget_chars: int) -> str:
         return ""
 
 
+#: Optional ``Task.extra`` keys appended to the system prompt as sections, in this order. ``workflow`` is
+#: DataMind's procedural knowledge *k* (§3.2, "Knowledge-Augmented Trajectory Sampling"); ``feedback`` holds
+#: the earlier attempts and the judge's critique *c* for a reflection round (§3.2, Eq. 3). Appended after the
+#: template is rendered so that user templates need no new placeholder to receive them.
+GUIDANCE_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("workflow", "## Suggested workflow"),
+    ("feedback", "## Feedback on earlier attempts"),
+)
+
+
+def _guidance_sections(task: Task) -> str:
+    parts = []
+    for key, title in GUIDANCE_SECTIONS:
+        text = task.extra.get(key) if task.extra else None
+        if isinstance(text, str) and text.strip():
+            parts.append(f"\n\n{title}\n{text.strip()}")
+    return "".join(parts)
+
+
 def build_prompt(
     task: Task, dialect: Dialect, *, max_turns: int, template: str, profile_chars: int
 ) -> list[dict]:
@@ -125,6 +144,7 @@ def build_prompt(
             "answer_format": answer_format,
         },
     )
+    system += _guidance_sections(task)
     system = "\n".join(line.rstrip() for line in system.strip().splitlines())
     while "\n\n\n" in system:
         system = system.replace("\n\n\n", "\n\n")

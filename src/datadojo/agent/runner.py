@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,10 +103,10 @@ class RolloutSummary:
 
 
 def _jobs(
-    tasks: Iterable[Task], n_samples: int, done: set[tuple[str, int]], summary: RolloutSummary
+    tasks: Iterable[Task], samples: range, done: set[tuple[str, int]], summary: RolloutSummary
 ) -> Iterator:
     for task in tasks:
-        for sample in range(n_samples):
+        for sample in samples:
             if (task.id, sample) in done:
                 summary.skipped += 1
                 continue
@@ -132,17 +132,24 @@ async def run_rollouts(
     seed: int | None = None,
     on_event: EventHook | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
+    first_sample: int = 0,
+    extra: Mapping[str, Any] | None = None,
 ) -> RolloutSummary:
     """Run ``n_samples`` episodes of every task, ``concurrency`` at a time, appending to ``out``.
 
     ``out`` is a JSONL file of trajectories. ``sandboxes`` makes a sandbox for a task (an async context
     manager); by default a :class:`datadojo.sandbox.SandboxPool` of ``concurrency`` pre-warmed workers.
     ``seed`` (when given) makes sampling reproducible per (task, sample, turn) on backends that honour seeds.
+    ``first_sample`` numbers the samples ``first_sample … first_sample + n_samples - 1`` (a later round of
+    sampling, e.g. DataMind's reflection, continues the numbering of the same task); ``extra`` is merged into
+    every trajectory's ``extra`` (e.g. ``{"round": 1}``).
     """
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if first_sample < 0:
+        raise ValueError(f"first_sample must be >= 0, got {first_sample}")
     cfg = config or AgentConfig()
     out = Path(out)
     summary = RolloutSummary(path=str(out))
@@ -172,7 +179,7 @@ async def run_rollouts(
                 provenance=Provenance(config_hash=chash, seed=traj_seed),
             )
 
-    jobs = _jobs(tasks, n_samples, done, summary)
+    jobs = _jobs(tasks, range(first_sample, first_sample + n_samples), done, summary)
     in_flight: set[asyncio.Task[Trajectory]] = set()
     try:
         with JsonlAppender(out) as writer:
@@ -190,6 +197,8 @@ async def run_rollouts(
                 finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 for fut in finished:
                     traj = fut.result()
+                    if extra:
+                        traj.extra.update(extra)
                     writer.write(traj)
                     summary.add(traj)
                     summary.elapsed_s = time.perf_counter() - started

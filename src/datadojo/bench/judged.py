@@ -5,9 +5,11 @@
 and tie the scorer to an event loop. A :class:`JudgedBenchmark` therefore splits the work in two:
 
 1. :meth:`JudgedBenchmark.gather_verdicts` asks the judge about every distinct (task, prediction) pair,
-   concurrently, through :class:`datadojo.reward.judge.LLMJudge` (strict JSON verdict, one retry,
-   temperature 0, the append-only verdict cache, so a rerun or a resumed run asks nothing twice). Each task
-   picks its rubric (:meth:`rubric_for`); a pair the judge could not answer even after its retry becomes a
+   concurrently, through :class:`datadojo.reward.judge.LLMJudge` (a structured verdict validated against
+   its JSON Schema, one repair, temperature 0, the append-only verdict cache, so a rerun or a resumed run
+   asks nothing twice). Each task picks its rubric (:meth:`rubric_for`); tasks a subclass scores without
+   the judge are skipped (:meth:`wants_verdict`); a pair the judge could not answer even after its repair
+   becomes a
    :class:`JudgeFailure` instead of aborting the run (a transport failure, :class:`~datadojo.llm.LLMError`,
    still propagates: the verdicts obtained so far stay in the cache).
 2. :meth:`with_verdicts` returns a copy of the benchmark holding those verdicts, whose :meth:`score` reads
@@ -31,6 +33,7 @@ from typing import Any, Self
 
 from datadojo.bench.base import Benchmark, BenchmarkError, ItemScore, missing_prediction
 from datadojo.llm.base import ChatBackend
+from datadojo.llm.structured import StructuredMode
 from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
 from datadojo.types import Task
 
@@ -39,7 +42,7 @@ __all__ = ["JudgeFailure", "JudgedBenchmark", "verdict_key"]
 
 @dataclass(frozen=True)
 class JudgeFailure:
-    """The judge gave no readable verdict for a pair, even after its retry; ``message`` says what it said."""
+    """The judge gave no valid verdict for a pair, even after its repair; ``message`` says what it said."""
 
     message: str
 
@@ -59,10 +62,16 @@ class JudgedBenchmark(Benchmark):
 
     def __init__(self, verdicts: Mapping[tuple[str, str], Verdict] | None = None) -> None:
         self._verdicts: dict[tuple[str, str], Verdict] = dict(verdicts or {})
+        #: Whether a judge has run (verdicts were given), even if it had nothing to judge.
+        self.judged = verdicts is not None
 
     @abc.abstractmethod
     def rubric_for(self, task: Task) -> str:
         """The judge rubric of ``task`` (a name in :data:`datadojo.reward.judge_prompts.JUDGE_RUBRICS`)."""
+
+    def wants_verdict(self, task: Task) -> bool:
+        """Whether :meth:`gather_verdicts` asks the judge about ``task`` (default: always)."""
+        return True
 
     def judge_question(self, task: Task) -> str:
         """The question or task text the judge is shown (default: the task's question)."""
@@ -72,6 +81,7 @@ class JudgedBenchmark(Benchmark):
         """A copy of this benchmark that scores with ``verdicts`` (from :meth:`gather_verdicts`)."""
         new = copy.copy(self)
         new._verdicts = dict(verdicts)
+        new.judged = True
         return new
 
     async def gather_verdicts(
@@ -83,11 +93,13 @@ class JudgedBenchmark(Benchmark):
         concurrency: int = 8,
         model: str | None = None,
         on_verdict: Callable[[int, int], None] | None = None,
+        structured: StructuredMode = "auto",
     ) -> dict[tuple[str, str], Verdict]:
         """Verdicts for every distinct non-empty (task, prediction) pair, ``concurrency`` requests at a time.
 
         ``model`` names the judge in the cache key (default: the backend's model id). ``on_verdict(done,
-        total)`` is called as verdicts arrive (progress bars).
+        total)`` is called as verdicts arrive (progress bars). ``structured`` is the judge's
+        structured-output mode (:class:`~datadojo.reward.judge.LLMJudge`).
         """
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -95,14 +107,16 @@ class JudgedBenchmark(Benchmark):
         judges: dict[str, LLMJudge] = {}
         todo: dict[tuple[str, str], tuple[Task, str]] = {}
         for task, prediction in pairs:
-            if prediction is None or not prediction.strip():
+            if prediction is None or not prediction.strip() or not self.wants_verdict(task):
                 continue
             todo.setdefault(verdict_key(task.id, prediction), (task, prediction))
         for task, _ in todo.values():
             rubric = self.rubric_for(task)
             if rubric not in judges:
                 try:
-                    judges[rubric] = LLMJudge(backend, rubric=rubric, cache=shared, model=model)
+                    judges[rubric] = LLMJudge(
+                        backend, rubric=rubric, cache=shared, model=model, structured=structured
+                    )
                 except ValueError as exc:
                     raise BenchmarkError(f"{self.name}: task {task.id!r}: {exc}") from exc
         sem = asyncio.Semaphore(concurrency)

@@ -61,6 +61,10 @@ def _register_builtins() -> None:
     for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData):
         register_benchmark(cls.name, cls)
 
+    from datadojo.bench.shopsql import ShopSQL  # the bundled text-to-SQL set (datadojo demo)
+
+    register_benchmark(ShopSQL.name, ShopSQL)
+
 
 _register_builtins()
 

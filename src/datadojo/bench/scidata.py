@@ -15,14 +15,34 @@ head of 4,000 and a tail of 1,500 characters of each observation (the truncation
 public code). ReAct-step budgets of 12 (default) and 24; sampling at temperature 0.6, top-p 0.95. The
 sailor tag dialect (``<python>``/``<result>``) is the default.
 
-**Scoring** (§5.1, App. B.2.2–B.2.3): an LLM judge compares the final answer with the reference under
-the meta-information rubric (Meta) or the scientific-QA rubric (QA), returning a binary score; Pass@1 is
-the mean judge score, the success rate the share of episodes that produced an answer within the budget.
-The paper scores QA with "tolerance-aware matching ... and unit-consistency checks" but publishes the QA
-rubric for its judge; DataDojo uses that rubric (numbers, units and entities are the judge's to compare).
+**Scoring** (§5.1, App. B.2.2–B.2.3). Meta: an LLM judge compares the summary with the reference under
+the meta-information rubric, returning a binary score. QA: "tolerance-aware matching for numerical
+answers and textual, categorical, and unit-consistency checks" (§5), i.e. the rule-based matcher
+:func:`datadojo.reward.scientific.match_scientific`, or the judge with the scientific-QA rubric, or both,
+by the loader option ``qa_scoring`` (:data:`QA_SCORING_MODES`):
 
-Official totals: ``accuracy`` (= ``exact``, the judge is binary), the same per track (``qa``, ``meta``)
-and per level (``L0``…``L3``) for the tracks and levels present, and ``judge_errors``.
+``rule`` (default)
+    the matcher alone. The paper's stated QA metric; deterministic (Pass@1 does not depend on which judge
+    model is at hand), free, and the only mode ``datadojo score`` can apply without a judge.
+``judge``
+    the judge's verdict decides (DataDojo's behaviour before the matcher existed); the rule's verdict is
+    still computed and recorded.
+``rule+judge``
+    both are asked and recorded; the rule decides where it is decisive (the reference is numbers, units,
+    yes/no or short categorical values), the judge where the reference holds free text the rule can only
+    compare verbatim. Recommended for synthesised QA whose references are sentences.
+
+``qa_rel_tol`` / ``qa_abs_tol`` set the matcher's tolerances (default 1% / 1e-6,
+:class:`~datadojo.reward.scientific.ScientificConfig`). Each QA item records ``parts["rule"]`` (correct,
+reason, kind, decisive), ``parts["judge"]`` where the judge was asked, and ``parts["decided_by"]``.
+Pass@1 is the mean score, the success rate the share of episodes that produced an answer within the
+budget.
+
+Official totals: ``accuracy`` (= ``exact``, both rules are binary), the same per track (``qa``,
+``meta``) and per level (``L0``…``L3``) for the tracks and levels present, ``judge_errors``,
+``qa_rule`` (the matcher's accuracy on QA, whatever decided) and, where the judge was asked about QA,
+``qa_judge`` (its accuracy) and ``qa_rule_judge_agreement`` (share of answered QA items on which the two
+verdicts agree).
 """
 
 from __future__ import annotations
@@ -31,9 +51,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from datadojo.bench.base import BenchmarkDefaults, BenchmarkError, ItemScore, unique_id
-from datadojo.bench.judged import JudgedBenchmark
+from datadojo.bench.base import BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction, unique_id
+from datadojo.bench.judged import JudgedBenchmark, JudgeFailure, verdict_key
 from datadojo.jsonl import JsonlError, read_tasks
+from datadojo.reward.scientific import ScientificConfig, ScientificMatch, match_scientific
 from datadojo.types import Task
 
 if TYPE_CHECKING:
@@ -42,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEAD_CHARS",
     "PAPER_MAX_TURNS",
+    "QA_SCORING_MODES",
     "READERS_NOTE",
     "RUBRIC_OF_TRACK",
     "TAIL_CHARS",
@@ -69,6 +91,33 @@ READERS_NOTE = (
     "JSON and text."
 )
 _FILES = ("qa.jsonl", "meta.jsonl")
+#: How QA answers are scored (module docstring); the first is the default.
+QA_SCORING_MODES = ("rule", "judge", "rule+judge")
+#: Where :meth:`SciData.load` records the QA scoring policy on each QA task.
+_POLICY_KEY = "qa_scoring"
+
+
+def _qa_policy(mode: Any, rel_tol: Any, abs_tol: Any) -> dict[str, Any]:
+    """The QA scoring policy from the loader options (strings from the command line are accepted)."""
+    if mode not in QA_SCORING_MODES:
+        raise BenchmarkError(
+            f"scidata: qa_scoring must be one of {', '.join(QA_SCORING_MODES)}, got {mode!r}"
+        )
+    defaults = ScientificConfig()
+    tol: dict[str, float] = {}
+    for name, value, default in (
+        ("rel_tol", rel_tol, defaults.rel_tol),
+        ("abs_tol", abs_tol, defaults.abs_tol),
+    ):
+        try:
+            tol[name] = default if value is None else float(value)
+        except (TypeError, ValueError):
+            raise BenchmarkError(f"scidata: qa_{name} must be a number, got {value!r}") from None
+    try:
+        ScientificConfig(**tol)
+    except ValueError as exc:
+        raise BenchmarkError(f"scidata: {exc}") from exc
+    return {"mode": mode, **tol}
 
 
 def task_files(path: str | Path) -> list[Path]:
@@ -93,18 +142,29 @@ class SciData(JudgedBenchmark):
     )
 
     def load(
-        self, path: str | Path, *, require_files: bool = True, track: str = "all", **options: Any
+        self,
+        path: str | Path,
+        *,
+        require_files: bool = True,
+        track: str = "all",
+        qa_scoring: str = QA_SCORING_MODES[0],
+        qa_rel_tol: float | str | None = None,
+        qa_abs_tol: float | str | None = None,
+        **options: Any,
     ) -> Iterator[Task]:
         """Tasks of the ``track`` (``qa``, ``meta`` or ``all``) from the task file(s) at ``path``.
 
         Every record is checked: a reference answer, a known ``answer_kind``, a track that agrees with it,
         exactly one dataset folder (which must exist when ``require_files``). Errors name the file, the
-        record number and the task id.
+        record number and the task id. ``qa_scoring``, ``qa_rel_tol`` and ``qa_abs_tol`` choose how QA
+        answers are scored (module docstring); the policy is recorded on each QA task
+        (``extra["qa_scoring"]``), so scoring needs nothing but the task.
         """
         if options:
             raise TypeError(f"scidata: unknown option(s) {', '.join(sorted(options))}")
         if track not in ("qa", "meta", "all"):
             raise BenchmarkError(f"scidata: track must be qa, meta or all, got {track!r}")
+        policy = _qa_policy(qa_scoring, qa_rel_tol, qa_abs_tol)
         seen: dict[str, int] = {}
         for file in task_files(path):
             try:
@@ -112,6 +172,8 @@ class SciData(JudgedBenchmark):
                     task = self._check(task, f"{file} record {i} (id {task.id!r})", require_files)
                     if track != "all" and task.category != track:
                         continue
+                    if task.category == "qa":
+                        task = task.model_copy(update={"extra": {**task.extra, _POLICY_KEY: policy}})
                     new_id = unique_id(seen, task.id, f"{file} record {i}")
                     yield task if new_id == task.id else task.model_copy(update={"id": new_id})
             except JsonlError as exc:
@@ -174,9 +236,104 @@ class SciData(JudgedBenchmark):
             return RUBRIC_OF_TRACK[str(track)]
         raise BenchmarkError(f"scidata: task {task.id!r}: neither answer_kind nor track names a judge rubric")
 
+    @staticmethod
+    def qa_policy(task: Task) -> tuple[str, ScientificConfig]:
+        """The QA scoring mode and matcher settings :meth:`load` recorded on ``task`` (defaults if none)."""
+        policy = task.extra.get(_POLICY_KEY) or {}
+        mode = policy.get("mode", QA_SCORING_MODES[0])
+        if mode not in QA_SCORING_MODES:
+            raise BenchmarkError(f"scidata: task {task.id!r}: unknown qa_scoring {mode!r}")
+        tol = {k: float(policy[k]) for k in ("rel_tol", "abs_tol") if k in policy}
+        return mode, ScientificConfig(**tol)
+
+    def wants_verdict(self, task: Task) -> bool:
+        """Meta always; QA unless it is scored by the rule alone."""
+        return task.category != "qa" or self.qa_policy(task)[0] != "rule"
+
+    def score(self, task: Task, prediction: str | None) -> ItemScore:
+        """Meta: the judge's verdict. QA: the matcher, the judge or both by ``qa_scoring`` (module docstring)."""
+        if task.category != "qa":
+            missing = (
+                bool(prediction and prediction.strip())
+                and verdict_key(task.id, str(prediction)) not in self._verdicts
+            )
+            if not self.judged or missing:
+                raise BenchmarkError(
+                    f"scidata: task {task.id!r} is a Meta task: Meta summaries are scored only by an LLM judge "
+                    "(App. B.2) and there is no judge verdict for it. Score the QA track alone with "
+                    "`--option track=qa`, or run `datadojo eval scidata ... --judge SPEC`"
+                )
+            return super().score(task, prediction)
+        mode, cfg = self.qa_policy(task)
+        metric = f"sailor_qa/{mode}"
+        if prediction is None:
+            return missing_prediction(metric)
+        if not prediction.strip():
+            return ItemScore(0.0, False, "", "empty answer", metric, {"qa_scoring": mode})
+        try:
+            rule = match_scientific(prediction, str(task.answer), cfg)
+        except ValueError as exc:
+            raise BenchmarkError(f"scidata: task {task.id!r}: {exc}") from exc
+        parts: dict[str, Any] = {"qa_scoring": mode, "rule": rule.to_dict()}
+        if mode == "rule":
+            parts["decided_by"] = "rule"
+            return self._qa_score(rule.correct, f"rule: {rule.reason}", prediction, metric, parts)
+        verdict = self._verdicts.get(verdict_key(task.id, prediction))
+        if verdict is None:
+            raise BenchmarkError(
+                f"scidata: task {task.id!r}: qa_scoring={mode} needs a judge verdict for this answer; run "
+                "`datadojo eval scidata ... --judge SPEC`, or score QA by rule alone with "
+                "`--option qa_scoring=rule`"
+            )
+        return self._combine(rule, verdict, mode, prediction, metric, parts)
+
+    def _combine(
+        self,
+        rule: ScientificMatch,
+        verdict: Any,
+        mode: str,
+        prediction: str,
+        metric: str,
+        parts: dict[str, Any],
+    ) -> ItemScore:
+        if isinstance(verdict, JudgeFailure):
+            parts["judge"] = {"error": verdict.message}
+        else:
+            parts["judge"] = {
+                "correct": verdict.correct, "reason": verdict.reason, "model": verdict.model,
+                "cached": verdict.cached, "attempts": verdict.attempts,
+            }  # fmt: skip
+        if mode == "rule+judge" and rule.decisive:
+            parts["decided_by"] = "rule"
+            return self._qa_score(rule.correct, f"rule: {rule.reason}", prediction, metric, parts)
+        parts["decided_by"] = "judge"
+        if isinstance(verdict, JudgeFailure):
+            parts["judge_error"] = True
+            return self._qa_score(False, f"judge failed: {verdict.message}", prediction, metric, parts)
+        reason = verdict.reason or ("correct" if verdict.correct else "wrong")
+        return self._qa_score(verdict.correct, f"judge: {reason}", prediction, metric, parts)
+
+    @staticmethod
+    def _qa_score(
+        correct: bool, reason: str, prediction: str, metric: str, parts: dict[str, Any]
+    ) -> ItemScore:
+        return ItemScore(float(correct), correct, prediction.strip(), reason, metric, parts)
+
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
-        """Overall, per track and per level accuracy, and the judge failures (module docstring)."""
+        """Overall, per track and per level accuracy, the judge failures, rule vs judge on QA (module docstring)."""
         out = super().totals(items)
+        qa = [(task, s) for task, s in items if task.category == "qa"]
+        if qa:
+            out["qa_rule"] = sum(bool(s.parts.get("rule", {}).get("correct")) for _, s in qa) / len(qa)
+            judged = [s for task, s in qa if self.qa_policy(task)[0] != "rule"]
+            if judged:  # unanswered items count as wrong, as in the official figure
+                out["qa_judge"] = sum(bool(s.parts.get("judge", {}).get("correct")) for s in judged) / len(
+                    judged
+                )
+                both = [s for s in judged if "correct" in s.parts.get("judge", {}) and "rule" in s.parts]
+                if both:
+                    agree = sum(s.parts["rule"]["correct"] == s.parts["judge"]["correct"] for s in both)
+                    out["qa_rule_judge_agreement"] = agree / len(both)
         groups: dict[str, list[float]] = {}
         for task, s in items:
             groups.setdefault(str(task.category), []).append(s.score)

@@ -23,6 +23,7 @@ from datadojo.errors import DataDojoError
 COMMAND_MODULES: tuple[str, ...] = (
     "agent",
     "corpus",
+    "demo",
     "eval",
     "exec",
     "score",

@@ -128,6 +128,13 @@ def eval_command(
         help="Model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor App. B.2 "
         "rubrics); or $DATADOJO_JUDGE. Verdicts are cached in OUT/judge_cache.jsonl.",
     ),
+    judge_structured: str = typer.Option(
+        "auto",
+        "--judge-structured",
+        help="How the judge is asked for its JSON verdict: auto (a JSON Schema as response_format for "
+        "OpenAI-compatible servers, stepping down if the server rejects it), json_schema, json_object, "
+        "or off (schema in the prompt only). The reply is validated and repaired once in every mode.",
+    ),
     n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
     agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
@@ -183,8 +190,9 @@ def eval_command(
 
     Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
 
-    SciDataSailor-Bench (Meta and QA over dataset folders, judged by an LLM; --data is a task file or a
-    folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track):
+    SciDataSailor-Bench (Meta judged by an LLM, QA scored by tolerant matching with units; --data is a task
+    file or a folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track, `--option
+    qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
     from datadojo.eval.harness import EvalConfig, EvalError, run_eval
@@ -224,6 +232,7 @@ def eval_command(
             n_trials=n, limit=limit, concurrency=concurrency, max_turns=max_turns, dialect=dialect,
             sampling=sampling, reserve_final_turn=reserve_final_turn, loader_options=_loader_options(option),
             seed=seed, sandbox=sandbox, report=not no_report, judge=judge_spec,
+            judge_structured=judge_structured,  # type: ignore[arg-type]
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
 from datadojo.bench.base import RULES_DOC
+from datadojo.eval.report import official_value
 from datadojo.eval.scoring import ScoreReport, read_predictions, score_predictions
 
 __all__ = ["register"]
@@ -98,7 +99,7 @@ def _print_report(console: Console, report: ScoreReport, wrong_only: bool) -> No
     totals.add_row("tasks", str(report.n_tasks))
     totals.add_row("trials per task", str(report.n_trials))
     for key, value in report.totals.items():
-        totals.add_row(key, _fmt(value) if key != "gold_errors" else str(int(value)))
+        totals.add_row(key, official_value(key, value))
     s = report.summary
     totals.add_row("pass@1 (mean over trials)", _fmt(s.pass_at_1))
     for k, v in sorted(s.pass_at_k.items()):

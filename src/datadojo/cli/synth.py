@@ -13,7 +13,7 @@ import typer
 __all__ = ["SYNTH_MODULES", "register", "synth_app"]
 
 #: Modules that add a sub-command group to ``datadojo synth``.
-SYNTH_MODULES: tuple[str, ...] = ("synth_sailor",)
+SYNTH_MODULES: tuple[str, ...] = ("synth_datamind", "synth_sailor")
 
 synth_app = typer.Typer(
     name="synth",

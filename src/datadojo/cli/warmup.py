@@ -222,79 +222,10 @@ def score(
         write_jsonl_atomic(out, trajs)
     _show_scores(records)
     if report is not None:
-        html, _md = _write_report(report, tasks_path, trajs, records)
+        from datadojo.synth.envlunch.report import write_warmup_report
+
+        html, _md = write_warmup_report(report, tasks_path, trajs, records)
         console.print(f"report: {html}")
-
-
-def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: list[Any]) -> tuple[Path, Path]:
-    """A run folder in the evaluation harness's layout, so ``datadojo report`` renders EnvLunch scores.
-
-    A trial's score is the agreement min_k m over the hidden copies (1 = solved in every copy); the
-    EnvLunch reward R, with its turn bonus, is shown per trajectory.
-    """
-    import json
-    import statistics
-    import time
-
-    from datadojo.eval.metrics import TrialRecord, summarize
-    from datadojo.eval.report import write_report
-    from datadojo.jsonl import write_jsonl_atomic
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    rows, trials = [], []
-    for traj, rec in zip(trajs, records, strict=True):
-        traj.rewards["envlunch"] = rec.reward
-        score = min(rec.m) if rec.m else 0.0
-        category = f"{rec.backend} L{rec.level}"
-        rows.append(
-            {
-                "id": traj.task_id,
-                "trial": traj.sample,
-                "score": score,
-                "correct": rec.solved,
-                "stop_reason": traj.stop_reason,
-                "turns": len(traj.turns),
-                "category": category,
-                "rewards": {"envlunch": rec.reward},
-                "gold": "reproduce o* (shown in the question) in every hidden copy",
-                "answer": traj.final_answer,
-                "prediction_source": "final answer (program)",
-                "metric": "EnvLunch agreement min_k m",
-                "reason": "; ".join(rec.errors) or f"m = {rec.m}",
-            }
-        )
-        trials.append(
-            TrialRecord(
-                task_id=traj.task_id,
-                trial=traj.sample,
-                correct=rec.solved,
-                score=score,
-                finished=traj.stop_reason == "answer",
-                turns=len(traj.turns),
-                category=category,
-            )
-        )
-    summary = {
-        "benchmark": "envlunch",
-        "description": "EnvLunch warm-up tasks: a trial is solved when its program reproduces o* in every "
-        "hidden counterfactual copy (arXiv 2610.33817, Eq. 4)",
-        "model": ", ".join(sorted({t.model or "?" for t in trajs})),
-        "agent": "trajectories from " + str(tasks_path.name),
-        "data": str(tasks_path),
-        "n_tasks": len({r["id"] for r in rows}),
-        "n_trials": max((r["trial"] for r in rows), default=0) + 1,
-        "metric": "agreement (min over copies)",
-        "ks": [1],
-        "metrics": summarize(trials, ks=(1,)).to_dict(),
-        "rewards": {"mean_envlunch": statistics.fmean(r.reward for r in records) if records else None},
-        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-    tmp = run_dir / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(run_dir / "summary.json")
-    write_jsonl_atomic(run_dir / "scores.jsonl", rows)
-    write_jsonl_atomic(run_dir / "trajectories.jsonl", trajs)
-    return write_report(run_dir)
 
 
 def _show_scores(records: list[Any]) -> None:

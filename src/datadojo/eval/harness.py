@@ -62,6 +62,7 @@ from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.fs import write_json_atomic as _write_json_atomic
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.llm.structured import STRUCTURED_MODES, StructuredMode
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
 from datadojo.types import Task, Trajectory
 
@@ -116,7 +117,9 @@ class EvalConfig:
     SciDataSailor's 0.6 / 0.95). ``loader_options`` are passed to the benchmark's loader (``split``,
     ``lite``, ``track``, …). ``sandbox`` is a :class:`datadojo.sandbox.SandboxConfig`; by default the
     benchmark's (:meth:`~datadojo.bench.base.Benchmark.sandbox_config`). ``judge`` is the model spec of the
-    LLM judge, required by judged benchmarks (``scidata``) and unused by the others.
+    LLM judge, required by judged benchmarks (``scidata``) and unused by the others; ``judge_structured``
+    its structured-output mode (``auto``, ``json_schema``, ``json_object``, ``off``; see
+    :mod:`datadojo.llm.structured`).
     """
 
     bench: str
@@ -137,6 +140,7 @@ class EvalConfig:
     sandbox: Any = None
     report: bool = True
     judge: str | None = None
+    judge_structured: StructuredMode = "auto"
 
     def __post_init__(self) -> None:
         if self.agent not in ("model", "oracle"):
@@ -153,6 +157,10 @@ class EvalConfig:
             raise EvalError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.max_turns is not None and self.max_turns < 1:
             raise EvalError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.judge_structured not in STRUCTURED_MODES:
+            raise EvalError(
+                f"judge_structured must be one of {', '.join(STRUCTURED_MODES)}, got {self.judge_structured!r}"
+            )
 
     def agent_config(self, benchmark: Benchmark) -> AgentConfig:
         """The agent loop's settings: explicit ones, else the benchmark's defaults."""
@@ -314,6 +322,7 @@ async def judge_run(
     concurrency: int = 8,
     model: str | None = None,
     on_verdict: Callable[[int, int], None] | None = None,
+    structured: StructuredMode = "auto",
 ) -> JudgedBenchmark:
     """Judge every prediction in ``OUT/trajectories.jsonl`` and return the benchmark holding the verdicts.
 
@@ -330,7 +339,7 @@ async def judge_run(
     try:
         verdicts = await benchmark.gather_verdicts(
             [(by_id[p.task_id], p.answer) for p in preds], backend, cache=out / JUDGE_CACHE,
-            concurrency=concurrency, model=model, on_verdict=on_verdict,
+            concurrency=concurrency, model=model, on_verdict=on_verdict, structured=structured,
         )  # fmt: skip
     except LLMError as exc:
         raise EvalError(
@@ -484,18 +493,19 @@ async def run_eval(
         benchmark = get_benchmark(cfg.bench)
     except KeyError as exc:
         raise EvalError(str(exc.args[0])) from exc
-    judged = isinstance(benchmark, JudgedBenchmark)
-    if judged and judge_backend is None and not cfg.judge:
-        raise EvalError(
-            f"{benchmark.name} is scored by an LLM judge: pass its model spec (--judge SPEC, e.g. "
-            "openai:MODEL@http://host:8000/v1)"
-        )
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     identity = cfg.identity(benchmark)
     _check_resume(out, identity)
     agent_cfg = cfg.agent_config(benchmark)
     tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
+    # A judged benchmark needs a judge unless no task is judged (scidata's QA track scored by rule).
+    judged = isinstance(benchmark, JudgedBenchmark) and any(benchmark.wants_verdict(t) for t in tasks)
+    if judged and judge_backend is None and not cfg.judge:
+        raise EvalError(
+            f"{benchmark.name} is scored by an LLM judge: pass its model spec (--judge SPEC, e.g. "
+            "openai:MODEL@http://host:8000/v1)"
+        )
     oracle: OracleBackend | None = backend if isinstance(backend, OracleBackend) else None
     if cfg.agent == "oracle" and oracle is None:
         try:
@@ -561,7 +571,7 @@ async def run_eval(
         "seed": cfg.seed,
     }
     scorer: Benchmark = benchmark
-    if isinstance(benchmark, JudgedBenchmark):
+    if judged and isinstance(benchmark, JudgedBenchmark):
         judge_chat = judge_backend
         if judge_chat is None:
             from datadojo.llm import load_backend
@@ -570,7 +580,7 @@ async def run_eval(
         try:
             scorer = await judge_run(
                 benchmark, tasks, out, judge_chat, n_trials=cfg.n_trials, concurrency=cfg.concurrency,
-                on_verdict=on_verdict,
+                on_verdict=on_verdict, structured=cfg.judge_structured,
             )  # fmt: skip
         finally:
             if judge_backend is None:

@@ -44,7 +44,7 @@ from datadojo.types import Action, Task
 __all__ = ["ORACLE_BENCHMARKS", "OracleBackend", "gold_program"]
 
 #: Benchmarks whose tasks carry a gold program (``answer_kind == "sql"``) the oracle can submit.
-ORACLE_BENCHMARKS: tuple[str, ...] = ("spider", "bird")
+ORACLE_BENCHMARKS: tuple[str, ...] = ("spider", "bird", "shop-sql")
 
 _BOUND: contextvars.ContextVar[Task | None] = contextvars.ContextVar("datadojo_oracle_task", default=None)
 

@@ -31,11 +31,14 @@ __all__ = [
     "bar_chart_svg",
     "behaviour_rows",
     "histogram_svg",
+    "html_page",
+    "html_table",
     "load_run",
     "official_value",
     "render_html",
     "render_markdown",
     "write_report",
+    "write_text_atomic",
 ]
 
 #: Trajectories shown in the HTML viewer (failed trials first); the rest are counted, not shown.
@@ -284,6 +287,19 @@ def _table(
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, num_from: int = 1) -> str:
+    """A table in the report's style from plain values (escaped here); for other stages' pages."""
+    return _table(header, [[_e(c) for c in r] for r in rows], num_from=num_from)
+
+
+def html_page(title: str, body: str) -> str:
+    """A self-contained page in the report's style (inline CSS, no script) around ``body`` HTML."""
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>"
+    )
 
 
 def _question(traj: Trajectory | None) -> str:

@@ -31,6 +31,7 @@ Modes (:data:`StructuredMode`), a setting for servers that do not support every 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -111,9 +112,15 @@ def json_schema_for(model_cls: type[BaseModel]) -> dict[str, Any]:
     ``additionalProperties: false`` is what OpenAI's strict mode requires and what keeps a constrained
     decoder from inventing fields; pydantic models here are declared with the fields they accept.
     """
+    return json.loads(_schema_text(model_cls))  # a fresh dict per call: callers may change theirs
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_text(model_cls: type[BaseModel]) -> str:
+    # Building a pydantic schema costs milliseconds; synthesis sends the same few schemas thousands of times.
     schema = model_cls.model_json_schema()
     _close_objects(schema)
-    return schema
+    return json.dumps(schema)
 
 
 def _close_objects(node: Any) -> None:

@@ -2,6 +2,8 @@
 
 * :mod:`~datadojo.reward.datamind`: r_format, r_answer, r_length and the composite R (DataMind §4);
 * :mod:`~datadojo.reward.matchers`: the deterministic tolerant matcher for synthesised tasks;
+* :mod:`~datadojo.reward.scientific`: SciDataSailor's QA matcher (numbers with units, categorical values),
+  over the unit parser :mod:`~datadojo.reward.units`;
 * :mod:`~datadojo.reward.tables`: DataMind's table comparison (BIRD-style result tables);
 * :mod:`~datadojo.reward.judge`: the LLM judge (DataMind rules, SciDataSailor rubrics), cached;
 * :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside;
@@ -26,7 +28,9 @@ from datadojo.reward.datamind import (
     length_reward,
     token_counter,
 )
-from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge, parse_verdict
+from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
+from datadojo.reward.scientific import ScientificConfig, ScientificMatch, match_scientific
+from datadojo.reward.units import Unit, parse_unit
 
 __all__ = [
     "L_MAX",
@@ -41,7 +45,10 @@ __all__ = [
     "MatchConfig",
     "MatchResult",
     "RewardBreakdown",
+    "ScientificConfig",
+    "ScientificMatch",
     "TableMatch",
+    "Unit",
     "agreement_report",
     "compare_tables",
     "composite_reward",
@@ -49,10 +56,11 @@ __all__ = [
     "format_reward",
     "length_reward",
     "match_answer",
+    "match_scientific",
     "match_task",
     "normalize_text",
     "parse_number",
-    "parse_verdict",
+    "parse_unit",
     "pearson",
     "rouge_l",
     "token_counter",

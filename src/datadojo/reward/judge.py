@@ -1,18 +1,22 @@
-"""Model-as-judge for answers rules cannot check: strict JSON verdicts, one retry, temperature 0, a disk cache.
+"""Model-as-judge for answers rules cannot check: a structured verdict, one repair, temperature 0, a disk cache.
 
 DataMind scores DABench/TableBench answers and its RL answer reward with GPT-4o-mini as a judge (§4,
 §5.1); SciDataSailor scores meta-information summaries the same way (§5.1, App. B.2). What this module
 adds around the prompt (:mod:`datadojo.reward.judge_prompts`):
 
-* **strict JSON, parsed robustly**: the verdict must be ``{"score": 0|1, "reason": str}``; a reply wrapped
-  in a Markdown fence, preceded by a ``<think>`` block or by prose is still read, but a score that is not
-  0 or 1 is not. An unreadable reply gets **one retry**: the judge is shown its reply and the parse error
-  and asked again for the JSON object only. A second failure raises :class:`JudgeError`.
+* **structured output**: the verdict is the B.2 judge schema ``{"score": 0|1, "reason": str}``
+  (:class:`VerdictReply`), requested through :func:`datadojo.llm.structured.complete_structured`: the
+  request carries ``response_format`` with that JSON Schema (``structured`` mode ``auto``, the default:
+  ``json_schema`` for OpenAI-compatible servers, stepping down to ``json_object`` then ``off`` if the
+  server rejects it; ``off`` for local models), the reply is parsed with ``json.loads`` and validated, and
+  an invalid reply gets **one repair** request showing it the validation error. A reply still invalid
+  raises :class:`JudgeError`. JSON is never fished out of prose.
 * **deterministic**: temperature 0 (greedy) on every request.
 * **cached**: verdicts are appended to a JSONL file keyed by ``(judge model, prompt hash)``, the SHA-256 of
-  the rendered chat messages, so re-scoring the same answers (a resumed run, a second report) costs no
-  requests. The file is append-only (a crash loses at most the verdict being written; see
-  :mod:`datadojo.jsonl`); later lines win when a key repeats.
+  the rubric's chat messages (before any schema instruction the structured mode adds, so the key does not
+  depend on the mode and caches written before structured output are still read and hit), so re-scoring
+  the same answers (a resumed run, a second report) costs no requests. The file is append-only (a crash
+  loses at most the verdict being written; see :mod:`datadojo.jsonl`); later lines win when a key repeats.
 * an empty or missing candidate answer is scored 0 without asking the model.
 """
 
@@ -21,36 +25,38 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from datadojo.errors import DataDojoError
 from datadojo.jsonl import append_jsonl, iter_jsonl
 from datadojo.llm.base import ChatBackend
+from datadojo.llm.structured import (
+    STRUCTURED_MODES,
+    StructuredMode,
+    StructuredOutputError,
+    complete_structured,
+)
 from datadojo.reward.judge_prompts import JudgeRubric, get_rubric
 
 __all__ = [
     "JudgeCache",
     "JudgeError",
     "JudgeItem",
-    "JudgeParseError",
     "JudgeVerdict",
     "LLMJudge",
-    "parse_verdict",
+    "VerdictReply",
     "prompt_hash",
 ]
 
 
-class JudgeParseError(DataDojoError, ValueError):
-    """A judge reply that is not a ``{"score": 0|1, "reason": ...}`` object."""
-
-
 class JudgeError(DataDojoError, RuntimeError):
-    """The judge gave no readable verdict, even after the retry; ``replies`` holds what it said."""
+    """The judge gave no valid verdict, even after the repair; ``replies`` holds its last reply."""
 
     def __init__(self, message: str, replies: Sequence[str]) -> None:
         super().__init__(message)
@@ -83,51 +89,17 @@ class JudgeItem:
     prediction: str | None
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+class VerdictReply(BaseModel):
+    """The judge's reply: SciDataSailor App. B.2.2's schema ``{"score": 0 or 1, "reason": "short reason"}``.
 
-
-def _score_of(value: Any) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float) and value in (0, 1):
-        return int(value)
-    if isinstance(value, str) and value.strip() in ("0", "1", "0.0", "1.0"):
-        return int(float(value.strip()))
-    raise JudgeParseError(f'"score" must be 0 or 1, got {value!r}')
-
-
-def parse_verdict(text: str) -> tuple[int, str]:
-    """``(score, reason)`` from a judge reply; raises :class:`JudgeParseError` saying what is wrong.
-
-    Tries, in order: the whole reply as JSON, the content of Markdown code fences, then every ``{`` in the
-    reply as the start of a JSON object; the first object with a ``score`` key decides. ``<think>`` blocks
-    are ignored. ``reason`` may be missing (empty) but must be a string when present.
+    The JSON Schema sent as ``response_format`` and the validator of the reply: a score other than 0 or 1
+    (``0.5``, ``2``, ``"1"``) or a missing reason is invalid and gets the repair request.
     """
-    body = _THINK.sub("", text).strip()
-    if not body:
-        raise JudgeParseError("the reply is empty")
-    candidates: list[Any] = []
-    decoder = json.JSONDecoder()
-    for chunk in (body, *(m.group(1).strip() for m in _FENCE.finditer(body))):
-        try:
-            candidates.append(json.loads(chunk))
-        except json.JSONDecodeError:
-            continue
-    for m in re.finditer(r"\{", body):
-        try:
-            obj, _ = decoder.raw_decode(body, m.start())
-        except json.JSONDecodeError:
-            continue
-        candidates.append(obj)
-    objects = [c for c in candidates if isinstance(c, dict) and "score" in c]
-    if not objects:
-        raise JudgeParseError('no JSON object with a "score" key in the reply')
-    obj = objects[0]
-    reason = obj.get("reason", "")
-    if not isinstance(reason, str):
-        raise JudgeParseError(f'"reason" must be a string, got {type(reason).__name__}')
-    return _score_of(obj["score"]), reason.strip()
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: Literal[0, 1] = Field(description="1 if the candidate answer is correct, else 0")
+    reason: str = Field(description="short reason, under 60 words")
 
 
 def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:
@@ -170,19 +142,15 @@ class JudgeCache:
         self._entries[(verdict.model, verdict.prompt_hash)] = rec
 
 
-_RETRY = (
-    "Your reply could not be read as the required JSON ({error}). Reply again with only the JSON object "
-    '{{"score": 0 or 1, "reason": "short reason"}} and nothing else.'
-)
-
-
 class LLMJudge:
     """Judges candidate answers against references with an LLM (module docstring).
 
     ``rubric`` is ``datamind`` (default), ``sailor_meta``, ``sailor_qa`` or a
     :class:`~datadojo.reward.judge_prompts.JudgeRubric`. ``cache`` is a path or a :class:`JudgeCache`.
-    ``model`` names the judge in the cache key (default: the backend's ``model_id``). Backend failures
-    (:class:`~datadojo.llm.LLMError`) propagate unchanged.
+    ``model`` names the judge in the cache key (default: the backend's ``model_id``). ``structured`` is the
+    structured-output mode (:data:`datadojo.llm.structured.StructuredMode`: ``auto``, ``json_schema``,
+    ``json_object`` or ``off``; see that module). Backend failures (:class:`~datadojo.llm.LLMError`)
+    propagate unchanged; a reply that is not a valid verdict after the repair raises :class:`JudgeError`.
     """
 
     def __init__(
@@ -193,21 +161,22 @@ class LLMJudge:
         cache: JudgeCache | str | Path | None = None,
         max_tokens: int = 512,
         model: str | None = None,
+        structured: StructuredMode = "auto",
     ) -> None:
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(
+                f"structured mode must be one of {', '.join(STRUCTURED_MODES)}, got {structured!r}"
+            )
         self.backend = backend
         self.rubric = get_rubric(rubric)
         self.cache = cache if isinstance(cache, JudgeCache) or cache is None else JudgeCache(cache)
         self.max_tokens = max_tokens
         self.model = model or backend.model_id
+        self.structured: StructuredMode = structured
         self.requests = 0
 
-    async def _ask(self, messages: list[dict[str, Any]]) -> str:
-        self.requests += 1
-        out = await self.backend.chat(messages, n=1, temperature=0.0, max_tokens=self.max_tokens)
-        return out[0].text
-
     async def judge(self, question: str, reference: str, prediction: str | None) -> JudgeVerdict:
-        """One verdict on ``prediction`` (see the module docstring for retry, cache and empty answers)."""
+        """One verdict on ``prediction`` (see the module docstring for the repair, cache and empty answers)."""
         pred = prediction if prediction is not None else ""
         messages = self.rubric.render(question, reference, pred)
         phash = prompt_hash(messages)
@@ -218,24 +187,22 @@ class LLMJudge:
                 int(hit["score"]), str(hit.get("reason", "")), str(hit.get("raw", "")), self.model, phash,
                 cached=True, attempts=int(hit.get("attempts", 1)),
             )  # fmt: skip
-        replies = [await self._ask(messages)]
         try:
-            score, reason = parse_verdict(replies[0])
-        except JudgeParseError as first:
-            retry = [
-                *messages,
-                {"role": "assistant", "content": replies[0]},
-                {"role": "user", "content": _RETRY.format(error=first)},
-            ]
-            replies.append(await self._ask(retry))
-            try:
-                score, reason = parse_verdict(replies[1])
-            except JudgeParseError as second:
-                raise JudgeError(
-                    f"judge {self.model}: no readable verdict after one retry ({first}; then {second})",
-                    replies,
-                ) from second
-        verdict = JudgeVerdict(score, reason, replies[-1], self.model, phash, attempts=len(replies))
+            result = await complete_structured(
+                self.backend, messages, VerdictReply, mode=self.structured,
+                temperature=0.0, max_tokens=self.max_tokens,
+            )  # fmt: skip
+        except StructuredOutputError as exc:
+            self.requests += exc.attempts
+            raise JudgeError(
+                f"judge {self.model}: no valid verdict after one repair request ({exc.errors})", [exc.reply]
+            ) from exc
+        self.requests += result.requests
+        reply = result.value
+        verdict = JudgeVerdict(
+            reply.score, reply.reason.strip(), result.completion.text, self.model, phash,
+            attempts=result.requests,
+        )  # fmt: skip
         if self.cache is not None:
             self.cache.put(verdict)
         return verdict

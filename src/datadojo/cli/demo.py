@@ -1,0 +1,104 @@
+"""``datadojo demo``: the whole pipeline on the bundled example data, no model, no network (thin over
+:mod:`datadojo.demo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+
+def demo_command(
+    out: Path = typer.Option(
+        Path("runs/demo"),
+        "--out",
+        "-o",
+        help="Folder for everything the demo writes (a previous demo there is replaced).",
+    ),
+    examples: Path | None = typer.Option(
+        None,
+        "--examples",
+        help="The examples folder of a DataDojo checkout (default: ./examples, else the installed checkout's).",
+    ),
+    tasks: int = typer.Option(12, "--tasks", min=1, help="EnvLunch warm-up tasks to build and solve."),
+    candidates: int = typer.Option(
+        120, "--candidates", min=1, help="Reference-solver budget: compositions tried per task."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Everything is reproducible from the seed."),
+    workers: int = typer.Option(2, "--workers", "-j", min=1, help="Processes for the task build."),
+    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1, help="Sandboxes at once."),
+) -> None:
+    """See DataDojo work end to end on the bundled example data, with no model and no network.
+
+    Runs the real pipeline, stage by stage (about a minute on 2 cores):
+
+    1. find the example data (examples/make_examples.py writes it when absent)
+    2. profile the example files: the text the agent's prompt shows
+    3. build EnvLunch warm-up tasks with hidden counterfactual copies
+    4. solve them with the reference solver
+    5. run every solver program in the sandbox, in every copy, and reward it
+    6. run the oracle agent (gold SQL through the agent loop and sandbox) on shop-sql
+    7. write OUT/report.html, linking all of it
+
+    Example: datadojo demo --out runs/demo
+    """
+    from datadojo.demo import STAGES, DemoConfig, DemoError, run_demo
+
+    console = Console()
+    titles = dict(STAGES)
+    try:
+        config = DemoConfig(
+            out=out, examples=examples, n_tasks=tasks, solver_candidates=candidates, seed=seed,
+            workers=workers, concurrency=concurrency,
+        )  # fmt: skip
+    except DemoError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    console.print(f"[bold]DataDojo demo[/] → {out}  (no model, no network)")
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+    ) as progress:  # fmt: skip
+        bars: dict[str, TaskID] = {}
+        order = [name for name, _ in STAGES]
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                label = f"[{order.index(stage) + 1}/{len(order)}] {titles[stage]}"
+                bars[stage] = progress.add_task(label, total=total or None)
+            progress.update(bars[stage], completed=done, total=total or None)
+
+        try:
+            result = run_demo(config, progress=on_progress)
+        except DemoError as exc:
+            progress.stop()
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        except KeyboardInterrupt:
+            progress.stop()
+            typer.echo(f"interrupted: rerun the command to start the demo again in {out}", err=True)
+            raise typer.Exit(130) from None
+    table = Table(title="What the demo did", title_justify="left")
+    table.add_column("stage")
+    table.add_column("result")
+    table.add_column("seconds", justify="right")
+    for s in result.stages:
+        table.add_row(s.name, s.headline, f"{s.seconds:.1f}")
+    table.add_row("[bold]total[/]", "(pipeline, after start-up)", f"[bold]{result.seconds:.1f}[/]")
+    console.print(table)
+    console.print(f"[bold]report:[/] {result.report}")
+    console.print(
+        "\n[bold]Next[/]: serve a model behind an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, "
+        "llama.cpp, a hosted API), then replace MODEL@http://localhost:8000/v1 with its name and URL:"
+    )
+    for cmd in result.next_commands:
+        console.print(f"  [dim]# {cmd['what']}[/]")
+        console.print(f"  {cmd['command']}", soft_wrap=True, highlight=False, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo_command)

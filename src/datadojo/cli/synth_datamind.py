@@ -1,0 +1,300 @@
+"""``datadojo synth datamind``: DataMind's synthesis pipeline (``run``) and each stage alone.
+
+Thin over :mod:`datadojo.synth.datamind`: parse options into a :class:`DataMindConfig`, load the teacher and
+judge backends from model specs, draw a progress bar per stage, print the funnel table at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+datamind_app = typer.Typer(
+    name="datamind",
+    help=(
+        "DataMind synthesis (DataMind §3.2): taxonomy queries from each file's profile, easy→hard composition, "
+        "N trajectories per query with the category's workflow k, self-consistency judge, reflection, rule "
+        "filters and four curated SFT sets. `run` does it all; `queries`, `compose`, `sample`, `judge` and "
+        "`curate` run one stage on the same --out folder. Every stage resumes: rerunning a finished stage "
+        "sends no request.\n\n"
+        "Example: datadojo synth datamind run data/ --teacher openai:deepseek@http://localhost:8000/v1 "
+        "--judge openai:gpt-4o-mini@https://api.openai.com/v1 --out runs/dm"
+    ),
+    no_args_is_help=True,
+)
+
+SPEC_HELP = (
+    "Model spec: `openai:MODEL@BASE_URL` (vLLM, SGLang, Ollama, hosted APIs; key from $OPENAI_API_KEY) or "
+    "`hf:/path/to/checkpoint`."
+)
+
+_INPUTS = typer.Argument(
+    None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively)."
+)
+_OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
+_TEACHER = typer.Option(
+    ..., "--teacher", help="Teacher model (queries, composition, trajectories). " + SPEC_HELP
+)
+_JUDGE = typer.Option(
+    ..., "--judge", help="Judge model for self-consistency (separate from the teacher). " + SPEC_HELP
+)
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)
+
+
+def _config(**kwargs: Any) -> Any:
+    from pydantic import ValidationError
+
+    from datadojo.synth.datamind import DataMindConfig
+
+    try:
+        return DataMindConfig(**{k: v for k, v in kwargs.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise typer.BadParameter(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+
+
+def _check_inputs(inputs: list[Path] | None, required: bool) -> list[Path]:
+    inputs = list(inputs or [])
+    if required and not inputs:
+        raise typer.BadParameter("give at least one data file or folder", param_hint="FILES_OR_DIRS")
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="FILES_OR_DIRS")
+    return inputs
+
+
+class _Bars:
+    """One rich progress bar per stage, created when the stage first reports."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not enabled,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(stage, total=total)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    from datadojo.synth.datamind.funnel import funnel_rows
+
+    if as_json:
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str, indent=1) + "\n")
+        return
+    t = Table(title=f"DataMind funnel → {summary['out']}")
+    t.add_column("step")
+    t.add_column("count", justify="right")
+    for step, n in funnel_rows(summary):
+        t.add_row(step, n)
+    Console().print(t)
+    Console().print(
+        f"summary: {Path(summary['out']) / 'summary.json'}   report: {Path(summary['out']) / 'report.html'}"
+    )
+
+
+def _execute(
+    inputs: list[Path],
+    out: Path,
+    config: Any,
+    progress: bool,
+    as_json: bool,
+    body: Callable[[Any], Awaitable[dict[str, Any]] | dict[str, Any]],
+    specs: tuple[str | None, ...] = (),
+) -> None:
+    """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel."""
+    from datadojo.llm import LLMError, load_backend
+    from datadojo.synth.datamind import DataMindRun
+    from datadojo.synth.datamind.taxonomy import TaxonomyError
+
+    bars = _Bars(progress)
+    try:
+        run = DataMindRun(inputs, out, config, progress=bars)
+        backends = [load_backend(s) for s in specs if s]
+    except (TaxonomyError, ValueError, OSError) as exc:
+        raise _fail(exc) from exc
+
+    async def main() -> dict[str, Any]:
+        try:
+            result = body(run, *backends)
+            return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
+        finally:
+            for b in backends:
+                await b.aclose()
+
+    try:
+        with bars.progress:
+            summary = asyncio.run(main())
+    except (LLMError, ValueError, OSError) as exc:
+        raise _fail(exc) from exc
+    _print_summary(summary, as_json)
+
+
+@datamind_app.command("run")
+def run_cmd(
+    inputs: list[Path] = _INPUTS,
+    teacher: str = _TEACHER,
+    judge: str = _JUDGE,
+    out: Path = _OUT,
+    n: int = typer.Option(3, "-n", help="Trajectories per query (DataMind: N = 3)."),
+    rounds: int = typer.Option(1, "--rounds", help="Reflection rounds for inconsistent queries (0 = none)."),
+    concurrency: int = typer.Option(32, "--concurrency", help="Episodes / requests in flight."),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
+    workflow: bool = typer.Option(
+        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
+    ),
+    compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
+    chains_per_file: int = typer.Option(3, help="Composition chains per file (each 2-5 categories long)."),
+    max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
+    structured: str = typer.Option(
+        "auto", help="response_format mode: auto | json_schema | json_object | off."
+    ),
+    tokenizer: str = typer.Option(
+        "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
+    ),
+    seed: int = typer.Option(0, help="Seed of composition plans, sampling and random selection."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+) -> None:
+    """Run every stage: queries → compose → sample → judge → reflect → filter → curate."""
+    from datadojo.synth.datamind import run_pipeline
+
+    cfg = _config(
+        n_samples=n, rounds=rounds, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
+        use_workflow=workflow, chains_per_file=chains_per_file, max_turns=max_turns, structured=structured,
+        tokenizer=tokenizer, seed=seed,
+    )  # fmt: skip
+    _execute(
+        _check_inputs(inputs, True), out, cfg, progress, as_json,
+        lambda run, t, j: run_pipeline(run, t, j, compose=compose), (teacher, judge),
+    )  # fmt: skip
+
+
+@datamind_app.command("queries")
+def queries_cmd(
+    inputs: list[Path] = _INPUTS,
+    teacher: str = _TEACHER,
+    out: Path = _OUT,
+    concurrency: int = typer.Option(32, "--concurrency"),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
+    per_category: int = typer.Option(1, help="Questions asked per (file, category) request."),
+    structured: str = typer.Option("auto", help="auto | json_schema | json_object | off."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stage 2: scan the files, then one query request per (file, applicable category)."""
+    from datadojo.synth.datamind import stage_queries
+
+    cfg = _config(concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
+                  queries_per_category=per_category, structured=structured)  # fmt: skip
+    _execute(_check_inputs(inputs, True), out, cfg, progress, as_json, stage_queries, (teacher,))
+
+
+@datamind_app.command("compose")
+def compose_cmd(
+    teacher: str = _TEACHER,
+    out: Path = _OUT,
+    concurrency: int = typer.Option(32, "--concurrency"),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy"),
+    chains_per_file: int = typer.Option(3, help="Chains started per file."),
+    max_chain: int = typer.Option(5, help="Longest chain (categories)."),
+    seed: int = typer.Option(0),
+    structured: str = typer.Option("auto"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stage 3: compose chains of 2-5 categories from the queries in --out."""
+    from datadojo.synth.datamind import stage_compose
+
+    cfg = _config(concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
+                  chains_per_file=chains_per_file, max_chain=max_chain, seed=seed, structured=structured)  # fmt: skip
+    _execute([], out, cfg, progress, as_json, stage_compose, (teacher,))
+
+
+@datamind_app.command("sample")
+def sample_cmd(
+    teacher: str = _TEACHER,
+    out: Path = _OUT,
+    n: int = typer.Option(3, "-n", help="Trajectories per query."),
+    round_: int = typer.Option(
+        0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
+    ),
+    concurrency: int = typer.Option(32, "--concurrency"),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy"),
+    workflow: bool = typer.Option(
+        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
+    ),
+    max_turns: int = typer.Option(10),
+    seed: int = typer.Option(0),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stage 4 / 6: N trajectories per query through the agent runner."""
+    from datadojo.synth.datamind import stage_sample
+
+    cfg = _config(n_samples=n, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
+                  use_workflow=workflow, max_turns=max_turns, seed=seed, rounds=max(round_, 1))  # fmt: skip
+    _execute([], out, cfg, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), (teacher,))
+
+
+@datamind_app.command("judge")
+def judge_cmd(
+    judge: str = _JUDGE,
+    out: Path = _OUT,
+    n: int = typer.Option(3, "-n", help="Trajectories per query (as sampled)."),
+    round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
+    tolerance: float = typer.Option(0.03, help="Relative tolerance of the numeric pre-check (DataMind: 3%)."),
+    concurrency: int = typer.Option(32, "--concurrency"),
+    structured: str = typer.Option("auto"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stage 5: self-consistency verdicts (deterministic pre-check, then the judge where needed)."""
+    from datadojo.synth.datamind import stage_judge
+
+    cfg = _config(n_samples=n, tolerance=tolerance, concurrency=concurrency, structured=structured,
+                  rounds=max(round_, 1))  # fmt: skip
+    _execute([], out, cfg, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), (judge,))
+
+
+@datamind_app.command("curate")
+def curate_cmd(
+    out: Path = _OUT,
+    rounds: int = typer.Option(1, "--rounds", help="Reflection rounds the run used (for the funnel)."),
+    tokenizer: str = typer.Option("approx", help="approx or a local HF tokenizer name/path."),
+    max_answer_tokens: int = typer.Option(1024, help="Longest final answer kept (DataMind: 1,024 tokens)."),
+    seed: int = typer.Option(0),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""
+    from datadojo.synth.datamind import stage_curate
+
+    cfg = _config(rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed)
+    _execute([], out, cfg, False, as_json, stage_curate)
+
+
+def register(synth_app: typer.Typer) -> None:
+    """Add the ``datamind`` sub-group to ``datadojo synth``."""
+    synth_app.add_typer(datamind_app, name="datamind")

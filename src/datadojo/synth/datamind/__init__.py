@@ -1,0 +1,34 @@
+"""DataMind's data synthesis pipeline (DataMind §3.2, Figure 4): taxonomy queries, easy→hard composition,
+knowledge-augmented sampling with self-consistency and reflection, rule filters and curation.
+
+Entry points: :class:`DataMindRun` with :func:`run_pipeline` or the stage functions, and the CLI
+``datadojo synth datamind``. See ``docs/datamind.md``.
+"""
+
+from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
+from datadojo.synth.datamind.pipeline import (
+    DataMindRun,
+    run_pipeline,
+    stage_compose,
+    stage_curate,
+    stage_judge,
+    stage_queries,
+    stage_sample,
+)
+from datadojo.synth.datamind.taxonomy import CATEGORY_NAMES, Category, Taxonomy, load_taxonomy
+
+__all__ = [
+    "CATEGORY_NAMES",
+    "STRATEGIES",
+    "Category",
+    "DataMindConfig",
+    "DataMindRun",
+    "Taxonomy",
+    "load_taxonomy",
+    "run_pipeline",
+    "stage_compose",
+    "stage_curate",
+    "stage_judge",
+    "stage_queries",
+    "stage_sample",
+]

@@ -1,0 +1,85 @@
+"""Settings of the DataMind synthesis pipeline, with the paper's defaults and our documented choices."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from datadojo.corpus import FilterConfig
+
+__all__ = ["STRATEGIES", "DataMindConfig"]
+
+#: DataMind Figure 4's curation strategies (§5.4): judge's best of a consistent group, a seeded random one,
+#: all of them, and one random trajectory per query without the consistency filter.
+STRATEGIES: tuple[str, ...] = ("con-select", "random-select", "non-select", "non-con")
+
+
+class DataMindConfig(BaseModel):
+    """Every knob of ``datadojo synth datamind``. Paper values cite DataMind §3.1–3.2; the rest are ours."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    taxonomy: str | None = Field(None, description="taxonomy JSON file (default: the bundled one)")
+    filters: FilterConfig = Field(
+        default_factory=FilterConfig, description="file filters (§3.1: 20-1,000 rows)"
+    )
+    profile_chars: int = Field(3000, ge=200, description="budget of the profile text d per file")
+    # query synthesis (§3.2, Steps 1-2)
+    queries_per_category: int = Field(1, ge=1, description="questions asked per (file, category) request")
+    max_query_chars: int = Field(600, ge=20, description="longer questions are rejected (too_long)")
+    near_duplicate: float = Field(
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description="word-set Jaccard similarity at or above which a question is a near-duplicate",
+    )
+    query_temperature: float = Field(0.7, ge=0.0)
+    query_max_tokens: int = Field(1024, ge=16)
+    # composition (§3.2, Step 3: chains of 2-5 categories)
+    chains_per_file: int = Field(3, ge=0, description="composition chains started per file")
+    min_chain: int = Field(2, ge=2)
+    max_chain: int = Field(5, ge=2)
+    # sampling (§3.2: N = 3 trajectories per query, knowledge k in the prompt)
+    n_samples: int = Field(3, ge=1)
+    use_workflow: bool = Field(True, description="put the category's workflow k in the agent prompt")
+    detailed_workflow: Literal["auto", "always", "never"] = "auto"
+    max_turns: int = Field(10, ge=1, description="T = 10 rounds (§3.1)")
+    temperature: float = Field(0.7, ge=0.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1, description="tokens per agent turn (None: server default)")
+    concurrency: int = Field(32, ge=1, description="episodes / requests in flight")
+    # self-consistency and reflection (§3.2, Steps 3-4, Eq. 3)
+    tolerance: float = Field(0.03, ge=0.0, description="relative tolerance of numbers (App. I.4: within 3%)")
+    rounds: int = Field(1, ge=0, description="reflection rounds R")
+    judge_max_tokens: int = Field(1024, ge=16)
+    context_chars: int = Field(
+        1500,
+        ge=0,
+        description="per trajectory: how much of its steps the judge and the reflection prompt see",
+    )
+    # rule filters (§3.2)
+    max_answer_tokens: int = Field(1024, ge=1, description="final answer at most 1,024 tokens")
+    tokenizer: str = Field("approx", description="'approx' or a local Hugging Face tokenizer name/path")
+    mixed_script_share: float = Field(
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="minority-script letters at or above this share of prose = intermingled",
+    )
+    mixed_script_min_letters: int = Field(6, ge=1, description="fewest minority-script letters that count")
+    # curation
+    sft_prompt: Literal["plain", "as_sampled"] = Field(
+        "plain",
+        description="SFT examples keep the prompt without k and reflection feedback (the trained agent never "
+        "sees them) or exactly as sampled",
+    )
+    # LLM I/O
+    structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> DataMindConfig:
+        if self.min_chain > self.max_chain:
+            raise ValueError(f"min_chain ({self.min_chain}) must be <= max_chain ({self.max_chain})")
+        return self

@@ -1,0 +1,254 @@
+"""Stage 5: self-consistency of the N final answers — a deterministic pre-check, then the LLM judge.
+
+DataMind §3.2 (Step 3): a judge model M reads the N trajectories and returns {c, s, y} = M({y_i}) — a
+chain-of-thought critique *c*, a verdict s ∈ {0, 1} and, when s = 1, the best trajectory *y*; its criteria
+(App. I.4, as summarised in the paper): semantic equivalence of descriptive answers, numbers within 3% of
+each other after unit conversion, completeness, and which answer "most clearly and accurately represents
+the final synthesized answer".
+
+Asking the judge about three identical numbers wastes a request, so :func:`rule_check` runs first:
+
+* any attempt without a final answer → inconsistent (method ``rule``; the critique names the attempts);
+* all answers equal after normalisation (:func:`datadojo.reward.text.normalize_text`) → consistent;
+* the same words around the same count of numbers, every number within ``tolerance`` (relative, default
+  0.03 = the paper's 3%) of the others → consistent;
+* anything else is left to the judge (method ``llm``).
+
+When the rule finds the answers consistent it picks the best itself: the attempt with the fewest turns,
+then the shortest answer, then the lowest sample number (the paper's judge prefers the "most concise and
+accurate"; ours is a documented stand-in that costs nothing). The judge (a model separate from the teacher,
+temperature 0) answers a :class:`ConsistencyJudgement` JSON object (structured output, one repair).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from datadojo.jsonl import JsonlAppender, iter_jsonl, read_trajectories
+from datadojo.llm.base import ChatBackend, LLMError
+from datadojo.llm.structured import StructuredOutputError
+from datadojo.reward.text import find_numbers, normalize_text
+from datadojo.synth.datamind.config import DataMindConfig
+from datadojo.synth.datamind.sampling import describe_attempts
+from datadojo.synth.datamind.store import Paths, StageUsage
+from datadojo.types import Task, Trajectory
+
+__all__ = [
+    "ConsistencyJudgement",
+    "RuleOutcome",
+    "Verdict",
+    "judge_messages",
+    "judge_round",
+    "numbers_agree",
+    "read_verdicts",
+    "rule_best",
+    "rule_check",
+    "trajectories_by_round",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ConsistencyJudgement(BaseModel):
+    """The judge's reply: critique first (its reasoning), then the verdict and the best attempt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    critique: str = Field(description="step-by-step comparison of the attempts' answers and methods")
+    consistent: bool = Field(description="true when every attempt gives the same answer")
+    best: int | None = Field(description="1-based number of the best attempt when consistent, else null")
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """``consistent`` is True / False when the rule decides, ``None`` when the judge must."""
+
+    consistent: bool | None
+    reason: str
+
+
+def numbers_agree(a: float, b: float, tolerance: float) -> bool:
+    """``|a − b| ≤ tolerance · max(|a|, |b|)`` (exact equality when both are 0)."""
+    return abs(a - b) <= tolerance * max(abs(a), abs(b))
+
+
+def _words(text: str) -> str:
+    letters = "".join(ch if ch.isalpha() or ch.isspace() else " " for ch in text)
+    return normalize_text(letters)
+
+
+def rule_check(answers: Sequence[str | None], tolerance: float = 0.03) -> RuleOutcome:
+    """The deterministic pre-check of N final answers (module docstring)."""
+    missing = [i + 1 for i, a in enumerate(answers) if a is None or not a.strip()]
+    if missing:
+        return RuleOutcome(False, f"attempt(s) {', '.join(map(str, missing))} gave no final answer")
+    texts = [str(a) for a in answers]
+    if len({normalize_text(t) for t in texts}) == 1:
+        return RuleOutcome(True, "identical answers after normalisation")
+    nums = [[n.value for n in find_numbers(t)] for t in texts]
+    if all(nums) and len({len(n) for n in nums}) == 1 and len({_words(t) for t in texts}) == 1:
+        for pos in range(len(nums[0])):
+            column = [n[pos] for n in nums]
+            if not all(numbers_agree(x, y, tolerance) for x in column for y in column):
+                return RuleOutcome(None, "numbers differ beyond the tolerance")
+        return RuleOutcome(True, f"same words, numbers within {tolerance:.0%}")
+    return RuleOutcome(None, "answers differ in wording; the judge decides")
+
+
+def rule_best(trajectories: Sequence[Trajectory]) -> Trajectory:
+    """Fewest turns, then shortest final answer, then lowest sample number."""
+    return min(trajectories, key=lambda t: (len(t.turns), len(t.final_answer or ""), t.sample))
+
+
+_SYSTEM = (
+    "You check whether several independent attempts at the same data-analysis question reached the same "
+    "answer. Attempts are consistent when: numbers agree within 3% of each other (convert units, percentages "
+    "versus fractions, before comparing); descriptive answers mean the same thing even if worded "
+    "differently; and every attempt answers every part of the question. First write a critique that compares "
+    "the answers and, where they differ, points out which steps or assumptions are likely wrong. Then give the "
+    "verdict. If consistent, name the attempt that most clearly and accurately states the common answer. "
+    "Reply with JSON only."
+)
+
+
+def judge_messages(
+    question: str, trajectories: Sequence[Trajectory], budget_chars: int
+) -> list[dict[str, str]]:
+    """The judge request: the question and each attempt's code (within budget) and final answer."""
+    user = (
+        f"## Question\n{question}\n\n{describe_attempts(trajectories, budget_chars)}\n\n"
+        'Reply as JSON: {"critique": "...", "consistent": true or false, "best": attempt number or null}'
+    )
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+class Verdict(BaseModel):
+    """One line of ``verdicts.jsonl``: the verdict on one query's N attempts of one round."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    round: int
+    consistent: bool
+    critique: str
+    best: int | None  # the best trajectory's sample number
+    method: Literal["rule", "llm"]
+    samples: list[int]
+    answers: list[str | None]
+    error: str | None = None
+
+
+def read_verdicts(paths: Paths) -> dict[tuple[str, int], Verdict]:
+    """Verdicts by ``(task_id, round)`` (later lines win)."""
+    out: dict[tuple[str, int], Verdict] = {}
+    if paths.verdicts.exists():
+        for _, rec in iter_jsonl(paths.verdicts):
+            v = Verdict.model_validate(rec)
+            out[(v.task_id, v.round)] = v
+    return out
+
+
+def trajectories_by_round(paths: Paths) -> dict[tuple[str, int], list[Trajectory]]:
+    """Trajectories grouped by ``(task_id, extra.round)``, each group sorted by sample number."""
+    groups: dict[tuple[str, int], list[Trajectory]] = defaultdict(list)
+    if paths.trajectories.exists():
+        seen: set[tuple[str, int]] = set()
+        for t in read_trajectories(paths.trajectories):
+            if t.key in seen:
+                continue
+            seen.add(t.key)
+            groups[(t.task_id, int(t.extra.get("round", 0)))].append(t)
+    for g in groups.values():
+        g.sort(key=lambda t: t.sample)
+    return dict(groups)
+
+
+async def judge_one(
+    query: Task,
+    round_: int,
+    trajectories: Sequence[Trajectory],
+    judge: ChatBackend,
+    config: DataMindConfig,
+    usage: StageUsage,
+) -> Verdict:
+    """The verdict on one group: the rule when it decides, else the judge (errors become an inconsistent verdict)."""
+    answers = [t.final_answer for t in trajectories]
+    samples = [t.sample for t in trajectories]
+    rule = rule_check(answers, config.tolerance)
+    base: dict[str, Any] = {"task_id": query.id, "round": round_, "samples": samples, "answers": answers}
+    if rule.consistent is not None:
+        best = rule_best(trajectories).sample if rule.consistent else None
+        return Verdict(**base, consistent=rule.consistent, critique=rule.reason, best=best, method="rule")
+    messages = judge_messages(query.question, trajectories, config.context_chars)
+    try:
+        j = await usage.structured(
+            "judge", judge, messages, ConsistencyJudgement, mode=config.structured, temperature=0.0,
+            max_tokens=config.judge_max_tokens,
+        )  # fmt: skip
+    except StructuredOutputError as exc:
+        usage.failed += 1
+        return Verdict(
+            **base, consistent=False, critique="", best=None, method="llm",
+            error=f"judge reply invalid after one repair: {exc}",
+        )  # fmt: skip
+    best = None
+    if j.consistent:
+        if j.best is not None and 1 <= j.best <= len(trajectories):
+            best = trajectories[j.best - 1].sample
+        else:
+            best = rule_best(trajectories).sample
+    return Verdict(**base, consistent=j.consistent, critique=j.critique, best=best, method="llm")
+
+
+async def judge_round(
+    queries: Sequence[Task],
+    judge: ChatBackend,
+    paths: Paths,
+    config: DataMindConfig,
+    round_: int,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> StageUsage:
+    """Judge every query whose N attempts of round ``round_`` are all in; append to ``verdicts.jsonl``.
+
+    A query already judged for this round is skipped (no request); one with fewer than N trajectories is
+    left for a later run. A failed request (server down) is logged and left for a rerun.
+    """
+    usage = StageUsage("judge")
+    done = read_verdicts(paths)
+    groups = trajectories_by_round(paths)
+    todo = [
+        (q, groups[(q.id, round_)])
+        for q in queries
+        if (q.id, round_) not in done and len(groups.get((q.id, round_), [])) >= config.n_samples
+    ]
+    sem = asyncio.Semaphore(config.concurrency)
+    if on_progress:
+        on_progress(0, len(todo))
+
+    async def one(q: Task, trajs: list[Trajectory]) -> Verdict | None:
+        async with sem:
+            try:
+                return await judge_one(q, round_, trajs[: config.n_samples], judge, config, usage)
+            except LLMError as exc:
+                usage.failed += 1
+                log.warning("judge %s round %d failed: %s", q.id, round_, exc)
+                return None
+
+    finished = 0
+    with JsonlAppender(paths.verdicts) as sink:
+        for fut in asyncio.as_completed([one(q, t) for q, t in todo]):
+            v = await fut
+            finished += 1
+            if v is not None:
+                sink.write(v)
+            if on_progress:
+                on_progress(finished, len(todo))
+    return usage

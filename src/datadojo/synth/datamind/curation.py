@@ -1,0 +1,151 @@
+"""Stage 8: curation into SFT sets — DataMind Figure 4's four strategies — after the rule filters.
+
+For each query the *consistent group* is the N trajectories of the first round whose verdict is consistent
+(round 0, or the reflection round that rescued it). Rule filters (:mod:`.filters`) run on every trajectory
+first; only those that pass can be kept. Then, per query:
+
+* ``con-select`` — the judge's best trajectory of the consistent group (dropped if it failed a filter: the
+  paper filters after selecting);
+* ``random-select`` — one trajectory of the consistent group that passed the filters, drawn with a generator
+  seeded by (``seed``, strategy, query id);
+* ``non-select`` — every trajectory of the consistent group that passed the filters;
+* ``non-con`` — no consistency filter: one seeded random round-0 trajectory that passed the filters.
+
+SFT examples carry the plain prompt (``sft_prompt = plain``): without the workflow *k* and the reflection
+feedback, which steer the teacher only; the trained agent is prompted without them. ``as_sampled`` keeps the
+prompt exactly as the teacher saw it. Each set is written to ``sft/<strategy>.jsonl`` as records ``{"messages": [...], "task_id", "sample",
+"round", "category", "difficulty"}`` (OpenAI messages with ``train`` masks, :func:`datadojo.messages.
+trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft --data``, which read
+trajectories, as ``sft/<strategy>.trajectories.jsonl``. Files are written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from datadojo.jsonl import write_jsonl_atomic
+from datadojo.messages import trajectory_to_messages
+from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
+from datadojo.synth.datamind.consistency import Verdict, read_verdicts, trajectories_by_round
+from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
+from datadojo.synth.datamind.sampling import plain_prompt
+from datadojo.synth.datamind.store import Paths, RejectLog
+from datadojo.types import Task, Trajectory
+
+__all__ = ["CurationResult", "curate", "select"]
+
+
+@dataclass
+class CurationResult:
+    """What curation kept and filtered."""
+
+    filtered: int = 0
+    passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILTERS, 0))
+    rejected: Counter[str] = field(default_factory=Counter)
+    kept: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STRATEGIES, 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "filtered": self.filtered,
+            "passed": dict(self.passed),
+            "rejected_by_filter": dict(self.rejected),
+            "kept": dict(self.kept),
+        }
+
+
+def _rng(seed: int, strategy: str, task_id: str) -> random.Random:
+    return random.Random(f"{seed}:{strategy}:{task_id}")
+
+
+def select(
+    strategy: str,
+    query_id: str,
+    verdict: Verdict | None,
+    group: Sequence[Trajectory],
+    round0: Sequence[Trajectory],
+    ok: set[tuple[str, int]],
+    seed: int,
+) -> list[Trajectory]:
+    """The trajectories ``strategy`` keeps for one query (module docstring); ``ok`` = keys that passed the filters."""
+    if strategy == "non-con":
+        pool = [t for t in round0 if t.key in ok]
+        return [_rng(seed, strategy, query_id).choice(pool)] if pool else []
+    if verdict is None or not verdict.consistent:
+        return []
+    pool = [t for t in group if t.key in ok]
+    if strategy == "con-select":
+        return [t for t in pool if t.sample == verdict.best][:1]
+    if strategy == "random-select":
+        return [_rng(seed, strategy, query_id).choice(pool)] if pool else []
+    if strategy == "non-select":
+        return pool
+    raise ValueError(f"unknown curation strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+
+
+def _record(traj: Trajectory, task: Task, strategy: str) -> dict[str, Any]:
+    return {
+        "messages": trajectory_to_messages(traj),
+        "task_id": traj.task_id,
+        "sample": traj.sample,
+        "round": int(traj.extra.get("round", 0)),
+        "category": task.category,
+        "difficulty": task.difficulty,
+        "strategy": strategy,
+    }
+
+
+def curate(
+    queries: Sequence[Task], paths: Paths, config: DataMindConfig, strategies: Sequence[str] = STRATEGIES
+) -> CurationResult:
+    """Filter every trajectory, log rejections, and write the SFT set of each strategy (module docstring)."""
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown curation strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})")
+    by_id = {q.id: q for q in queries}
+    groups = trajectories_by_round(paths)
+    verdicts = read_verdicts(paths)
+    count = token_counter(config.tokenizer)
+    result = CurationResult()
+    ok: set[tuple[str, int]] = set()
+    with RejectLog(paths.rejected) as rejects:
+        for (task_id, _round), trajs in sorted(groups.items()):
+            if task_id not in by_id:
+                continue
+            for t in trajs:
+                res: FilterResult = run_filters(t, by_id[task_id], config, count)
+                result.filtered += 1
+                for name in res.passed:
+                    result.passed[name] += 1
+                if res.ok:
+                    ok.add(t.key)
+                else:
+                    result.rejected[str(res.failed)] += 1
+                    rejects.add(
+                        "filter", f"{t.task_id}:{t.sample}", str(res.failed), res.reason,
+                        task_id=t.task_id, sample=t.sample, round=int(t.extra.get("round", 0)),
+                    )  # fmt: skip
+    rounds = sorted({r for _, r in verdicts} | {0})
+    sets: dict[str, list[dict[str, Any]]] = {s: [] for s in strategies}
+    trajs_out: dict[str, list[Trajectory]] = {s: [] for s in strategies}
+    for q in queries:
+        first = next(
+            (verdicts[(q.id, r)] for r in rounds if (q.id, r) in verdicts and verdicts[(q.id, r)].consistent),
+            None,
+        )
+        group = groups.get((q.id, first.round), []) if first else []
+        round0 = groups.get((q.id, 0), [])
+        for s in strategies:
+            for t in select(s, q.id, first, group, round0, ok, config.seed):
+                if config.sft_prompt == "plain":
+                    t = t.model_copy(update={"prompt": plain_prompt(t.prompt)})
+                sets[s].append(_record(t, q, s))
+                trajs_out[s].append(t)
+    for s in strategies:
+        write_jsonl_atomic(paths.sft / f"{s}.jsonl", sets[s])
+        write_jsonl_atomic(paths.sft / f"{s}.trajectories.jsonl", trajs_out[s])
+        result.kept[s] = len(sets[s])
+    return result

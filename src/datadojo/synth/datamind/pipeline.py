@@ -1,0 +1,207 @@
+"""The DataMind synthesis pipeline end to end, and each stage on its own (``datadojo synth datamind``).
+
+Stages and their files in ``out`` (each resumable on its own output; a finished stage sends no request):
+
+1. taxonomy (data; :mod:`.taxonomy`) and the corpus scan → ``corpus.jsonl``;
+2. :func:`stage_queries` → ``queries.jsonl`` (difficulty 1);
+3. :func:`stage_compose` → ``queries.jsonl`` (difficulty 2–5);
+4. :func:`stage_sample` round 0 → ``trajectories.jsonl``;
+5. :func:`stage_judge` → ``verdicts.jsonl``;
+6. reflection: :func:`stage_sample` round r ≥ 1 for the queries still inconsistent, then :func:`stage_judge`;
+7. + 8. :func:`stage_curate` → rule filters, ``rejected.jsonl``, ``sft/*.jsonl``;
+
+and after every stage ``summary.json`` and ``report.html`` (:mod:`.funnel`). :func:`run_pipeline` runs them
+in order with up to ``config.rounds`` reflection rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datadojo.agent.runner import SandboxFactory
+from datadojo.corpus.scan import read_corpus
+from datadojo.eval.harness import write_json_atomic
+from datadojo.llm.base import ChatBackend
+from datadojo.synth.datamind.compose import compose_queries
+from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
+from datadojo.synth.datamind.consistency import judge_round, read_verdicts, trajectories_by_round
+from datadojo.synth.datamind.curation import CurationResult, curate
+from datadojo.synth.datamind.funnel import build_summary, write_summary
+from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
+from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
+from datadojo.synth.datamind.store import Paths, RejectLog, StageUsage
+from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
+from datadojo.types import Task
+
+__all__ = [
+    "DataMindRun",
+    "ProgressHook",
+    "run_pipeline",
+    "stage_compose",
+    "stage_curate",
+    "stage_judge",
+    "stage_queries",
+    "stage_sample",
+]
+
+#: ``(stage, done, total)``: called as a stage advances (the CLI draws progress bars with it).
+ProgressHook = Callable[[str, int, int], None]
+
+
+@dataclass
+class DataMindRun:
+    """One output folder and its settings; stages are methods of the module taking this."""
+
+    inputs: Sequence[str | Path]
+    out: Path
+    config: DataMindConfig = field(default_factory=DataMindConfig)
+    progress: ProgressHook | None = None
+    taxonomy: Taxonomy = field(init=False)
+    paths: Paths = field(init=False)
+    files: list[FileEntry] = field(init=False, default_factory=list)
+    files_seen: int = field(init=False, default=0)
+    curation: CurationResult | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.paths = Paths(self.out)
+        self.taxonomy = load_taxonomy(self.config.taxonomy)
+        write_json_atomic(
+            self.out / "config.json", self.config.model_dump(mode="json")
+        )  # of the latest stage run
+        if self.inputs:
+            with RejectLog(self.paths.rejected) as rejects:
+                self.files, self.files_seen = accepted_files(self.inputs, self.paths, self.config, rejects)
+        elif self.paths.corpus.exists():  # a later stage run alone: the files an earlier stage scanned
+            latest = {r.path: r for r in read_corpus(self.paths.corpus)}
+            self.files = [FileEntry(r) for _, r in sorted(latest.items()) if r.accepted]
+            self.files_seen = len(latest)
+
+    def tick(self, stage: str) -> Callable[[int, int], None] | None:
+        if self.progress is None:
+            return None
+        hook = self.progress
+        return lambda done, total: hook(stage, done, total)
+
+    def finish(self, usage: StageUsage | None) -> dict[str, Any]:
+        """Record a stage's usage and rewrite ``summary.json`` / ``report.html``."""
+        if usage is not None:
+            usage.save(self.paths)
+        summary = build_summary(
+            self.paths,
+            files_seen=self.files_seen,
+            files_accepted=len(self.files),
+            curation=self.curation,
+            rounds=self.config.rounds,
+        )
+        write_summary(self.paths, summary)
+        return summary
+
+
+async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
+    """Stage 2: one request per (file, applicable category)."""
+    usage = await synthesize_queries(
+        run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("queries")
+    )
+    return run.finish(usage)
+
+
+async def stage_compose(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
+    """Stage 3: the easy→hard chains."""
+    usage = await compose_queries(
+        run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("compose")
+    )
+    return run.finish(usage)
+
+
+def reflection_tasks(run: DataMindRun, round_: int) -> list[Task]:
+    """Agent tasks of reflection round ``round_``: queries inconsistent at ``round_ - 1`` (never consistent
+    before), each with the earlier attempts and the critique in its prompt (Eq. 3)."""
+    verdicts = read_verdicts(run.paths)
+    groups = trajectories_by_round(run.paths)
+    out = []
+    for q in load_queries(run.paths):
+        prev = verdicts.get((q.id, round_ - 1))
+        if prev is None or prev.consistent:
+            continue
+        if any(
+            verdicts.get((q.id, r)) is not None and verdicts[(q.id, r)].consistent for r in range(round_ - 1)
+        ):
+            continue
+        feedback = reflection_feedback(
+            groups.get((q.id, round_ - 1), []), prev.critique, run.config.context_chars
+        )
+        out.append(agent_task(q, run.taxonomy, run.config, feedback))
+    return out
+
+
+async def stage_sample(
+    run: DataMindRun, teacher: ChatBackend, *, round_: int = 0, sandboxes: SandboxFactory | None = None
+) -> dict[str, Any]:
+    """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1)."""
+    if round_ == 0:
+        tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
+        if not tasks:
+            raise ValueError(f"{run.paths.queries}: no queries to sample; run the queries stage first")
+    else:
+        if not any(r == round_ - 1 for _, r in read_verdicts(run.paths)):
+            raise ValueError(
+                f"reflection round {round_} needs the verdicts of round {round_ - 1}; run judge first"
+            )
+        tasks = reflection_tasks(run, round_)
+    stage = "sample" if round_ == 0 else f"reflect {round_}"
+    total = len(tasks) * run.config.n_samples
+    tick = run.tick(stage)
+    if tick:
+        tick(0, total)
+    state = {"n": 0}
+
+    def on_traj(_t: object, s: Any) -> None:
+        state["n"] += 1
+        if tick:
+            tick(s.skipped + state["n"], total)
+
+    _summary, usage = await sample_round(
+        tasks, teacher, run.paths, run.config, round_, sandboxes=sandboxes, on_trajectory=on_traj
+    )
+    return run.finish(usage)
+
+
+async def stage_judge(run: DataMindRun, judge: ChatBackend, *, round_: int = 0) -> dict[str, Any]:
+    """Stage 5: verdicts on round ``round_`` (rule pre-check, then the judge)."""
+    usage = await judge_round(
+        load_queries(run.paths), judge, run.paths, run.config, round_, on_progress=run.tick(f"judge {round_}")
+    )
+    return run.finish(usage)
+
+
+def stage_curate(run: DataMindRun, strategies: Sequence[str] = STRATEGIES) -> dict[str, Any]:
+    """Stages 7–8: rule filters and the SFT sets."""
+    run.curation = curate(load_queries(run.paths), run.paths, run.config, strategies)
+    return run.finish(None)
+
+
+async def run_pipeline(
+    run: DataMindRun,
+    teacher: ChatBackend,
+    judge: ChatBackend,
+    *,
+    sandboxes: SandboxFactory | None = None,
+    compose: bool = True,
+) -> dict[str, Any]:
+    """Every stage in order, with ``config.rounds`` reflection rounds; returns the summary."""
+    await stage_queries(run, teacher)
+    if compose:
+        await stage_compose(run, teacher)
+    await stage_sample(run, teacher, round_=0, sandboxes=sandboxes)
+    await stage_judge(run, judge, round_=0)
+    for r in range(1, run.config.rounds + 1):
+        if not reflection_tasks(run, r):
+            break
+        await stage_sample(run, teacher, round_=r, sandboxes=sandboxes)
+        await stage_judge(run, judge, round_=r)
+    return stage_curate(run)

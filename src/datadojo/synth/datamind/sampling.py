@@ -1,0 +1,156 @@
+"""Stage 4 (and the sampling half of stage 6): N trajectories per query through the agent runner.
+
+DataMind §3.2 ("Knowledge-Augmented Trajectory Sampling"): for each query, N = 3 trajectories are sampled
+from the expert with the category's procedural knowledge *k* in the prompt, {y_i} ~ π(·|k, x). Reflection
+(Eq. 3) samples N more from π(·|k, x, {y_i}, c): the same task with the earlier attempts and the judge's
+critique *c* added to the prompt.
+
+Nothing here runs an episode itself: :func:`datadojo.agent.runner.run_rollouts` does (concurrency, sandbox
+pool, resume by ``(task_id, sample)``). Round r uses samples ``r·N … r·N + N − 1`` and tags each trajectory
+with ``extra.round = r``. *k* goes into ``Task.extra["workflow"]`` and the reflection context into
+``Task.extra["feedback"]``; :func:`datadojo.agent.prompts.build_prompt` renders both as prompt sections.
+``use_workflow = False`` leaves *k* out, so users can measure what it adds (the paper never did).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from datadojo.agent.config import AgentConfig
+from datadojo.agent.prompts import GUIDANCE_SECTIONS
+from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
+from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.synth.datamind.config import DataMindConfig
+from datadojo.synth.datamind.store import Paths, StageUsage
+from datadojo.synth.datamind.taxonomy import Taxonomy
+from datadojo.types import Task, Trajectory
+
+__all__ = [
+    "agent_config",
+    "agent_task",
+    "describe_attempts",
+    "plain_prompt",
+    "reflection_feedback",
+    "sample_round",
+]
+
+
+def agent_config(config: DataMindConfig) -> AgentConfig:
+    """The agent loop settings of the teacher's episodes (T turns, DataMind's sampling defaults)."""
+    return AgentConfig(
+        max_turns=config.max_turns,
+        dialect="datamind",
+        sampling=SamplingParams(
+            temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
+        ),
+    )
+
+
+def agent_task(query: Task, taxonomy: Taxonomy, config: DataMindConfig, feedback: str | None = None) -> Task:
+    """The task the agent runs for ``query``: *k* and the answer form in ``extra``, no duplicate *d*.
+
+    The prompt already profiles every file (:func:`datadojo.agent.prompts.describe_files`), so the query's
+    ``description`` (the same profile *d*) is not repeated.
+    """
+    extra: dict[str, object] = {}
+    try:
+        category = taxonomy.get(str(query.category))
+    except KeyError:
+        category = None
+    if config.use_workflow and category is not None:
+        extra["workflow"] = category.knowledge(config.detailed_workflow)
+    form = query.extra.get("answer_form") or (category.answer_form if category is not None else None)
+    if form:
+        extra["answer_format"] = form
+    if feedback:
+        extra["feedback"] = feedback
+    return query.model_copy(update={"description": None, "extra": extra})
+
+
+def plain_prompt(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The opening messages without the guidance sections (*k*, reflection feedback) sampling added.
+
+    :func:`datadojo.agent.prompts.build_prompt` appends those sections last in the system message, so the
+    plain prompt is the system message cut before the first section title. The trained agent is prompted
+    without them (DataMind §3.2: *k* steers the teacher during synthesis only).
+    """
+    out = [dict(m) for m in prompt]
+    for m in out:
+        if m.get("role") != "system" or not isinstance(m.get("content"), str):
+            continue
+        cuts = [i for _, title in GUIDANCE_SECTIONS if (i := m["content"].find(f"\n\n{title}\n")) >= 0]
+        if cuts:
+            m["content"] = m["content"][: min(cuts)].rstrip()
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def describe_attempts(trajectories: Sequence[Trajectory], budget_chars: int) -> str:
+    """The attempts as text for the judge and for reflection: per attempt its steps (code) and answer.
+
+    Each attempt gets ``budget_chars`` for its steps (latest kept when cut, since the last steps lead to the
+    answer); the final answer is always shown in full.
+    """
+    blocks = []
+    for i, t in enumerate(trajectories, start=1):
+        steps = [
+            tr.action.text.strip() for tr in t.turns if tr.action.kind in ("code", "sql") and tr.action.text
+        ]
+        body = "\n---\n".join(steps)
+        if len(body) > budget_chars:
+            body = "…" + body[len(body) - budget_chars + 1 :] if budget_chars > 1 else ""
+        answer = t.final_answer if t.final_answer is not None else f"(no final answer: {t.stop_reason})"
+        parts = [f"### Attempt {i}"]
+        if body:
+            parts.append(f"Code it ran:\n{body}")
+        parts.append(f"Final answer: {answer}")
+        blocks.append("\n".join(parts))
+    return "\n\n".join(blocks)
+
+
+def reflection_feedback(previous: Sequence[Trajectory], critique: str, budget_chars: int) -> str:
+    """The extra context of a reflection round: the earlier attempts {y_i} and the critique c (Eq. 3)."""
+    return (
+        f"Earlier attempts at this question disagreed.\n\n{describe_attempts(previous, budget_chars)}\n\n"
+        f"### Reviewer's critique\n{_cut(critique.strip() or '(none)', 4000)}\n\n"
+        "Solve the question again from the data, check the points the critique raises, and give one final answer."
+    )
+
+
+async def sample_round(
+    tasks: Sequence[Task],
+    teacher: ChatBackend,
+    paths: Paths,
+    config: DataMindConfig,
+    round_: int,
+    *,
+    sandboxes: SandboxFactory | None = None,
+    on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
+) -> tuple[RolloutSummary, StageUsage]:
+    """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable)."""
+    usage = StageUsage("sample" if round_ == 0 else "reflect")
+    summary = await run_rollouts(
+        tasks,
+        teacher,
+        paths.trajectories,
+        n_samples=config.n_samples,
+        first_sample=round_ * config.n_samples,
+        extra={"round": round_},
+        config=agent_config(config),
+        concurrency=config.concurrency,
+        sandboxes=sandboxes,
+        seed=config.seed,
+        on_trajectory=on_trajectory,
+    )
+    usage.add(
+        "teacher",
+        requests=summary.turns,
+        prompt_tokens=summary.prompt_tokens,
+        completion_tokens=summary.completion_tokens,
+    )
+    usage.failed += summary.errors
+    return summary, usage

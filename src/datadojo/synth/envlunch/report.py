@@ -1,0 +1,100 @@
+"""EnvLunch scores as a run folder in the evaluation harness's layout, so the shared report renders them.
+
+``datadojo warmup score --report DIR`` and ``datadojo demo`` write ``DIR/summary.json``,
+``DIR/scores.jsonl`` and ``DIR/trajectories.jsonl`` the way ``datadojo eval`` does, then
+:func:`datadojo.eval.report.write_report` turns them into ``report.html`` / ``report.md`` (summary, plots,
+a viewer for every trajectory); ``datadojo report DIR`` rebuilds them later.
+
+A trial's score is the agreement min_k m over the hidden copies (1 = solved in every copy, EnvLunch Eq. 4);
+the EnvLunch reward R, with its turn bonus, is shown per trajectory.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datadojo.synth.envlunch.reward import ScoreRecord
+from datadojo.synth.envlunch.tasks import T_MAX
+from datadojo.types import Trajectory
+
+__all__ = ["write_warmup_report"]
+
+
+def write_warmup_report(
+    run_dir: str | Path,
+    tasks_path: str | Path,
+    trajectories: Sequence[Trajectory],
+    records: Sequence[ScoreRecord],
+) -> tuple[Path, Path]:
+    """Write the run folder for ``trajectories`` scored as ``records`` (one each, same order); return
+    the paths of ``report.html`` and ``report.md``. Each trajectory gets ``rewards["envlunch"]`` set."""
+    from datadojo.eval.harness import write_json_atomic
+    from datadojo.eval.metrics import TrialRecord, summarize
+    from datadojo.eval.report import write_report
+    from datadojo.jsonl import write_jsonl_atomic
+
+    run_dir, tasks_path = Path(run_dir), Path(tasks_path)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    trials: list[TrialRecord] = []
+    for traj, rec in zip(trajectories, records, strict=True):
+        traj.rewards["envlunch"] = rec.reward
+        score = min(rec.m) if rec.m else 0.0
+        category = f"{rec.backend} L{rec.level}"
+        rows.append(
+            {
+                "id": traj.task_id,
+                "trial": traj.sample,
+                "score": score,
+                "correct": rec.solved,
+                "stop_reason": traj.stop_reason,
+                "turns": len(traj.turns),
+                "category": category,
+                "rewards": {"envlunch": rec.reward},
+                "gold": "reproduce o* (shown in the question) in every hidden copy",
+                "answer": traj.final_answer,
+                "prediction_source": "final answer (program)",
+                "metric": "EnvLunch agreement min_k m",
+                "reason": "; ".join(rec.errors) or f"m = {rec.m}",
+            }
+        )
+        trials.append(
+            TrialRecord(
+                task_id=traj.task_id,
+                trial=traj.sample,
+                correct=rec.solved,
+                score=score,
+                finished=traj.stop_reason == "answer",
+                turns=len(traj.turns),
+                category=category,
+            )
+        )
+    summary = {
+        "benchmark": "envlunch",
+        "description": "EnvLunch warm-up tasks: a trial is solved when its program reproduces o* in every "
+        "hidden counterfactual copy (arXiv 2610.33817, Eq. 4)",
+        "model": ", ".join(sorted({t.model or "?" for t in trajectories})),
+        "agent": "trajectories from " + str(tasks_path.name),
+        "data": str(tasks_path),
+        "n_tasks": len({r["id"] for r in rows}),
+        "n_trials": max((r["trial"] for r in rows), default=0) + 1,
+        "metric": "agreement (min over copies)",
+        # the report's "turn budget" row: EnvLunch has none, but Eq. 4 scales the turn bonus by t_max
+        "agent_config": {
+            "dialect": ", ".join(sorted({t.dialect for t in trajectories})) or None,
+            "max_turns": " / ".join(f"t_max {T_MAX[b]} ({b})" for b in sorted({r.backend for r in records}))
+            or None,
+        },
+        "ks": [1],
+        "metrics": summarize(trials, ks=(1,)).to_dict(),
+        "rewards": {"mean_envlunch": statistics.fmean(r.reward for r in records) if records else None},
+        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    write_json_atomic(run_dir / "summary.json", summary)
+    write_jsonl_atomic(run_dir / "scores.jsonl", rows)
+    write_jsonl_atomic(run_dir / "trajectories.jsonl", list(trajectories))
+    return write_report(run_dir)

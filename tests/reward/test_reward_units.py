@@ -1,0 +1,119 @@
+"""The unit parser: known units and conversions, compounds, non-units, and properties (never crashes,
+a value in an equivalent unit converts back to itself)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datadojo.reward.units import DIMENSIONLESS, normalise_unit_text, parse_unit, read_unit
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "value_a", "value_b"),
+    [
+        ("mg/L", "µg/L", 2.89, 2890.0),
+        ("mg/L", "g m-3", 2.89, 2.89),
+        ("°C", "K", 25.0, 298.15),
+        ("°C", "°F", 100.0, 212.0),
+        ("degrees Celsius", "kelvin", -40.0, 233.15),
+        ("ppm", "µmol/mol", 410.0, 410.0),
+        ("%", "ppm", 1.0, 10000.0),
+        ("hPa", "mbar", 1013.25, 1013.25),
+        ("atm", "kPa", 1.0, 101.325),
+        ("km/h", "m/s", 36.0, 10.0),
+        ("W m-2", "mW/m²", 1.0, 1000.0),
+        ("mol m^-2 s^-1", "µmol m⁻² s⁻¹", 3.2e-5, 32.0),
+        ("kDa", "Da", 66.5, 66500.0),
+        ("GiB", "MiB", 1.0, 1024.0),
+        ("GB", "MB", 1.5, 1500.0),
+        ("h", "min", 1.5, 90.0),
+        ("days", "hours", 2.0, 48.0),
+        ("Ma", "kyr", 1.0, 1000.0),
+        ("milligrams per litre", "mg/L", 5.0, 5.0),
+        ("kilometres", "m", 1.2, 1200.0),
+        ("ft", "in", 1.0, 12.0),
+        ("Å", "nm", 10.0, 1.0),
+        ("mM", "mol/L", 5.0, 0.005),
+        ("Gt", "kg", 1.0, 1e12),
+        ("keV", "eV", 2.0, 2000.0),
+        ("°", "rad", 180.0, math.pi),
+        ("°S", "°N", 45.0, -45.0),
+    ],
+)
+def test_conversions(a: str, b: str, value_a: float, value_b: float) -> None:
+    ua, ub = parse_unit(a), parse_unit(b)
+    assert ua is not None and ub is not None, (a, b)
+    assert ua.compatible(ub)
+    assert ua.convert(value_a, ub) == pytest.approx(value_b, rel=1e-9)
+
+
+@pytest.mark.parametrize(("a", "b"), [("mg/L", "m"), ("K", "s"), ("%", "m"), ("GB", "g"), ("°", "%")])
+def test_incompatible_units_are_told_apart(a: str, b: str) -> None:
+    ua, ub = parse_unit(a), parse_unit(b)
+    assert ua is not None and ub is not None
+    assert not ua.compatible(ub)
+    with pytest.raises(ValueError, match="incompatible"):
+        ua.convert(1.0, ub)
+
+
+@pytest.mark.parametrize("text", ["", "sequences", "pH", "stations", "as", "at", "m long", "kg of", "mg/"])
+def test_not_units(text: str) -> None:
+    assert parse_unit(text) is None
+
+
+def test_temperature_inside_a_compound_is_a_difference() -> None:
+    lapse = parse_unit("°C/km")
+    per_m = parse_unit("K/m")
+    assert lapse is not None and per_m is not None and lapse.offset == 0.0
+    assert lapse.convert(6.5, per_m) == pytest.approx(0.0065)
+
+
+def test_read_unit_stops_at_words_and_reads_juxtaposed_exponents() -> None:
+    text = normalise_unit_text("5 m long")
+    unit, end = read_unit(text, 1)
+    assert unit is not None and unit.text == "m" and text[end:] == " long"
+    text = "240 W m-2 at noon"
+    unit, end = read_unit(text, 3)
+    assert unit is not None and unit.text == "W m-2" and text[end:] == " at noon"
+    assert read_unit("3 s in total", 1)[0].text == "s"  # type: ignore[union-attr]
+    assert parse_unit("%").dim == DIMENSIONLESS  # type: ignore[union-attr]
+
+
+@settings(max_examples=200, deadline=None)  # no verdict may hinge on machine speed
+@given(st.text(max_size=40))
+def test_parse_unit_never_crashes(text: str) -> None:
+    unit = parse_unit(text)
+    assert unit is None or (math.isfinite(unit.factor) and unit.factor != 0)
+    read_unit(normalise_unit_text(text))
+
+
+# Units and families of equivalent units for the round-trip property.
+_FAMILIES = [
+    ["mg/L", "µg/L", "g/m3", "kg m-3", "ng/mL", "milligrams per litre"],
+    ["°C", "K", "°F", "degC", "kelvin"],
+    ["ppm", "ppb", "%", "µmol/mol", "‰"],
+    ["m", "km", "mm", "µm", "nm", "ft", "in", "mi", "Å"],
+    ["s", "ms", "min", "h", "d", "yr", "ka"],
+    ["Pa", "hPa", "kPa", "bar", "mbar", "atm", "Torr", "psi"],
+    ["W m-2", "mW/m2", "kW m^-2"],
+    ["B", "kB", "MB", "KiB", "MiB", "GiB"],
+    ["mol/L", "mM", "µM", "mmol/L"],
+]
+
+
+@settings(max_examples=200, deadline=None)  # no verdict may hinge on machine speed
+@given(
+    family=st.sampled_from(_FAMILIES),
+    data=st.data(),
+    value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+)
+def test_a_value_converted_to_an_equivalent_unit_converts_back(family, data, value: float) -> None:
+    a = parse_unit(data.draw(st.sampled_from(family)))
+    b = parse_unit(data.draw(st.sampled_from(family)))
+    assert a is not None and b is not None and a.compatible(b)
+    back = b.convert(a.convert(value, b), a)
+    assert back == pytest.approx(value, rel=1e-9, abs=1e-9 * max(1.0, abs(a.offset), abs(b.offset)))

@@ -1,0 +1,68 @@
+"""Failures: a reply invalid even after the repair is recorded, a server failure is retried on the next run."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import teacher
+
+from datadojo.jsonl import iter_jsonl
+from datadojo.llm import load_backend
+from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.synth.datamind import DataMindConfig, DataMindRun, load_taxonomy, stage_queries
+from datadojo.synth.datamind.consistency import judge_one
+from datadojo.synth.datamind.store import StageUsage
+from datadojo.types import Action, Task, Trajectory, Turn
+
+CFG = DataMindConfig(concurrency=1, near_duplicate=0.95)
+
+
+def _one_category_taxonomy(tmp_path):
+    tax = load_taxonomy().model_dump()
+    tax["categories"] = [c for c in tax["categories"] if c["name"] in ("Aggregation", "Counting")]
+    path = tmp_path / "tax.json"
+    path.write_text(json.dumps(tax))
+    return str(path)
+
+
+async def test_invalid_replies_are_recorded_and_server_failures_retried(tmp_path, csv_file):
+    cfg = CFG.model_copy(update={"taxonomy": _one_category_taxonomy(tmp_path)})
+    state = {"down": True}
+
+    def script(req):
+        user = next(m["content"] for m in req["messages"] if m["role"] == "user")
+        if "## Task category: Aggregation" in user:
+            return "still not JSON"  # both the reply and the repair
+        if state["down"]:
+            return Status(500, message="overloaded")
+        return teacher(req)
+
+    out = tmp_path / "out"
+    with ScriptedLLMServer(script) as srv:
+        b = load_backend(f"openai:t@{srv.base_url}?max_retries=0")
+        await stage_queries(DataMindRun([csv_file], out, cfg), b)
+        rejected = [r for _, r in iter_jsonl(out / "rejected.jsonl") if r["stage"] == "queries"]
+        assert [(r["category"], r["reason"]) for r in rejected] == [("Aggregation", "invalid_reply")]
+        assert not (out / "queries.jsonl").exists() or (out / "queries.jsonl").read_text() == ""
+        state["down"] = False
+        n = len(srv.requests)
+        summary = await stage_queries(DataMindRun([csv_file], out, cfg), b)
+        assert len(srv.requests) == n + 1  # only the failed Counting request is sent again
+        assert summary["queries"]["per_category"] == {"Counting": 1}
+        assert summary["usage"]["queries"]["failed"] == 1
+        await b.aclose()
+
+
+async def test_a_judge_reply_invalid_after_repair_becomes_an_inconsistent_verdict_with_the_error():
+    trajs = [
+        Trajectory(task_id="q", sample=s, final_answer=a, stop_reason="answer",
+                   turns=[Turn(raw=f"<think>t</think><answer>{a}</answer>", action=Action(kind="answer", text=a))])
+        for s, a in enumerate(["North", "north region", "South"])
+    ]  # fmt: skip
+    with ScriptedLLMServer(["no json", "still no json"]) as srv:
+        j = load_backend(f"openai:j@{srv.base_url}")
+        usage = StageUsage("judge")
+        v = await judge_one(Task(id="q", question="Which region?"), 0, trajs, j, CFG, usage)
+        await j.aclose()
+    assert v.consistent is False and v.method == "llm" and "invalid after one repair" in v.error
+    assert usage.roles["judge"]["requests"] == 2 and usage.failed == 1

@@ -1,0 +1,98 @@
+"""Kill a DataMind stage mid-run (SIGKILL), rerun it: every trajectory once, no torn line, no temp file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import fake_sandboxes, teacher
+
+from datadojo.jsonl import iter_jsonl, read_tasks
+from datadojo.llm import load_backend
+from datadojo.llm.testing import Reply, ScriptedLLMServer
+from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_queries, stage_sample
+
+REPO = Path(__file__).resolve().parents[3]
+CFG = DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95)
+
+# The stage as a user's process runs it; the sandbox is the tests' fake (execution is not under test).
+CHILD = """
+import asyncio, sys
+sys.path.insert(0, {tests!r})
+from conftest import fake_sandboxes
+from datadojo.llm import load_backend
+from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_sample
+async def main():
+    t = load_backend("openai:teacher@" + sys.argv[1])
+    run = DataMindRun([], sys.argv[2], DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95))
+    await stage_sample(run, t)
+asyncio.run(main())
+"""
+
+
+def test_sample_stage_killed_mid_run_then_resumed(tmp_path, csv_file):
+    out = tmp_path / "out"
+    slow = threading.Event()
+    answered = {"n": 0}
+
+    def script(req):
+        entry = teacher(req)
+        if slow.is_set() and not req["messages"][0]["content"].startswith("You write"):
+            answered["n"] += 1
+            if answered["n"] > 8:  # after a few turns every reply stalls: the kill lands mid-stage
+                return Reply(entry, delay=10.0)
+        return entry
+
+    with ScriptedLLMServer(script) as srv:
+
+        async def prepare() -> int:
+            t = load_backend(f"openai:teacher@{srv.base_url}")
+            await stage_queries(DataMindRun([csv_file.parent], out, CFG), t)
+            await t.aclose()
+            return sum(1 for _ in read_tasks(out / "queries.jsonl", resolve_paths=False))
+
+        n_queries = asyncio.run(prepare())
+        slow.set()
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)), srv.base_url, str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        traj_file = out / "trajectories.jsonl"
+        deadline = (
+            time.monotonic() + 120
+        )  # only a guard against a hung child; the verdict never depends on it
+        while time.monotonic() < deadline and child.poll() is None:
+            if traj_file.exists() and traj_file.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert child.poll() is None, child.stdout.read().decode()[-2000:]
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        written = traj_file.read_bytes().count(b"\n")
+        assert 2 <= written < 3 * n_queries  # killed mid-stage
+        with traj_file.open("a") as fh:  # what a kill during a write leaves behind
+            fh.write('{"task_id": "dm-torn", "sample": 0, "turns": [{"raw": "<think>')
+        slow.clear()
+
+        async def resume() -> None:
+            t = load_backend(f"openai:teacher@{srv.base_url}")
+            await stage_sample(DataMindRun([], out, CFG), t, sandboxes=fake_sandboxes)
+            await t.aclose()
+
+        asyncio.run(resume())
+        before = len(srv.requests)
+        asyncio.run(resume())  # finished: no request
+        assert len(srv.requests) == before
+
+    records = [rec for _, rec in iter_jsonl(traj_file, skip_partial_tail=False)]  # no torn line left
+    keys = [(r["task_id"], r["sample"]) for r in records]
+    assert len(keys) == len(set(keys)) == 3 * n_queries
+    assert "dm-torn" not in {k for k, _ in keys}
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
