@@ -5,7 +5,7 @@
 and tie the scorer to an event loop. A :class:`JudgedBenchmark` therefore splits the work in two:
 
 1. :meth:`JudgedBenchmark.gather_verdicts` asks the judge about every distinct (task, prediction) pair,
-   concurrently, through :class:`datadojo.reward.judge.LLMJudge` (a structured verdict validated against
+   concurrently, through :class:`datadojo.compare.judge.LLMJudge` (a structured verdict validated against
    its JSON Schema, one repair, temperature 0, the append-only verdict cache, so a rerun or a resumed run
    asks nothing twice). Each task picks its rubric (:meth:`rubric_for`); tasks a subclass scores without
    the judge are skipped (:meth:`wants_verdict`); a pair the judge could not answer even after its repair
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from datadojo.bench.base import Benchmark, BenchmarkError, ItemScore, missing_prediction
+from datadojo.compare.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
 from datadojo.llm.base import ChatBackend
 from datadojo.llm.structured import StructuredMode
-from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
 from datadojo.types import Task
 
 __all__ = ["JudgeFailure", "JudgedBenchmark", "verdict_key"]
@@ -67,7 +67,7 @@ class JudgedBenchmark(Benchmark):
 
     @abc.abstractmethod
     def rubric_for(self, task: Task) -> str:
-        """The judge rubric of ``task`` (a name in :data:`datadojo.reward.judge_prompts.JUDGE_RUBRICS`)."""
+        """The judge rubric of ``task`` (a name in :data:`datadojo.compare.judge_prompts.JUDGE_RUBRICS`)."""
 
     def wants_verdict(self, task: Task) -> bool:
         """Whether :meth:`gather_verdicts` asks the judge about ``task`` (default: always)."""
@@ -99,7 +99,7 @@ class JudgedBenchmark(Benchmark):
 
         ``model`` names the judge in the cache key (default: the backend's model id). ``on_verdict(done,
         total)`` is called as verdicts arrive (progress bars). ``structured`` is the judge's
-        structured-output mode (:class:`~datadojo.reward.judge.LLMJudge`).
+        structured-output mode (:class:`~datadojo.compare.judge.LLMJudge`).
         """
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")

@@ -18,7 +18,7 @@ sailor tag dialect (``<python>``/``<result>``) is the default.
 **Scoring** (§5.1, App. B.2.2–B.2.3). Meta: an LLM judge compares the summary with the reference under
 the meta-information rubric, returning a binary score. QA: "tolerance-aware matching for numerical
 answers and textual, categorical, and unit-consistency checks" (§5), i.e. the rule-based matcher
-:func:`datadojo.reward.scientific.match_scientific`, or the judge with the scientific-QA rubric, or both,
+:func:`datadojo.compare.scientific.match_scientific`, or the judge with the scientific-QA rubric, or both,
 by the loader option ``qa_scoring`` (:data:`QA_SCORING_MODES`):
 
 ``rule`` (default)
@@ -33,7 +33,7 @@ by the loader option ``qa_scoring`` (:data:`QA_SCORING_MODES`):
     compare verbatim. Recommended for synthesised QA whose references are sentences.
 
 ``qa_rel_tol`` / ``qa_abs_tol`` set the matcher's tolerances (default 1% / 1e-6,
-:class:`~datadojo.reward.scientific.ScientificConfig`). Each QA item records ``parts["rule"]`` (correct,
+:class:`~datadojo.compare.scientific.ScientificConfig`). Each QA item records ``parts["rule"]`` (correct,
 reason, kind, decisive), ``parts["judge"]`` where the judge was asked, and ``parts["decided_by"]``.
 Pass@1 is the mean score, the success rate the share of episodes that produced an answer within the
 budget.
@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 from datadojo.bench.base import BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction, unique_id
 from datadojo.bench.judged import JudgedBenchmark, JudgeFailure, verdict_key
+from datadojo.compare.scientific import ScientificConfig, ScientificMatch, match_scientific
 from datadojo.jsonl import JsonlError, read_tasks
-from datadojo.reward.scientific import ScientificConfig, ScientificMatch, match_scientific
 from datadojo.types import Task
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ HEAD_CHARS, TAIL_CHARS = 4000, 1500
 #: Per-call wall-clock (and CPU) seconds. The paper bounds each call but gives no number; scientific files
 #: take longer to open than DataMind's small tables, so this is twice the sandbox default.
 TIMEOUT_S = 120.0
-#: Track name -> judge rubric (:mod:`datadojo.reward.judge_prompts`).
+#: Track name -> judge rubric (:mod:`datadojo.compare.judge_prompts`).
 RUBRIC_OF_TRACK = {"qa": "sailor_qa", "meta": "sailor_meta"}
 _TRACK_OF_RUBRIC = {v: k for k, v in RUBRIC_OF_TRACK.items()}
 LEVELS = ("L0", "L1", "L2", "L3")

@@ -3,10 +3,15 @@
 
 * :mod:`~datadojo.compare.text`: SQuAD normalisation, ROUGE-L and number parsing;
 * :mod:`~datadojo.compare.tables`: DataMind's table comparison and order-insensitive denotation equality;
-* :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesised tasks.
+* :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesised tasks;
+* :mod:`~datadojo.compare.units`, :mod:`~datadojo.compare.scientific`: numbers with units and the
+  SciDataSailor-Bench QA matcher;
+* :mod:`~datadojo.compare.judge`, :mod:`~datadojo.compare.judge_prompts`: the LLM judge and its rubrics.
 
-It depends only on :mod:`datadojo.types` and :mod:`datadojo.protocol.boxed` (to unwrap ``\\boxed{}``).
-``datadojo.reward.text`` / ``.tables`` / ``.matchers`` remain importable as aliases of these modules.
+It builds on :mod:`datadojo.types`, :mod:`datadojo.protocol` (to unwrap ``\\boxed{}``), :mod:`datadojo.llm`
+and :mod:`datadojo.jsonl` (the judge's cache), never on bench or reward. The old paths
+``datadojo.reward.{text,tables,matchers,judge,judge_prompts,scientific,units}`` remain importable as
+aliases of these modules.
 """
 
 from datadojo.compare.matchers import MatchConfig, MatchResult, match_answer, match_task

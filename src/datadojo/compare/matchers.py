@@ -13,7 +13,7 @@ are a number, a name, a yes/no or a short list, so this matcher applies the rule
   *last* number is taken (``"The mean is 45.3"``), never "any number in it", which a verbose answer
   could game (DataMind §3.2, "length control"). ``nan`` equals ``nan``.
 * **text** is equal after SQuAD normalisation (:func:`~datadojo.compare.text.normalize_text`). Semantic
-  equivalence of free text is out of reach for rules; use :mod:`datadojo.reward.judge` for that.
+  equivalence of free text is out of reach for rules; use :mod:`datadojo.compare.judge` for that.
 * **booleans**: yes/true/y/correct vs no/false/n/incorrect; a prediction may start with its verdict
   (``"Yes, because …"``).
 * **lists** must have the same length and match element by element, order-insensitive by default

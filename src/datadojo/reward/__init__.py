@@ -1,20 +1,19 @@
-"""Rewards and answer checking: DataMind's reward, the tolerant matcher, the LLM judge, judge agreement.
+"""Rewards: DataMind's reward and judge agreement, re-exporting the answer comparison they build on.
 
 * :mod:`~datadojo.reward.datamind`: r_format, r_answer, r_length and the composite R (DataMind §4);
-* :mod:`~datadojo.reward.matchers`: the deterministic tolerant matcher for synthesised tasks;
-* :mod:`~datadojo.reward.scientific`: SciDataSailor's QA matcher (numbers with units, categorical values),
-  over the unit parser :mod:`~datadojo.reward.units`;
-* :mod:`~datadojo.reward.tables`: DataMind's table comparison (BIRD-style result tables);
-* :mod:`~datadojo.reward.judge`: the LLM judge (DataMind rules, SciDataSailor rubrics), cached;
-* :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside;
-* :mod:`~datadojo.reward.text`: normalisation, ROUGE-L and number parsing shared by all scorers.
+* :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside.
 
-The official benchmark scorers live in :mod:`datadojo.bench`; ``docs/scoring.md`` describes every rule.
-"""
+The comparisons themselves (tolerant matcher, table comparison, text normalisation, the scientific matcher
+and units, the LLM judge) live in :mod:`datadojo.compare`, below both this package and the benchmarks;
+the names are re-exported here as before. The official benchmark scorers live in :mod:`datadojo.bench`;
+``docs/scoring.md`` describes every rule."""
 
+from datadojo.compare.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
 from datadojo.compare.matchers import MatchConfig, MatchResult, match_answer, match_task
+from datadojo.compare.scientific import ScientificConfig, ScientificMatch, match_scientific
 from datadojo.compare.tables import TableMatch, compare_tables
 from datadojo.compare.text import normalize_text, parse_number, rouge_l
+from datadojo.compare.units import Unit, parse_unit
 from datadojo.reward.agreement import AgreementReport, agreement_report, pearson
 from datadojo.reward.datamind import (
     L_MAX,
@@ -28,9 +27,6 @@ from datadojo.reward.datamind import (
     length_reward,
     token_counter,
 )
-from datadojo.reward.judge import JudgeCache, JudgeError, JudgeVerdict, LLMJudge
-from datadojo.reward.scientific import ScientificConfig, ScientificMatch, match_scientific
-from datadojo.reward.units import Unit, parse_unit
 
 __all__ = [
     "L_MAX",

@@ -7,7 +7,7 @@ The three components and their combination are taken from DataMind §4, "Reward 
   :func:`datadojo.protocol.validate_trajectory`, whose problem list is kept for inspection.
 * ``r_answer`` ∈ {0, 1}: the final answer is correct. DataMind asks GPT-4o-mini (numbers within 3%,
   semantic equivalence, completeness); here the checker is pluggable: an LLM judge
-  (:class:`~datadojo.reward.judge.LLMJudge`, used by :meth:`DataMindReward.ascore`), the official
+  (:class:`~datadojo.compare.judge.LLMJudge`, used by :meth:`DataMindReward.ascore`), the official
   scorer of the task's benchmark, or the tolerant matcher (:func:`~datadojo.compare.matchers.match_task`).
 * ``r_length`` ∈ [0.5, 1]: a length penalty against answers padded to hit the right string,
 
@@ -41,7 +41,7 @@ from datadojo.protocol import validate_trajectory
 from datadojo.types import Task, Trajectory
 
 if TYPE_CHECKING:
-    from datadojo.reward.judge import LLMJudge
+    from datadojo.compare.judge import LLMJudge
 
 __all__ = [
     "L_MAX",
