@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,6 @@ import pytest
 from datadojo.bench import BenchmarkError, get_benchmark
 from datadojo.bench.databench import databench_compare
 from datadojo.types import Task
-
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "databench"
 
 # The cases of databench_eval's tests/test_eval.py (jorses/databench_eval), which the official
 # Evaluator.default_compare passes.
@@ -95,10 +94,8 @@ def test_unknown_type() -> None:
 
 
 @pytest.fixture(scope="module")
-def questions() -> Path:
-    if not (DATA / "questions.jsonl").exists():
-        pytest.skip(f"DataBench data absent: {DATA}")
-    return DATA
+def questions(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("databench", "questions.jsonl").parent
 
 
 @pytest.mark.parametrize("lite", [False, True])

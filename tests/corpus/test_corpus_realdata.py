@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from datadojo.corpus import filter_file, load, profile_folder, profile_text
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared" / "data"
+SharedData = Callable[..., Path]
 
 
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared benchmark data absent: {path}")
-    return path
-
-
-def test_dabench_tables_all_load_with_the_row_counts_pandas_sees() -> None:
+def test_dabench_tables_all_load_with_the_row_counts_pandas_sees(shared_data: SharedData) -> None:
     import pandas as pd
 
-    tables = sorted(_need(SHARED / "dabench" / "da-dev-tables").glob("*.csv"))
+    tables = sorted(shared_data("dabench", "da-dev-tables").glob("*.csv"))
     assert tables
     for p in tables:
         t = load(p).tables[0]
@@ -32,8 +24,8 @@ def test_dabench_tables_all_load_with_the_row_counts_pandas_sees() -> None:
         assert len(t.columns) >= len(ref.columns) - 1, p.name
 
 
-def test_dabench_questions_files_exist_and_filter() -> None:
-    root = _need(SHARED / "dabench")
+def test_dabench_questions_files_exist_and_filter(shared_data: SharedData) -> None:
+    root = shared_data("dabench")
     names = {
         json.loads(line)["file_name"]
         for line in (root / "da-dev-questions.jsonl").read_text().splitlines()
@@ -48,8 +40,8 @@ def test_dabench_questions_files_exist_and_filter() -> None:
     assert {v.reason for v in verdicts} <= {None, "too_many_rows", "too_few_rows"}
 
 
-def test_spider_foreign_keys_match_tables_json() -> None:
-    root = _need(SHARED / "spider")
+def test_spider_foreign_keys_match_tables_json(shared_data: SharedData) -> None:
+    root = shared_data("spider")
     schemas = {s["db_id"]: s for s in json.loads((root / "tables.json").read_text())}
     checked = 0
     for db_dir in sorted((root / "database").iterdir())[:40]:
@@ -71,16 +63,16 @@ def test_spider_foreign_keys_match_tables_json() -> None:
     assert checked >= 10
 
 
-def test_spider_profile_text_fits_and_names_every_table() -> None:
-    db = _need(SHARED / "spider" / "database" / "formula_1" / "formula_1.sqlite")
+def test_spider_profile_text_fits_and_names_every_table(shared_data: SharedData) -> None:
+    db = shared_data("spider", "database", "formula_1", "formula_1.sqlite")
     text = profile_text(db, budget_chars=3000)
     assert len(text) <= 3000
     for t in load(db, max_rows=0, count_limit=0).tables:
         assert t.name in text
 
 
-def test_scientific_folders_profile() -> None:
-    root = _need(SHARED / "scirepos")
+def test_scientific_folders_profile(shared_data: SharedData) -> None:
+    root = shared_data("scirepos")
     zika = profile_folder(root / "zika-tutorial")
     assert {"fasta", "genbank", "csv", "json", "readme"} <= set(zika.kinds)
     fasta = next(f for f in zika.files if f.kind == "fasta")

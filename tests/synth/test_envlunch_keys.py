@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from datadojo.synth.envlunch.environment import EnvError, load_environment, load_sqlite
 from datadojo.synth.envlunch.keys import column_roles, name_tokens
-
-REPO = Path(__file__).resolve().parents[2]
-SPIDER = REPO / ".." / "shared" / "data" / "spider" / "database"
 
 
 def _db(path: Path) -> Path:
@@ -90,14 +88,9 @@ def test_unreadable_sources_name_the_file(tmp_path: Path) -> None:
         load_environment(tmp_path / "notes.txt")
 
 
-def _spider() -> Path:
-    if not SPIDER.is_dir():
-        pytest.skip(f"Spider databases absent: {SPIDER}")
-    return SPIDER
-
-
-def test_roles_on_spider_known_columns() -> None:
-    root = _spider()
+@pytest.mark.requires_data("spider/database")
+def test_roles_on_spider_known_columns(shared_data: Callable[..., Path]) -> None:
+    root = shared_data("spider", "database")
     singer = {
         t: {c: i.role for c, i in cols.items()}
         for t, cols in column_roles(load_sqlite(root / "singer" / "singer.sqlite")).items()
@@ -115,10 +108,10 @@ def test_roles_on_spider_known_columns() -> None:
     assert chinook["Track"]["AlbumId"].role == "key"
 
 
-def test_roles_on_every_spider_database_never_rescale_keys() -> None:
+def test_roles_on_every_spider_database_never_rescale_keys(shared_data: Callable[..., Path]) -> None:
     """Across all Spider databases: every declared key column is a key, and measures are numeric
     non-key columns (what perturbation rescales on the dataframe side)."""
-    root = _spider()
+    root = shared_data("spider", "database")
     n_measures = n_keys = 0
     for db in sorted(root.glob("*/*.sqlite")):
         env = load_sqlite(db)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,6 @@ from datadojo.synth.envlunch.perturb import RESCALE_RANGE, pandas_copy, plan_cop
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "data" / "shop.sqlite"
-SPIDER = REPO / ".." / "shared" / "data" / "spider" / "database"
 
 
 def _chain_db(path: Path) -> Path:
@@ -129,10 +129,8 @@ def test_shop_example_copy_keeps_small_tables_and_cascades() -> None:
 
 
 @pytest.mark.parametrize("db", ["flight_2", "college_2", "chinook_1", "hr_1", "store_1"])
-def test_spider_copies_add_no_dangling_reference(db: str) -> None:
-    path = SPIDER / db / f"{db}.sqlite"
-    if not path.exists():
-        pytest.skip(f"Spider database absent: {path}")
+def test_spider_copies_add_no_dangling_reference(db: str, shared_data: Callable[..., Path]) -> None:
+    path = shared_data("spider", "database", db, f"{db}.sqlite")
     env = load_sqlite(path)
     plan = plan_copy(env, column_roles(env), 1, seed=0, rescale=False)
     for name, table in env.tables.items():
