@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+from datadojo.bench.scidata import READERS_NOTE
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
@@ -97,6 +98,8 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     trajs = list(read_trajectories(out / "trajectories.jsonl"))
     assert trajs and all(not validate_trajectory(t) for t in trajs)
     assert all(len(t.extra["strategies"]) == len(t.turns) - 1 >= 2 for t in trajs)
+    # the policy was told which readers the sandbox has, in the words `eval scidata` uses (same prompt)
+    assert all(any(READERS_NOTE in str(m["content"]) for m in t.prompt) for t in trajs)
     qc = lines(out / "qc.jsonl")
     assert len(qc) == summary["trajectories"] and sum(q["kept"] for q in qc) == len(trajs) == summary["kept"]
     # the task format shared with `eval scidata`
