@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import math
 from pathlib import Path
@@ -118,6 +119,12 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     rfs = [r.json.get("response_format") for r in srv.requests]
     assert any(rf and rf["type"] == "json_schema" for rf in rfs)
     assert summary["per_level"]["L0"]["units"] == 1 and summary["per_level"]["L1"]["units"] == 0
+    # the HTML report shows the per-level table (with every QC reason that occurred) and the QA pairs
+    report = (out / "report.html").read_text()
+    assert "<h2>Per level</h2>" in report and "<th>L0</th>" in report and "<th>L1</th>" not in report
+    assert all(f"<th>{r}</th>" in report for r in summary["removed"])
+    assert f"<h2>QA pairs ({len(qa)})</h2>" in report
+    assert all(html.escape(t.question) in report and t.extra["tree_node"] in report for t in qa)
 
 
 def test_resume_skips_finished_units(fake: FakeSailor, dataset: Path, tmp_path: Path) -> None:
