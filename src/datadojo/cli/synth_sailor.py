@@ -16,6 +16,9 @@ from rich.table import Table
 
 __all__ = ["register"]
 
+#: summary.json counts shown per level in the closing table (nodes created, probes run, QC outcome, tasks)
+_TABLE_KEYS = ("units", "nodes", "probes_run", "trajectories", "kept", "qa", "meta")
+
 console = Console()
 
 _HELP = """Explore scientific dataset folders with SciDataSailor's tree search (arXiv 2607.28098 §4) and write verified exploration trajectories (SFT) and QA / meta tasks (benchmark).
@@ -192,14 +195,12 @@ def sailor(
     s = run.summary  # type: ignore[attr-defined]
     table = Table(title=f"synth sailor → {out}", title_justify="left")
     table.add_column("level")
-    for col in ("units", "probes", "trajectories", "kept", "QA", "meta"):
+    for col in ("units", "nodes", "probes", "trajectories", "kept", "QA", "meta"):
         table.add_column(col, justify="right")
     for level, row in s["per_level"].items():
         if row["units"]:
-            table.add_row(
-                level, *(str(row[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta"))
-            )
-    table.add_row("all", *(str(s[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta")))
+            table.add_row(level, *(str(row[k]) for k in _TABLE_KEYS))
+    table.add_row("all", *(str(s[k]) for k in _TABLE_KEYS))
     console.print(table)
     if s["removed"]:
         console.print("removed by QC: " + ", ".join(f"{k} {v}" for k, v in s["removed"].items()))

@@ -34,11 +34,11 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
 
 
-_LEVEL_COLUMNS = ("units", "probes_run", "trajectories", "kept", "qa", "meta")
+_LEVEL_COLUMNS = ("units", "nodes", "probes_run", "trajectories", "kept", "qa", "meta")
 
 
 def _level_table(per_level: dict[str, dict[str, Any]]) -> str:
-    """Per seed level: the counts of the terminal summary and every QC reason (kept or removed)."""
+    """Per seed level: the counts of the terminal summary and every QC removal reason that occurred."""
     levels = {lv: row for lv, row in per_level.items() if row.get("units")}
     if not levels:
         return ""
