@@ -183,6 +183,7 @@ def sailor(
                     await judge_backend.aclose()
         return run
 
+    from datadojo.jsonl import JsonlError
     from datadojo.llm.base import LLMError
     from datadojo.sandbox.session import SandboxError
 
@@ -191,6 +192,13 @@ def sailor(
     except (LLMError, SandboxError, OSError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         console.print(f"finished units are kept in {out}; rerun the same command to resume")
+        raise typer.Exit(2) from None
+    except JsonlError as exc:  # a damaged output file met on resume: say which line, write nothing more
+        console.print(f"[red]error:[/red] {exc}")
+        console.print(
+            f"the run folder {out} holds a damaged line (edited by hand, or another program wrote there); "
+            "fix or delete that line, or write to a new --out"
+        )
         raise typer.Exit(2) from None
     s = run.summary  # type: ignore[attr-defined]
     table = Table(title=f"synth sailor → {out}", title_justify="left")

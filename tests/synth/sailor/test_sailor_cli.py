@@ -73,3 +73,17 @@ def test_a_run_writes_every_output_prints_the_table_and_a_rerun_sends_nothing(
     for reason, count in summary["removed"].items():
         assert f"{reason} {count}" in text
     assert "0 unit(s) explored, 1 already done" in " ".join(again.output.split())
+
+
+def test_a_damaged_run_folder_is_named_by_file_and_line(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "units.jsonl").write_text('{"unit": "a"}\n{"unit": broken\n{"unit": "b"}\n')
+    with ScriptedLLMServer(lambda req: Status(500)) as srv:
+        res = invoke(
+            str(dataset), "--model", f"openai:m@{srv.base_url}", "--out", str(out), "--only", "L0-map"
+        )
+        assert not srv.requests
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    squeezed = "".join(res.output.split())  # rich wraps long paths anywhere
+    assert "error:" in squeezed and "units.jsonl:2:notvalidJSON" in squeezed and "new--out" in squeezed
