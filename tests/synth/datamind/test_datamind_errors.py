@@ -66,3 +66,37 @@ async def test_a_judge_reply_invalid_after_repair_becomes_an_inconsistent_verdic
         await j.aclose()
     assert v.consistent is False and v.method == "llm" and "invalid after one repair" in v.error
     assert usage.roles["judge"]["requests"] == 2 and usage.failed == 1
+
+
+def test_a_bad_verdict_line_names_file_line_and_field(tmp_path):
+    import pytest
+
+    from datadojo.jsonl import JsonlError
+    from datadojo.synth.datamind.consistency import read_verdicts
+    from datadojo.synth.datamind.store import Paths
+
+    paths = Paths(tmp_path)
+    good = {"task_id": "q", "round": 0, "consistent": True, "critique": "", "best": 0, "method": "rule",
+            "samples": [0], "answers": ["1"]}  # fmt: skip
+    paths.verdicts.write_text(json.dumps(good) + "\n" + json.dumps({"task_id": "q", "foo": 1}) + "\n")
+    with pytest.raises(JsonlError, match=r"verdicts\.jsonl:2: field '(round|consistent|foo)'"):
+        read_verdicts(paths)
+
+
+def test_stages_run_alone_without_their_input_fail_clearly(tmp_path):
+    from typer.testing import CliRunner
+
+    from datadojo.cli.app import app
+
+    spec = "openai:m@http://127.0.0.1:9/v1"  # never contacted: each stage fails before any request
+    cases = [
+        (["compose", "--teacher", spec], "queries.jsonl: not found; run the queries stage"),
+        (["sample", "--teacher", spec], "queries.jsonl: not found; run the queries stage"),
+        (["judge", "--judge", spec], "trajectories.jsonl: not found; run the sample stage"),
+        (["curate"], "trajectories.jsonl: not found; run the sample stage"),
+    ]
+    for args, message in cases:
+        out = tmp_path / args[0]
+        res = CliRunner().invoke(app, ["synth", "datamind", *args, "--out", str(out)])
+        assert res.exit_code == 2, (args, res.output)
+        assert message in " ".join(res.output.split()), (args, res.output)

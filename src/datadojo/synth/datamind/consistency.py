@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from datadojo.jsonl import JsonlAppender, iter_jsonl, read_trajectories
+from datadojo.jsonl import JsonlAppender, read_models, read_trajectories
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.llm.structured import StructuredOutputError
 from datadojo.reward.text import find_numbers, normalize_text
@@ -146,11 +146,11 @@ class Verdict(BaseModel):
 
 
 def read_verdicts(paths: Paths) -> dict[tuple[str, int], Verdict]:
-    """Verdicts by ``(task_id, round)`` (later lines win)."""
+    """Verdicts by ``(task_id, round)`` (later lines win); a bad line raises :class:`~datadojo.jsonl.JsonlError`
+    naming the file, line and field."""
     out: dict[tuple[str, int], Verdict] = {}
     if paths.verdicts.exists():
-        for _, rec in iter_jsonl(paths.verdicts):
-            v = Verdict.model_validate(rec)
+        for v in read_models(paths.verdicts, Verdict):
             out[(v.task_id, v.round)] = v
     return out
 
