@@ -99,18 +99,35 @@ class _Bars:
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
-    from datadojo.synth.datamind.funnel import funnel_rows
+    from datadojo.synth.datamind.funnel import USAGE_COLUMNS, funnel_rows, usage_rows
 
     if as_json:
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str, indent=1) + "\n")
         return
+    console = Console()
     t = Table(title=f"DataMind funnel → {summary['out']}")
     t.add_column("step")
     t.add_column("count", justify="right")
     for step, n in funnel_rows(summary):
         t.add_row(step, n)
-    Console().print(t)
-    Console().print(
+    console.print(t)
+    per_category = summary["queries"]["per_category"]
+    if per_category:
+        c = Table(title="queries per category (difficulty 1)")
+        c.add_column("category")
+        c.add_column("queries", justify="right")
+        for name, n in per_category.items():
+            c.add_row(name, str(n))
+        console.print(c)
+    rows = usage_rows(summary)
+    if rows:
+        u = Table(title="LLM requests and tokens per stage and role")
+        for i, name in enumerate(USAGE_COLUMNS):
+            u.add_column(name, justify="right" if i >= 2 else "left")
+        for row in rows:
+            u.add_row(*(f"{x:.1f}" if isinstance(x, float) else str(x) for x in row))
+        console.print(u)
+    console.print(
         f"summary: {Path(summary['out']) / 'summary.json'}   report: {Path(summary['out']) / 'report.html'}"
     )
 
