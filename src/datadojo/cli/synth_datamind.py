@@ -192,6 +192,9 @@ def run_cmd(
         "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
     ),
     seed: int = typer.Option(0, help="Seed of composition plans, sampling and random selection."),
+    non_con: str = typer.Option(
+        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
@@ -201,7 +204,7 @@ def run_cmd(
     cfg = _config(
         n_samples=n, rounds=rounds, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
         use_workflow=workflow, chains_per_file=chains_per_file, max_turns=max_turns, structured=structured,
-        tokenizer=tokenizer, seed=seed,
+        tokenizer=tokenizer, seed=seed, non_con=non_con,
     )  # fmt: skip
     _execute(
         _check_inputs(inputs, True), out, cfg, progress, as_json,
@@ -303,12 +306,17 @@ def curate_cmd(
     tokenizer: str = typer.Option("approx", help="approx or a local HF tokenizer name/path."),
     max_answer_tokens: int = typer.Option(1024, help="Longest final answer kept (DataMind: 1,024 tokens)."),
     seed: int = typer.Option(0),
+    non_con: str = typer.Option(
+        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""
     from datadojo.synth.datamind import stage_curate
 
-    cfg = _config(rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed)
+    cfg = _config(
+        rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed, non_con=non_con
+    )
     _execute([], out, cfg, False, as_json, stage_curate)
 
 
