@@ -105,7 +105,7 @@ class DataMindRun:
 def _require(path: Path, stage: str) -> None:
     """A stage run alone on a folder without its input fails clearly instead of writing an empty funnel."""
     if not path.exists():
-        raise ValueError(f"{path}: not found; run the {stage} stage on this --out folder first")
+        raise ValueError(f"{path}: not found; run the {stage} stage first (same --out)")
 
 
 async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
