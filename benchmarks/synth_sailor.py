@@ -8,8 +8,9 @@ Each unit is one tree (its own persistent sandbox over the folder); a request to
 last back-up), but the probes of one expansion are written concurrently and independent units share nothing
 but the model server, so running units concurrently should approach ``concurrency``× the sequential rate.
 
-Printed, measured in this one run: per mode the wall time, probes run, nodes created, LLM requests, probes/s
-and requests/s, and the ratio concurrent / sequential (the baseline). Folders: ../shared/data/scirepos when
+Printed, measured in this one run: per mode the wall time, probes run (nodes expanded by running their probe),
+nodes created (run or still open), LLM requests, probes/s, nodes/s and requests/s, and the ratios concurrent /
+sequential (the baseline). Folders: ../shared/data/scirepos when
 present, else a small generated one.
 """
 
@@ -79,15 +80,22 @@ def main() -> None:
         f"synth sailor: {n_units} units ({len(folders)} folder(s) x {len(seeds)} seed(s)), "
         f"latency {args.latency * 1000:.0f} ms per request"
     )
-    print(f"{'mode':<12}{'wall s':>9}{'probes':>8}{'nodes':>7}{'requests':>10}{'probes/s':>10}{'req/s':>8}")
+    print(
+        f"{'mode':<12}{'wall s':>9}{'probes':>8}{'nodes':>7}{'requests':>10}{'probes/s':>10}{'nodes/s':>9}"
+        f"{'req/s':>8}"
+    )
     for mode, r in results.items():
         print(
             f"{mode:<12}{r['elapsed']:>9.2f}{r['probes']:>8}{r['nodes']:>7}{r['requests']:>10}"
-            f"{r['probes'] / r['elapsed']:>10.2f}{r['requests'] / r['elapsed']:>8.1f}"
+            f"{r['probes'] / r['elapsed']:>10.2f}{r['nodes'] / r['elapsed']:>9.2f}{r['requests'] / r['elapsed']:>8.1f}"
         )
     seq, con = results["sequential"], results["concurrent"]
     ratio = (con["probes"] / con["elapsed"]) / (seq["probes"] / seq["elapsed"])
-    print(f"ratio concurrent/sequential (probes/s): {ratio:.2f}x (concurrency {args.concurrency})")
+    node_ratio = (con["nodes"] / con["elapsed"]) / (seq["nodes"] / seq["elapsed"])
+    print(
+        f"ratio concurrent/sequential: probes/s {ratio:.2f}x, nodes/s {node_ratio:.2f}x "
+        f"(concurrency {args.concurrency})"
+    )
 
 
 if __name__ == "__main__":

@@ -100,6 +100,23 @@ def test_missing_inputs_and_options(tmp_path: Path) -> None:
     (tmp_path / "qa.jsonl").write_text('{"id": "x"}\n', encoding="utf-8")
     with pytest.raises(BenchmarkError, match=r"qa\.jsonl:1"):
         list(SciData().load(tmp_path))
+    assert "looks like" not in str(_load_error(tmp_path))
+    # another output of synth sailor given by mistake: the error says which and what to give instead
+    outputs = {
+        "trajectories.jsonl": {"task_id": "t", "sample": 0, "turns": [], "prompt": []},
+        "tree.jsonl": {"type": "node", "id": "u/0", "parent": None},
+        "qc.jsonl": {"unit": "u", "reason": "kept", "kept": True},
+    }
+    for name, record in outputs.items():
+        _write(tmp_path / name, [record])
+        message = str(_load_error(tmp_path / name))
+        assert f"{name}:1" in message and "looks like a synth sailor" in message and "qa.jsonl" in message
+
+
+def _load_error(path: Path) -> BenchmarkError:
+    with pytest.raises(BenchmarkError) as info:
+        list(SciData().load(path))
+    return info.value
 
 
 def test_qa_is_scored_by_rule_without_a_judge_and_meta_needs_one(run_dir: Path) -> None:

@@ -47,6 +47,7 @@ verdicts agree).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +134,29 @@ def task_files(path: str | Path) -> list[Path]:
     return [p]
 
 
+def _not_tasks_hint(file: Path) -> str:
+    """A hint when ``file`` is another output of ``synth sailor`` (trajectories, tree, QC) rather than tasks."""
+    try:
+        with file.open(encoding="utf-8") as fh:
+            first = json.loads(next((line for line in fh if line.strip()), "null"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(first, dict):
+        return ""
+    kind = (
+        "trajectories"
+        if {"task_id", "turns"} <= first.keys()
+        else "tree"
+        if first.get("type") in ("node", "select")
+        else "QC"
+        if {"unit", "reason", "kept"} <= first.keys()
+        else None
+    )
+    if kind is None:
+        return ""
+    return f" — this looks like a synth sailor {kind} file; give --data the run folder or its qa.jsonl / meta.jsonl"
+
+
 class SciData(JudgedBenchmark):
     name = "scidata"
     description = "SciDataSailor-Bench: Meta (repository summaries) and QA over scientific dataset folders"
@@ -177,7 +201,7 @@ class SciData(JudgedBenchmark):
                     new_id = unique_id(seen, task.id, f"{file} record {i}")
                     yield task if new_id == task.id else task.model_copy(update={"id": new_id})
             except JsonlError as exc:
-                raise BenchmarkError(str(exc)) from exc
+                raise BenchmarkError(str(exc) + _not_tasks_hint(file)) from exc
 
     def _check(self, task: Task, where: str, require_files: bool) -> Task:
         if task.answer_kind not in _TRACK_OF_RUBRIC:

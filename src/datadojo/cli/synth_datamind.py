@@ -29,7 +29,11 @@ datamind_app = typer.Typer(
         "`curate` run one stage on the same --out folder. Every stage resumes: rerunning a finished stage "
         "sends no request.\n\n"
         "Example: datadojo synth datamind run data/ --teacher openai:deepseek@http://localhost:8000/v1 "
-        "--judge openai:gpt-4o-mini@https://api.openai.com/v1 --out runs/dm"
+        "--judge openai:gpt-4o-mini@https://api.openai.com/v1 --out runs/dm\n\n"
+        "Stage by stage (same --out): queries DATA --teacher T; compose --teacher T; sample --teacher T; "
+        "judge --judge J; reflection: sample --round 1 --teacher T, then judge --round 1 --judge J; curate. "
+        "Output: queries.jsonl, trajectories.jsonl, verdicts.jsonl, rejected.jsonl, "
+        "sft/{con-select,random-select,non-select,non-con}.jsonl, summary.json, report.html."
     ),
     no_args_is_help=True,
 )
@@ -99,18 +103,35 @@ class _Bars:
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
-    from datadojo.synth.datamind.funnel import funnel_rows
+    from datadojo.synth.datamind.funnel import USAGE_COLUMNS, funnel_rows, usage_rows
 
     if as_json:
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str, indent=1) + "\n")
         return
+    console = Console()
     t = Table(title=f"DataMind funnel → {summary['out']}")
     t.add_column("step")
     t.add_column("count", justify="right")
     for step, n in funnel_rows(summary):
         t.add_row(step, n)
-    Console().print(t)
-    Console().print(
+    console.print(t)
+    per_category = summary["queries"]["per_category"]
+    if per_category:
+        c = Table(title="queries per category (difficulty 1)")
+        c.add_column("category")
+        c.add_column("queries", justify="right")
+        for name, n in per_category.items():
+            c.add_row(name, str(n))
+        console.print(c)
+    rows = usage_rows(summary)
+    if rows:
+        u = Table(title="LLM requests and tokens per stage and role")
+        for i, name in enumerate(USAGE_COLUMNS):
+            u.add_column(name, justify="right" if i >= 2 else "left")
+        for row in rows:
+            u.add_row(*(f"{x:.1f}" if isinstance(x, float) else str(x) for x in row))
+        console.print(u)
+    console.print(
         f"summary: {Path(summary['out']) / 'summary.json'}   report: {Path(summary['out']) / 'report.html'}"
     )
 
@@ -175,6 +196,9 @@ def run_cmd(
         "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
     ),
     seed: int = typer.Option(0, help="Seed of composition plans, sampling and random selection."),
+    non_con: str = typer.Option(
+        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
@@ -184,7 +208,7 @@ def run_cmd(
     cfg = _config(
         n_samples=n, rounds=rounds, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
         use_workflow=workflow, chains_per_file=chains_per_file, max_turns=max_turns, structured=structured,
-        tokenizer=tokenizer, seed=seed,
+        tokenizer=tokenizer, seed=seed, non_con=non_con,
     )  # fmt: skip
     _execute(
         _check_inputs(inputs, True), out, cfg, progress, as_json,
@@ -197,12 +221,14 @@ def queries_cmd(
     inputs: list[Path] = _INPUTS,
     teacher: str = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = typer.Option(32, "--concurrency"),
+    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
     taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
     per_category: int = typer.Option(1, help="Questions asked per (file, category) request."),
-    structured: str = typer.Option("auto", help="auto | json_schema | json_object | off."),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    as_json: bool = typer.Option(False, "--json"),
+    structured: str = typer.Option(
+        "auto", help="response_format mode: auto | json_schema | json_object | off."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
     """Stage 2: scan the files, then one query request per (file, applicable category)."""
     from datadojo.synth.datamind import stage_queries
@@ -216,14 +242,16 @@ def queries_cmd(
 def compose_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = typer.Option(32, "--concurrency"),
-    taxonomy: Path | None = typer.Option(None, "--taxonomy"),
+    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
     chains_per_file: int = typer.Option(3, help="Chains started per file."),
     max_chain: int = typer.Option(5, help="Longest chain (categories)."),
-    seed: int = typer.Option(0),
-    structured: str = typer.Option("auto"),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    as_json: bool = typer.Option(False, "--json"),
+    seed: int = typer.Option(0, help="Seed of the chain plans."),
+    structured: str = typer.Option(
+        "auto", help="response_format mode: auto | json_schema | json_object | off."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
     """Stage 3: compose chains of 2-5 categories from the queries in --out."""
     from datadojo.synth.datamind import stage_compose
@@ -241,15 +269,15 @@ def sample_cmd(
     round_: int = typer.Option(
         0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
     ),
-    concurrency: int = typer.Option(32, "--concurrency"),
-    taxonomy: Path | None = typer.Option(None, "--taxonomy"),
+    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
     workflow: bool = typer.Option(
         True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
     ),
-    max_turns: int = typer.Option(10),
-    seed: int = typer.Option(0),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    as_json: bool = typer.Option(False, "--json"),
+    max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
+    seed: int = typer.Option(0, help="Seed of the per-episode sampling."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
     """Stage 4 / 6: N trajectories per query through the agent runner."""
     from datadojo.synth.datamind import stage_sample
@@ -266,10 +294,12 @@ def judge_cmd(
     n: int = typer.Option(3, "-n", help="Trajectories per query (as sampled)."),
     round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
     tolerance: float = typer.Option(0.03, help="Relative tolerance of the numeric pre-check (DataMind: 3%)."),
-    concurrency: int = typer.Option(32, "--concurrency"),
-    structured: str = typer.Option("auto"),
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
-    as_json: bool = typer.Option(False, "--json"),
+    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    structured: str = typer.Option(
+        "auto", help="response_format mode: auto | json_schema | json_object | off."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
     """Stage 5: self-consistency verdicts (deterministic pre-check, then the judge where needed)."""
     from datadojo.synth.datamind import stage_judge
@@ -285,13 +315,18 @@ def curate_cmd(
     rounds: int = typer.Option(1, "--rounds", help="Reflection rounds the run used (for the funnel)."),
     tokenizer: str = typer.Option("approx", help="approx or a local HF tokenizer name/path."),
     max_answer_tokens: int = typer.Option(1024, help="Longest final answer kept (DataMind: 1,024 tokens)."),
-    seed: int = typer.Option(0),
-    as_json: bool = typer.Option(False, "--json"),
+    seed: int = typer.Option(0, help="Seed of random-select and non-con draws."),
+    non_con: str = typer.Option(
+        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
 ) -> None:
     """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""
     from datadojo.synth.datamind import stage_curate
 
-    cfg = _config(rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed)
+    cfg = _config(
+        rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed, non_con=non_con
+    )
     _execute([], out, cfg, False, as_json, stage_curate)
 
 

@@ -16,6 +16,9 @@ from rich.table import Table
 
 __all__ = ["register"]
 
+#: summary.json counts shown per level in the closing table (nodes created, probes run, QC outcome, tasks)
+_TABLE_KEYS = ("units", "nodes", "probes_run", "trajectories", "kept", "qa", "meta")
+
 console = Console()
 
 _HELP = """Explore scientific dataset folders with SciDataSailor's tree search (arXiv 2607.28098 §4) and write verified exploration trajectories (SFT) and QA / meta tasks (benchmark).
@@ -180,6 +183,7 @@ def sailor(
                     await judge_backend.aclose()
         return run
 
+    from datadojo.jsonl import JsonlError
     from datadojo.llm.base import LLMError
     from datadojo.sandbox.session import SandboxError
 
@@ -189,17 +193,22 @@ def sailor(
         console.print(f"[red]error:[/red] {exc}")
         console.print(f"finished units are kept in {out}; rerun the same command to resume")
         raise typer.Exit(2) from None
+    except JsonlError as exc:  # a damaged output file met on resume: say which line, write nothing more
+        console.print(f"[red]error:[/red] {exc}")
+        console.print(
+            f"the run folder {out} holds a damaged line (edited by hand, or another program wrote there); "
+            "fix or delete that line, or write to a new --out"
+        )
+        raise typer.Exit(2) from None
     s = run.summary  # type: ignore[attr-defined]
     table = Table(title=f"synth sailor → {out}", title_justify="left")
     table.add_column("level")
-    for col in ("units", "probes", "trajectories", "kept", "QA", "meta"):
+    for col in ("units", "nodes", "probes", "trajectories", "kept", "QA", "meta"):
         table.add_column(col, justify="right")
     for level, row in s["per_level"].items():
         if row["units"]:
-            table.add_row(
-                level, *(str(row[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta"))
-            )
-    table.add_row("all", *(str(s[k]) for k in ("units", "probes_run", "trajectories", "kept", "qa", "meta")))
+            table.add_row(level, *(str(row[k]) for k in _TABLE_KEYS))
+    table.add_row("all", *(str(s[k]) for k in _TABLE_KEYS))
     console.print(table)
     if s["removed"]:
         console.print("removed by QC: " + ", ".join(f"{k} {v}" for k, v in s["removed"].items()))

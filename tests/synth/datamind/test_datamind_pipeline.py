@@ -207,6 +207,11 @@ def test_summary_report_and_cli_curate(finished):
     result = CliRunner().invoke(app, ["synth", "datamind", "curate", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "DataMind funnel" in result.output and "kept: non-select" in result.output
+    # the per-category counts and the requests/tokens per stage and role are tables too, not only JSON
+    text = " ".join(result.output.split())
+    assert "queries per category" in text and "Time-based Calculation" in text
+    judge_use = summary["usage"]["judge"]["roles"]["judge"]
+    assert f"judge │ judge │ {judge_use['requests']} │ {judge_use['prompt_tokens']} │" in text
     result = CliRunner().invoke(app, ["synth", "datamind", "curate", "--out", str(out), "--json"])
     assert json.loads(result.output)["kept"] == summary["kept"]
 

@@ -44,3 +44,46 @@ def test_a_model_server_error_ends_the_run_with_one_line(dataset: Path, tmp_path
     text = " ".join(res.output.split())
     assert "error:" in text and "rerun the same command to resume" in text
     assert not (out / "units.jsonl").exists()
+
+
+def test_a_run_writes_every_output_prints_the_table_and_a_rerun_sends_nothing(
+    dataset: Path, tmp_path: Path
+) -> None:
+    from datadojo.synth.sailor.testing import FakeSailor
+
+    out = tmp_path / "out"
+    args = ["--out", str(out), "--only", "L0-map", "--max-nodes", "3", "--max-depth", "2", "--no-logprobs"]
+    with ScriptedLLMServer(FakeSailor()) as srv:
+        res = invoke(str(dataset), "--model", f"openai:m@{srv.base_url}", *args)
+        assert res.exit_code == 0, res.output
+        first = len(srv.requests)
+        again = invoke(str(dataset), "--model", f"openai:m@{srv.base_url}", *args)
+        assert again.exit_code == 0, again.output
+        assert len(srv.requests) == first > 0  # resume: the finished (folder, seed) unit sends no request
+    for name in ("tree.jsonl", "trajectories.jsonl", "qc.jsonl", "qa.jsonl", "meta.jsonl", "summary.json"):
+        assert (out / name).exists(), name
+    assert (out / "report.html").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    text = " ".join(res.output.split())
+    # the closing table: per level and in all, units / nodes / probes / trajectories / kept / QA / meta
+    for word in ("level", "units", "nodes", "probes", "trajectories", "kept", "QA", "meta", "L0", "all"):
+        assert word in text
+    row = [summary[k] for k in ("units", "nodes", "probes_run", "trajectories", "kept", "qa", "meta")]
+    assert "│ all │ " + " │ ".join(str(v) for v in row) + " │" in text
+    for reason, count in summary["removed"].items():
+        assert f"{reason} {count}" in text
+    assert "0 unit(s) explored, 1 already done" in " ".join(again.output.split())
+
+
+def test_a_damaged_run_folder_is_named_by_file_and_line(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "units.jsonl").write_text('{"unit": "a"}\n{"unit": broken\n{"unit": "b"}\n')
+    with ScriptedLLMServer(lambda req: Status(500)) as srv:
+        res = invoke(
+            str(dataset), "--model", f"openai:m@{srv.base_url}", "--out", str(out), "--only", "L0-map"
+        )
+        assert not srv.requests
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    squeezed = "".join(res.output.split())  # rich wraps long paths anywhere
+    assert "error:" in squeezed and "units.jsonl:2:notvalidJSON" in squeezed and "new--out" in squeezed

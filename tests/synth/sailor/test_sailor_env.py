@@ -53,3 +53,57 @@ def test_env_needs_persistent_mode(dataset: Path) -> None:
 
     with pytest.raises(ValueError, match="persistent"):
         ProbeEnv(dataset, SandboxConfig(mode="chunked"), head=10, tail=10)
+
+
+def test_the_readers_of_scientific_formats_work_inside_the_sandbox(tmp_path: Path) -> None:
+    """HDF5, NetCDF, Parquet, Excel, FASTA, YAML and JSON written here are read back by a probe in the sandbox."""
+    h5py = pytest.importorskip("h5py", reason="h5py not installed")
+    netCDF4 = pytest.importorskip("netCDF4", reason="netCDF4 not installed")
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow", reason="pyarrow not installed")
+    pytest.importorskip("openpyxl", reason="openpyxl not installed")
+    pytest.importorskip("xarray", reason="xarray not installed")
+    root = tmp_path / "repo"
+    (root / "raw" / "nested").mkdir(parents=True)
+    with h5py.File(root / "raw" / "scan.nxs", "w") as f:
+        f.create_group("entry").create_dataset("counts", data=list(range(7)))
+        f["entry"].attrs["NX_class"] = "NXentry"
+    with netCDF4.Dataset(root / "raw" / "nested" / "sst.nc", "w") as nc:
+        nc.createDimension("time", 3)
+        var = nc.createVariable("sst", "f4", ("time",))
+        var.units = "degC"
+        var[:] = [1.5, 2.5, 3.5]
+    frame = pd.DataFrame({"site": ["a", "b"], "depth_m": [10, 20]})
+    frame.to_parquet(root / "sites.parquet")
+    frame.to_excel(root / "sites.xlsx", index=False)
+    (root / "seqs.fasta").write_text(">s1\nACGT\n>s2\nGGCC\n")
+    (root / "meta.yaml").write_text("units: degC\n")
+    probe = (
+        "import h5py, netCDF4, xarray as xr, pandas as pd, yaml\n"
+        "r = 'repo/'\n"
+        "with h5py.File(r + 'raw/scan.nxs') as f:\n"
+        "    print('h5', f['entry/counts'][:].sum(), f['entry'].attrs['NX_class'])\n"
+        "with netCDF4.Dataset(r + 'raw/nested/sst.nc') as nc:\n"
+        "    print('nc', nc['sst'].units, float(nc['sst'][:].mean()))\n"
+        "print('xr', float(xr.open_dataset(r + 'raw/nested/sst.nc')['sst'].max()))\n"
+        "print('pq', pd.read_parquet(r + 'sites.parquet').depth_m.sum())\n"
+        "print('xl', pd.read_excel(r + 'sites.xlsx').site.tolist())\n"
+        "print('fa', sum(1 for line in open(r + 'seqs.fasta') if line.startswith('>')))\n"
+        "print('ya', yaml.safe_load(open(r + 'meta.yaml'))['units'])\n"
+    )
+
+    async def go():
+        async with ProbeEnv(root, default_sandbox_config(120.0), head=4000, tail=1500) as env:
+            return await env.run([], probe)
+
+    result, observation, _, _ = asyncio.run(go())
+    assert result.status == "ok", observation
+    assert observation.splitlines() == [
+        "h5 21 NXentry",
+        "nc degC 2.5",
+        "xr 3.5",
+        "pq 30",
+        "xl ['a', 'b']",
+        "fa 2",
+        "ya degC",
+    ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import math
 from pathlib import Path
 
+from datadojo.bench.scidata import READERS_NOTE
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
@@ -97,6 +99,8 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     trajs = list(read_trajectories(out / "trajectories.jsonl"))
     assert trajs and all(not validate_trajectory(t) for t in trajs)
     assert all(len(t.extra["strategies"]) == len(t.turns) - 1 >= 2 for t in trajs)
+    # the policy was told which readers the sandbox has, in the words `eval scidata` uses (same prompt)
+    assert all(any(READERS_NOTE in str(m["content"]) for m in t.prompt) for t in trajs)
     qc = lines(out / "qc.jsonl")
     assert len(qc) == summary["trajectories"] and sum(q["kept"] for q in qc) == len(trajs) == summary["kept"]
     # the task format shared with `eval scidata`
@@ -115,6 +119,12 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     rfs = [r.json.get("response_format") for r in srv.requests]
     assert any(rf and rf["type"] == "json_schema" for rf in rfs)
     assert summary["per_level"]["L0"]["units"] == 1 and summary["per_level"]["L1"]["units"] == 0
+    # the HTML report shows the per-level table (with every QC reason that occurred) and the QA pairs
+    report = (out / "report.html").read_text()
+    assert "<h2>Per level</h2>" in report and "<th>L0</th>" in report and "<th>L1</th>" not in report
+    assert all(f"<th>{r}</th>" in report for r in summary["removed"])
+    assert f"<h2>QA pairs ({len(qa)})</h2>" in report
+    assert all(html.escape(t.question) in report and t.extra["tree_node"] in report for t in qa)
 
 
 def test_resume_skips_finished_units(fake: FakeSailor, dataset: Path, tmp_path: Path) -> None:

@@ -16,6 +16,9 @@ def test_bundled_seeds_cover_the_four_levels() -> None:
     assert len(seeds) == 8 and len({s.id for s in seeds}) == 8
     assert Counter(s.level for s in seeds) == {"L0": 2, "L1": 3, "L2": 2, "L3": 1}  # A.1: one L3 intent
     assert set(LEVELS) == {s.level for s in seeds}
+    # A.1: L3 targets "scientific usability, robustness, and alternative-explanation checks"
+    (l3,) = [s.intent for s in seeds if s.level == "L3"]
+    assert all(word in l3 for word in ("usability", "robust", "alternative explanations"))
     assert [s.id for s in load_seeds(only=["L2", "L0-map"])] == ["L0-map", "L2-alignment", "L2-consistency"]
 
 

@@ -74,6 +74,11 @@ class DataMindConfig(BaseModel):
         description="SFT examples keep the prompt without k and reflection feedback (the trained agent never "
         "sees them) or exactly as sampled",
     )
+    non_con: Literal["one", "all"] = Field(
+        "one",
+        description="non-con keeps one seeded random round-0 trajectory per query (the issue's reading) or all "
+        "of them ('all': the paper's description, 'uses all trajectories including inconsistent ones')",
+    )
     # LLM I/O
     structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     seed: int = 0

@@ -9,7 +9,7 @@ the final synthesized answer".
 Asking the judge about three identical numbers wastes a request, so :func:`rule_check` runs first:
 
 * any attempt without a final answer → inconsistent (method ``rule``; the critique names the attempts);
-* all answers equal after normalisation (:func:`datadojo.reward.text.normalize_text`) → consistent;
+* all answers equal after normalisation (:func:`datadojo.compare.text.normalize_text`) → consistent;
 * the same words around the same count of numbers, every number within ``tolerance`` (relative, default
   0.03 = the paper's 3%) of the others → consistent;
 * anything else is left to the judge (method ``llm``).
@@ -31,12 +31,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from datadojo.jsonl import JsonlAppender, iter_jsonl, read_trajectories
+from datadojo.compare.text import find_numbers, normalize_text
+from datadojo.jsonl import JsonlAppender, read_models, read_trajectories
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.llm.structured import StructuredOutputError
-from datadojo.reward.text import find_numbers, normalize_text
 from datadojo.synth.datamind.config import DataMindConfig
-from datadojo.synth.datamind.sampling import describe_attempts
+from datadojo.synth.datamind.sampling import FAILED_STOPS, describe_attempts
 from datadojo.synth.datamind.store import Paths, StageUsage
 from datadojo.types import Task, Trajectory
 
@@ -146,11 +146,11 @@ class Verdict(BaseModel):
 
 
 def read_verdicts(paths: Paths) -> dict[tuple[str, int], Verdict]:
-    """Verdicts by ``(task_id, round)`` (later lines win)."""
+    """Verdicts by ``(task_id, round)`` (later lines win); a bad line raises :class:`~datadojo.jsonl.JsonlError`
+    naming the file, line and field."""
     out: dict[tuple[str, int], Verdict] = {}
     if paths.verdicts.exists():
-        for _, rec in iter_jsonl(paths.verdicts):
-            v = Verdict.model_validate(rec)
+        for v in read_models(paths.verdicts, Verdict):
             out[(v.task_id, v.round)] = v
     return out
 
@@ -218,17 +218,23 @@ async def judge_round(
 ) -> StageUsage:
     """Judge every query whose N attempts of round ``round_`` are all in; append to ``verdicts.jsonl``.
 
-    A query already judged for this round is skipped (no request); one with fewer than N trajectories is
-    left for a later run. A failed request (server down) is logged and left for a rerun.
+    A query already judged for this round is skipped (no request); one with fewer than N trajectories, or
+    with an episode that failed outside the teacher's answer (:data:`~.sampling.FAILED_STOPS`, sampled again
+    by the next run of the sample stage), is left for a later run. A failed judge request (server down) is
+    logged and left for a rerun.
     """
     usage = StageUsage("judge")
     done = read_verdicts(paths)
     groups = trajectories_by_round(paths)
-    todo = [
-        (q, groups[(q.id, round_)])
-        for q in queries
-        if (q.id, round_) not in done and len(groups.get((q.id, round_), [])) >= config.n_samples
-    ]
+    todo = []
+    for q in queries:
+        group = groups.get((q.id, round_), [])[: config.n_samples]
+        if (q.id, round_) in done or len(group) < config.n_samples:
+            continue
+        if any(t.stop_reason in FAILED_STOPS for t in group):
+            log.warning("judge %s round %d: left for a rerun (an episode failed; sample again)", q.id, round_)
+            continue
+        todo.append((q, group))
     sem = asyncio.Semaphore(config.concurrency)
     if on_progress:
         on_progress(0, len(todo))

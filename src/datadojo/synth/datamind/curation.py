@@ -9,7 +9,10 @@ first; only those that pass can be kept. Then, per query:
 * ``random-select`` — one trajectory of the consistent group that passed the filters, drawn with a generator
   seeded by (``seed``, strategy, query id);
 * ``non-select`` — every trajectory of the consistent group that passed the filters;
-* ``non-con`` — no consistency filter: one seeded random round-0 trajectory that passed the filters.
+* ``non-con`` — no consistency filter: one seeded random round-0 trajectory that passed the filters
+  (``non_con = one``, the default), or every round-0 trajectory that passed them (``non_con = all``: DataMind
+  §5.4 describes non-con as using "all trajectories including inconsistent ones"; Figure 4's exact recipe is
+  not published, so both are offered).
 
 SFT examples carry the plain prompt (``sft_prompt = plain``): without the workflow *k* and the reflection
 feedback, which steer the teacher only; the trained agent is prompted without them. ``as_sampled`` keeps the
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datadojo.jsonl import write_jsonl_atomic
-from datadojo.messages import trajectory_to_messages
+from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import Verdict, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
@@ -69,10 +72,13 @@ def select(
     round0: Sequence[Trajectory],
     ok: set[tuple[str, int]],
     seed: int,
+    non_con: str = "one",
 ) -> list[Trajectory]:
     """The trajectories ``strategy`` keeps for one query (module docstring); ``ok`` = keys that passed the filters."""
     if strategy == "non-con":
         pool = [t for t in round0 if t.key in ok]
+        if non_con == "all":
+            return pool
         return [_rng(seed, strategy, query_id).choice(pool)] if pool else []
     if verdict is None or not verdict.consistent:
         return []
@@ -139,7 +145,7 @@ def curate(
         group = groups.get((q.id, first.round), []) if first else []
         round0 = groups.get((q.id, 0), [])
         for s in strategies:
-            for t in select(s, q.id, first, group, round0, ok, config.seed):
+            for t in select(s, q.id, first, group, round0, ok, config.seed, config.non_con):
                 if config.sft_prompt == "plain":
                     t = t.model_copy(update={"prompt": plain_prompt(t.prompt)})
                 sets[s].append(_record(t, q, s))

@@ -21,7 +21,7 @@ from datadojo.synth.datamind.curation import CurationResult
 from datadojo.synth.datamind.queries import load_queries
 from datadojo.synth.datamind.store import Paths, read_usage
 
-__all__ = ["build_summary", "funnel_rows", "render_report", "write_summary"]
+__all__ = ["USAGE_COLUMNS", "build_summary", "funnel_rows", "render_report", "usage_rows", "write_summary"]
 
 
 def _rejections(paths: Paths) -> dict[str, Counter[str]]:
@@ -133,17 +133,25 @@ def funnel_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def render_report(summary: dict[str, Any]) -> str:
-    """The HTML page: funnel, per-category counts, rejections and usage per stage and role."""
-    q = summary["queries"]
-    total = max(q["per_category"].values(), default=0)
-    usage_rows = [
+#: Column titles of :func:`usage_rows`.
+USAGE_COLUMNS: tuple[str, ...] = ("stage", "role", "requests", "prompt tokens", "completion tokens", "wall s")
+
+
+def usage_rows(summary: dict[str, Any]) -> list[tuple[str, str, int, int, int, float]]:
+    """Requests and tokens per stage and role, with each stage's wall time (terminal table and HTML page)."""
+    return [
         (stage, role, v["requests"], v["prompt_tokens"], v["completion_tokens"], st["wall_s"])
         for stage, st in summary["usage"].items()
         for role, v in (
             st["roles"].items() or [("-", {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})]
         )
     ]
+
+
+def render_report(summary: dict[str, Any]) -> str:
+    """The HTML page: funnel, per-category counts, rejections and usage per stage and role."""
+    q = summary["queries"]
+    total = max(q["per_category"].values(), default=0)
     reasons = [
         (stage, reason, n)
         for stage, key in (("files", "files"), ("queries", "queries"), ("compose", "composed"))
@@ -167,8 +175,8 @@ def render_report(summary: dict[str, Any]) -> str:
         html_table(["stage", "reason", "count"], reasons, num_from=2),
         "<h2>Requests and tokens</h2>",
         html_table(
-            ["stage", "role", "requests", "prompt tokens", "completion tokens", "wall s"],
-            usage_rows,
+            list(USAGE_COLUMNS),
+            usage_rows(summary),
             num_from=2,
         ),
     ]

@@ -102,6 +102,12 @@ class DataMindRun:
         return summary
 
 
+def _require(path: Path, stage: str) -> None:
+    """A stage run alone on a folder without its input fails clearly instead of writing an empty funnel."""
+    if not path.exists():
+        raise ValueError(f"{path}: not found; run the {stage} stage first (same --out)")
+
+
 async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 2: one request per (file, applicable category)."""
     usage = await synthesize_queries(
@@ -112,6 +118,7 @@ async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any
 
 async def stage_compose(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 3: the easy→hard chains."""
+    _require(run.paths.queries, "queries")
     usage = await compose_queries(
         run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("compose")
     )
@@ -146,7 +153,11 @@ async def stage_sample(
     if round_ == 0:
         tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
         if not tasks:
-            raise ValueError(f"{run.paths.queries}: no queries to sample; run the queries stage first")
+            _require(run.paths.queries, "queries")
+            raise ValueError(
+                f"{run.paths.queries}: no queries to sample (every synthesised question was rejected or no "
+                f"request succeeded; see {run.paths.rejected} and the queries stage's log)"
+            )
     else:
         if not any(r == round_ - 1 for _, r in read_verdicts(run.paths)):
             raise ValueError(
@@ -173,6 +184,7 @@ async def stage_sample(
 
 async def stage_judge(run: DataMindRun, judge: ChatBackend, *, round_: int = 0) -> dict[str, Any]:
     """Stage 5: verdicts on round ``round_`` (rule pre-check, then the judge)."""
+    _require(run.paths.trajectories, "sample")
     usage = await judge_round(
         load_queries(run.paths), judge, run.paths, run.config, round_, on_progress=run.tick(f"judge {round_}")
     )
@@ -181,6 +193,7 @@ async def stage_judge(run: DataMindRun, judge: ChatBackend, *, round_: int = 0) 
 
 def stage_curate(run: DataMindRun, strategies: Sequence[str] = STRATEGIES) -> dict[str, Any]:
     """Stages 7–8: rule filters and the SFT sets."""
+    _require(run.paths.trajectories, "sample")
     run.curation = curate(load_queries(run.paths), run.paths, run.config, strategies)
     return run.finish(None)
 

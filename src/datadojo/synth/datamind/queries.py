@@ -9,7 +9,7 @@ Every reply is a JSON object validated against :class:`QueryBatch` (structured o
 question is then checked (:class:`QueryChecker`) and rejected, with the reason, when it is empty or longer
 than ``max_query_chars``, names a column the file does not have (in its ``columns`` list or in backticks),
 or duplicates a question already kept for the same file — exactly after normalisation
-(:func:`datadojo.reward.text.normalize_text`) or nearly (word-set Jaccard similarity ≥ ``near_duplicate``).
+(:func:`datadojo.compare.text.normalize_text`) or nearly (word-set Jaccard similarity ≥ ``near_duplicate``).
 Kept questions get a stable id: a hash of the file content, the category and the normalised text.
 """
 
@@ -25,12 +25,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from datadojo.compare.text import normalize_text
 from datadojo.corpus import CorpusRecord, ScanConfig, scan_corpus
 from datadojo.corpus.scan import list_corpus_files, read_corpus
 from datadojo.jsonl import JsonlAppender, read_tasks
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.llm.structured import StructuredOutputError
-from datadojo.reward.text import normalize_text
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
 from datadojo.synth.datamind.taxonomy import Category, Taxonomy, column_counts

@@ -10,16 +10,23 @@ pool, resume by ``(task_id, sample)``). Round r uses samples ``r·N … r·N + N
 with ``extra.round = r``. *k* goes into ``Task.extra["workflow"]`` and the reflection context into
 ``Task.extra["feedback"]``; :func:`datadojo.agent.prompts.build_prompt` renders both as prompt sections.
 ``use_workflow = False`` leaves *k* out, so users can measure what it adds (the paper never did).
+
+An episode that failed outside the teacher's answer — the server kept failing (``llm_error``) or no sandbox
+could be made (``env_error``) — says nothing about the query: the judge leaves its group alone and the next
+run of the stage removes it from ``trajectories.jsonl`` (temporary file + rename) and samples it again, as
+the query stage retries failed requests. A finished stage without such failures still sends no request.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
+from datadojo.jsonl import iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths, StageUsage
@@ -27,13 +34,49 @@ from datadojo.synth.datamind.taxonomy import Taxonomy
 from datadojo.types import Task, Trajectory
 
 __all__ = [
+    "FAILED_STOPS",
     "agent_config",
     "agent_task",
     "describe_attempts",
+    "drop_failed",
     "plain_prompt",
     "reflection_feedback",
     "sample_round",
 ]
+
+log = logging.getLogger(__name__)
+
+#: Stop reasons of episodes that failed outside the teacher's answer; a rerun samples them again.
+FAILED_STOPS: frozenset[str] = frozenset({"llm_error", "env_error"})
+
+
+def drop_failed(paths: Paths, round_: int) -> int:
+    """Remove round ``round_``'s failed episodes (:data:`FAILED_STOPS`) from ``trajectories.jsonl`` so that
+    :func:`~datadojo.agent.runner.run_rollouts` samples them again; returns how many were removed.
+
+    The file is rewritten only when there is something to remove, via a temporary file and a rename.
+    """
+    if not paths.trajectories.exists():
+        return 0
+    records = [rec for _, rec in iter_jsonl(paths.trajectories)]
+
+    def failed(rec: Any) -> bool:
+        return (
+            isinstance(rec, dict)
+            and rec.get("stop_reason") in FAILED_STOPS
+            and int((rec.get("extra") or {}).get("round", 0)) == round_
+        )
+
+    kept = [rec for rec in records if not failed(rec)]
+    if len(kept) < len(records):
+        write_jsonl_atomic(paths.trajectories, kept)
+        log.info(
+            "%s: sampling %d failed round-%d episode(s) again",
+            paths.trajectories,
+            len(records) - len(kept),
+            round_,
+        )
+    return len(records) - len(kept)
 
 
 def agent_config(config: DataMindConfig) -> AgentConfig:
@@ -133,6 +176,7 @@ async def sample_round(
 ) -> tuple[RolloutSummary, StageUsage]:
     """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable)."""
     usage = StageUsage("sample" if round_ == 0 else "reflect")
+    drop_failed(paths, round_)
     summary = await run_rollouts(
         tasks,
         teacher,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.bench.scidata import READERS_NOTE
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
@@ -153,7 +154,9 @@ async def explore_unit(
         max_depth=config.max_depth,
         fpu_mode=config.fpu_mode,
     )
-    task = meta_task(folder, digest, seed, None, unit)
+    # the policy sees the same "About the data" note (readers available in the sandbox) as `eval scidata`
+    # gives it, so SFT trajectories and benchmark episodes start from the same prompt
+    task = meta_task(folder, digest, seed, None, unit).model_copy(update={"description": READERS_NOTE})
     env = ProbeEnv(folder, sandbox_config, head=config.obs_head, tail=config.obs_tail)
     async with env:
         explorer = Explorer(calls, env, seed, tree, task)

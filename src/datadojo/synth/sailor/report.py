@@ -1,7 +1,8 @@
 """``report.html`` of a ``synth sailor`` run: every tree drawn as nested boxes, with QC outcomes.
 
-Read from the output files only (``tree.jsonl``, ``qc.jsonl``, ``summary.json``), so it can be redrawn for any
-run folder. Each node shows its strategy, ρ, Q̂, N, the post-execution score and status; its code and
+Read from the output files only (``tree.jsonl``, ``qc.jsonl``, ``qa.jsonl``, ``summary.json``), so it can be
+redrawn for any run folder. It opens with the run's totals, a per-level table (units, probes, trajectories, kept,
+QA, meta and each QC removal reason) and the QA pairs (question, answer, evidence, tree node). Each node shows its strategy, ρ, Q̂, N, the post-execution score and status; its code and
 observation excerpt fold out. Nodes on a kept trajectory are green, on a removed one red (with the QC reason).
 """
 
@@ -33,6 +34,56 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
 
 
+_LEVEL_COLUMNS = ("units", "nodes", "probes_run", "trajectories", "kept", "qa", "meta")
+
+
+def _level_table(per_level: dict[str, dict[str, Any]]) -> str:
+    """Per seed level: the counts of the terminal summary and every QC removal reason that occurred."""
+    levels = {lv: row for lv, row in per_level.items() if row.get("units")}
+    if not levels:
+        return ""
+    reasons = sorted({r for row in levels.values() for r in row.get("reasons", {}) if r != "kept"})
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in ("level", *_LEVEL_COLUMNS, *reasons))
+    body = "".join(
+        f"<tr><th>{html.escape(lv)}</th>"
+        + "".join(f"<td>{html.escape(_fmt(row.get(c, 0)))}</td>" for c in _LEVEL_COLUMNS)
+        + "".join(f"<td>{row.get('reasons', {}).get(r, 0)}</td>" for r in reasons)
+        + "</tr>"
+        for lv, row in sorted(levels.items())
+    )
+    return f"<h2>Per level</h2><table><tr>{head}</tr>{body}</table>"
+
+
+def _qa_list(out: Path) -> str:
+    """The synthesised QA pairs (question, answer, evidence, the tree node holding the evidence)."""
+    path = out / "qa.jsonl"
+    if not path.exists():
+        return ""
+    rows = []
+    for _, rec in iter_jsonl(path):
+        extra = rec.get("extra") or {}
+        evidence = "; ".join(str(e) for e in extra.get("evidence") or [])
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td style='text-align:left'>{html.escape(str(v))}</td>"
+                for v in (
+                    rec.get("difficulty") or "",
+                    extra.get("seed_id", ""),
+                    rec.get("question", ""),
+                    rec.get("answer", ""),
+                    evidence,
+                    extra.get("tree_node", ""),
+                )
+            )
+            + "</tr>"
+        )
+    if not rows:
+        return ""
+    head = "".join(f"<th>{c}</th>" for c in ("level", "seed", "question", "answer", "evidence", "node"))
+    return f"<h2>QA pairs ({len(rows)})</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
 def render_report(out: str | Path) -> str:
     """The HTML text of the report for a run folder."""
     out = Path(out)
@@ -60,6 +111,8 @@ def render_report(out: str | Path) -> str:
             parts.append(
                 "<p>Removed by QC: " + ", ".join(f"{html.escape(k)} {v}" for k, v in removed.items()) + "</p>"
             )
+        parts.append(_level_table(summary.get("per_level") or {}))
+    parts.append(_qa_list(out))
     for unit, recs in nodes.items():
         by_parent: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
         by_id = {r["id"]: r for r in recs}
