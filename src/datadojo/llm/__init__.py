@@ -10,6 +10,7 @@ from datadojo.llm.base import (
     Completion,
     LLMError,
     SamplingParams,
+    TokenLogprob,
     UsageStats,
     apply_stop,
     approx_message_tokens,
@@ -18,6 +19,7 @@ from datadojo.llm.base import (
 )
 from datadojo.llm.openai_backend import OpenAIBackend
 from datadojo.llm.spec import ModelSpec, load_backend, parse_model_spec
+from datadojo.llm.structured import StructuredOutputError, StructuredResult, complete_structured
 
 __all__ = [
     "ChatBackend",
@@ -26,11 +28,15 @@ __all__ = [
     "ModelSpec",
     "OpenAIBackend",
     "SamplingParams",
+    "StructuredOutputError",
+    "StructuredResult",
+    "TokenLogprob",
     "UsageStats",
     "apply_stop",
     "approx_message_tokens",
     "approx_token_count",
     "approx_tokenize",
+    "complete_structured",
     "load_backend",
     "parse_model_spec",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "Message",
     "SamplingParams",
     "TokenCounter",
+    "TokenLogprob",
     "UsageStats",
     "apply_stop",
     "approx_message_tokens",
@@ -60,6 +61,12 @@ class SamplingParams:
     ``max_tokens=None`` leaves the cap to the backend (the server's default for OpenAI-compatible
     servers, ``default_max_tokens`` for local models). ``temperature=0`` means greedy decoding.
     ``seed`` asks the backend for reproducible sampling where it supports it (vLLM, SGLang, transformers).
+    ``response_format`` is sent as OpenAI's field of that name (``{"type": "json_schema", ...}`` or
+    ``{"type": "json_object"}``); backends that cannot constrain decoding ignore it, which is why callers
+    go through :func:`datadojo.llm.structured.complete_structured`, which validates every reply.
+    ``logprobs`` asks for per-token log-probabilities of the sampled tokens (and ``top_logprobs``
+    alternatives per position); vLLM, SGLang and OpenAI return them, and SciDataSailor's token entropy and
+    RL's truncated importance sampling use them.
     """
 
     temperature: float = 0.7
@@ -68,6 +75,9 @@ class SamplingParams:
     n: int = 1
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    response_format: dict[str, Any] | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)):
@@ -83,6 +93,20 @@ class SamplingParams:
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ValueError(f"seed must be an integer or None, got {self.seed!r}")
         object.__setattr__(self, "stop", normalize_stop(self.stop))
+        if self.response_format is not None and (
+            not isinstance(self.response_format, dict)
+            or not isinstance(self.response_format.get("type"), str)
+        ):
+            raise ValueError(
+                f"response_format must be a dict with a 'type' (json_schema, json_object, text), "
+                f"got {self.response_format!r}"
+            )
+        if self.top_logprobs is not None and (
+            not isinstance(self.top_logprobs, int)
+            or isinstance(self.top_logprobs, bool)
+            or not 0 <= self.top_logprobs <= 20
+        ):
+            raise ValueError(f"top_logprobs must be an integer in [0, 20] or None, got {self.top_logprobs!r}")
 
     @property
     def greedy(self) -> bool:
@@ -110,6 +134,19 @@ def normalize_stop(stop: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and, when asked for, the top alternatives.
+
+    ``top`` holds ``(token, logprob)`` pairs as the server ranked them (the sampled token may be among
+    them). Used for token-level entropy (SciDataSailor's H_token) and RL importance ratios.
+    """
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Completion:
     """One generated choice.
 
@@ -118,6 +155,8 @@ class Completion:
     through vLLM's ``stop_reason`` / SGLang's ``matched_stop`` fields, hosted APIs do not).
     ``prompt_tokens`` is the request's prompt size; ``completion_tokens`` is this choice's share of the
     generated tokens. ``latency_s`` is the wall time of the whole request, retries included.
+    ``logprobs`` holds one :class:`TokenLogprob` per generated token when the request asked for them and
+    the backend returned them, else None.
     """
 
     text: str
@@ -126,6 +165,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class LLMError(RuntimeError):
@@ -289,6 +329,10 @@ class ChatBackend(abc.ABC):
     model_id: str
     context_window: int | None
     default_params: SamplingParams
+    #: Whether the backend passes ``response_format`` to a server that constrains decoding with it.
+    #: False for local transformers models: :mod:`datadojo.llm.structured` then describes the schema in
+    #: the prompt and relies on validation and the repair request alone.
+    supports_response_format: bool = False
 
     def __init__(self, *, model_id: str, context_window: int | None = None) -> None:
         if context_window is not None and (not isinstance(context_window, int) or context_window < 1):
@@ -308,6 +352,9 @@ class ChatBackend(abc.ABC):
         top_p: float | None = None,
         max_tokens: int | None = None,
         seed: int | None = None,
+        response_format: dict[str, Any] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
         params: SamplingParams | None = None,
     ) -> list[Completion]:
         """Generate ``n`` completions for ``messages``.
@@ -328,6 +375,12 @@ class ChatBackend(abc.ABC):
             overrides["max_tokens"] = max_tokens
         if seed is not None:
             overrides["seed"] = seed
+        if response_format is not None:
+            overrides["response_format"] = response_format
+        if logprobs is not None:
+            overrides["logprobs"] = logprobs
+        if top_logprobs is not None:
+            overrides["top_logprobs"] = top_logprobs
         sp = replace(base, **overrides)
         msgs = validate_messages(messages)
         t0 = time.perf_counter()

@@ -42,6 +42,7 @@ from datadojo.llm.base import (
     LLMError,
     Message,
     SamplingParams,
+    TokenLogprob,
     approx_message_tokens,
     approx_token_count,
     split_total,
@@ -110,6 +111,8 @@ class OpenAIBackend(ChatBackend):
         extra_body: extra JSON fields for every request (e.g. vLLM's ``top_k``, ``chat_template_kwargs``).
         jitter_seed: seeds the backoff jitter, for reproducible tests.
     """
+
+    supports_response_format = True
 
     def __init__(
         self,
@@ -240,6 +243,12 @@ class OpenAIBackend(ChatBackend):
             body["max_tokens"] = params.max_tokens
         if params.seed is not None:
             body["seed"] = params.seed
+        if params.response_format is not None:
+            body["response_format"] = params.response_format
+        if params.logprobs:
+            body["logprobs"] = True
+            if params.top_logprobs is not None:
+                body["top_logprobs"] = params.top_logprobs
         return body
 
     async def _generate(self, messages: list[Message], params: SamplingParams) -> list[Completion]:
@@ -356,6 +365,7 @@ class OpenAIBackend(ChatBackend):
                 prompt_tokens=prompt,
                 completion_tokens=tokens,
                 latency_s=latency,
+                logprobs=_token_logprobs(c) if params.logprobs else None,
             )
             for c, text, reason, tokens in zip(choices[:n], texts, reasons, shares, strict=True)
         ]
@@ -459,6 +469,38 @@ def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> 
         if isinstance(value, str) and value in requested:
             return value
     return None
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``: the client builds nested models without validation, so a field can
+    arrive as a model or as the plain dict the server sent."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
+    """The choice's ``logprobs.content`` as :class:`TokenLogprob` records, or None when absent or malformed.
+
+    OpenAI's shape (which vLLM and SGLang follow): ``{"content": [{"token", "logprob", "top_logprobs":
+    [{"token", "logprob"}, ...]}, ...]}``. A server that ignores the request sends nothing; that is not an
+    error, the caller sees ``None``.
+    """
+    content = _field(_field(choice, "logprobs"), "content")
+    if not isinstance(content, list):
+        return None
+    out: list[TokenLogprob] = []
+    for item in content:
+        token, logprob = _field(item, "token"), _field(item, "logprob")
+        if not isinstance(token, str) or not isinstance(logprob, int | float):
+            return None
+        top: list[tuple[str, float]] = []
+        for alt in _field(item, "top_logprobs") or ():
+            alt_token, alt_lp = _field(alt, "token"), _field(alt, "logprob")
+            if isinstance(alt_token, str) and isinstance(alt_lp, int | float):
+                top.append((alt_token, float(alt_lp)))
+        out.append(TokenLogprob(token, float(logprob), tuple(top)))
+    return tuple(out)
 
 
 def _root_cause(e: BaseException) -> str:

@@ -56,7 +56,9 @@ class Reply:
     """A successful choice. ``delay`` (seconds) replaces the server's ``latency_s`` for this request.
 
     ``finish_reason`` forces the reported reason (otherwise computed from stop / max_tokens);
-    ``prompt_tokens`` / ``completion_tokens`` force the reported usage.
+    ``prompt_tokens`` / ``completion_tokens`` force the reported usage. ``logprobs`` is what the server
+    returns when the request asks for log-probabilities: ``(token, logprob, ((alt, logprob), ...))`` per
+    token. Without it such a request gets each approximate token at log-probability 0 and no alternatives.
     """
 
     text: str
@@ -64,6 +66,7 @@ class Reply:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    logprobs: tuple[tuple[str, float, tuple[tuple[str, float], ...]], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -498,7 +501,7 @@ class ScriptedLLMServer:
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": r.finish_reason or reason,
                     "stop_reason": matched,
-                    "logprobs": None,
+                    "logprobs": _logprobs_body(r, pieces, request) if request.get("logprobs") else None,
                 }
             )
         msgs = [m for m in request["messages"] if isinstance(m, dict)]
@@ -515,3 +518,26 @@ class ScriptedLLMServer:
                 "total_tokens": prompt + completion_total,
             },
         }
+
+
+def _logprobs_body(reply: Reply, pieces: list[str], request: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's ``choice.logprobs`` object for a scripted reply (see :class:`Reply`)."""
+    top_n = int(request.get("top_logprobs") or 0)
+    if reply.logprobs is None:
+        scripted = [(p, 0.0, ()) for p in pieces]
+    else:
+        scripted = [(t, lp, tuple(top)) for t, lp, top in reply.logprobs]
+    return {
+        "content": [
+            {
+                "token": token,
+                "logprob": logprob,
+                "bytes": list(token.encode()),
+                "top_logprobs": [
+                    {"token": alt, "logprob": alt_lp, "bytes": list(alt.encode())}
+                    for alt, alt_lp in top[:top_n]
+                ],
+            }
+            for token, logprob, top in scripted
+        ]
+    }
