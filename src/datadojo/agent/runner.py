@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -290,6 +291,8 @@ async def run_rollouts(
             with JsonlAppender(out) as writer:
                 async for outcome in stream:
                     traj = outcome.result
+                    if executor.remote:  # the command that made the record is this one, not a Ray worker's
+                        traj.provenance.argv = list(sys.argv)
                     writer.write(traj)
                     summary.add(traj)
                     summary.elapsed_s = time.perf_counter() - started

@@ -25,7 +25,9 @@ RAY_ADDRESS_HELP = (
 def cli_executor(name: str, address: str | None, in_flight: int) -> Executor | None:
     """The executor for the flags, or ``None`` for ``local`` (the command's in-process path)."""
     if name not in EXECUTORS:
-        raise typer.BadParameter(f"expected one of {', '.join(EXECUTORS)}, got {name!r}", param_hint="--executor")
+        raise typer.BadParameter(
+            f"expected one of {', '.join(EXECUTORS)}, got {name!r}", param_hint="--executor"
+        )
     if name == "local" and not address:
         return None
     try:

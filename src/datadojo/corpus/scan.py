@@ -380,7 +380,9 @@ def scan_corpus(
 
     with JsonlAppender(out) as sink:
         if executor is not None:
-            asyncio.run(_scan_on(executor, files, by_path, done, config, dupes, sink, summary, on_file, count))
+            asyncio.run(
+                _scan_on(executor, files, by_path, done, config, dupes, sink, summary, on_file, count)
+            )
         for path, sn in files if executor is None else ():
             key = str(path)
             sha = _recorded_sha(path, sn, by_path)

@@ -53,6 +53,7 @@ from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.bench.spider import extract_sql
+from datadojo.executor import Executor
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
@@ -415,6 +416,7 @@ async def run_eval(
     sandboxes: SandboxFactory | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
     on_tasks: Callable[[list[Task]], None] | None = None,
+    executor: Executor | None = None,
 ) -> EvalResult:
     """Run the evaluation ``cfg`` describes (module docstring) and return its summary.
 
@@ -422,9 +424,10 @@ async def run_eval(
     :class:`~datadojo.eval.oracle.OracleBackend` given here is bound to each episode's task).
     ``sandboxes`` replaces the default sandbox pool (tests pass a fake). ``on_tasks`` sees the task list
     before the trials start (the CLI sizes its progress bar with it); ``on_trajectory`` is called as each
-    trajectory finishes.
+    trajectory finishes. ``executor`` runs the trials elsewhere (Ray: see ``docs/scaling.md``); this
+    process still writes every file.
     """
-    from datadojo.eval.oracle import OracleBackend
+    from datadojo.eval.oracle import OracleBackend, oracle_worker_spec
 
     try:
         benchmark = get_benchmark(cfg.bench)
@@ -454,17 +457,26 @@ async def run_eval(
     if on_tasks is not None:
         on_tasks(tasks)
 
-    own_backend = backend is None and oracle is None
+    remote = executor is not None and executor.remote
+    if remote and (backend is not None or sandboxes is not None):
+        raise EvalError(
+            f"the {executor.name} executor builds backends and sandboxes on its nodes; pass neither"
+        )
+    own_backend = backend is None and oracle is None and not remote
     if backend is not None:
-        chat: ChatBackend = backend
+        chat: ChatBackend | str = backend
     elif oracle is not None:
         chat = oracle
+    elif remote:
+        chat = cfg.model or ""
     else:
         from datadojo.llm import load_backend
 
         chat = load_backend(cfg.model or "")
     pool = None
-    if sandboxes is None:
+    if remote:
+        base_factory = None  # type: ignore[assignment]
+    elif sandboxes is None:
         from datadojo.sandbox import SandboxPool
 
         pool = SandboxPool(_sandbox_config(cfg, benchmark), size=cfg.concurrency)
@@ -478,15 +490,20 @@ async def run_eval(
             oracle.bind(task)
         return base_factory(task)
 
+    worker = None
+    if remote and oracle is not None:  # the oracle is rebuilt on each node from the tasks
+        worker = oracle_worker_spec(tasks, agent_cfg, sandbox=_sandbox_config(cfg, benchmark), pool_size=cfg.concurrency, seed=cfg.seed)  # fmt: skip
     try:
         rollout = await run_rollouts(
-            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials, config=agent_cfg,
-            concurrency=cfg.concurrency, sandboxes=factory, seed=cfg.seed, on_trajectory=on_trajectory,
+            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials,
+            config=agent_cfg, concurrency=cfg.concurrency, sandboxes=None if remote else factory,
+            sandbox_config=_sandbox_config(cfg, benchmark), seed=cfg.seed, on_trajectory=on_trajectory,
+            executor=executor, worker=worker,
         )  # fmt: skip
     finally:
         if pool is not None:
             await pool.close()
-        if own_backend:
+        if own_backend and not isinstance(chat, str):
             await chat.aclose()
 
     meta = {

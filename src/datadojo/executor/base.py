@@ -84,7 +84,9 @@ class WorkerSpec:
         if inspect.isawaitable(made):
             made = await made
         if not isinstance(made, Worker):
-            raise ExecutorError(f"worker factory {self.factory!r} returned {type(made).__name__}, not a Worker")
+            raise ExecutorError(
+                f"worker factory {self.factory!r} returned {type(made).__name__}, not a Worker"
+            )
         return made
 
 

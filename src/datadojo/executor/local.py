@@ -31,7 +31,9 @@ class LocalExecutor(Executor):
         self.max_in_flight = max_in_flight
         self.node = f"{socket.gethostname()} (local)"
 
-    async def map_unordered(self, worker: WorkerSpec | Worker, items: Iterable[Any]) -> AsyncIterator[Outcome]:
+    async def map_unordered(
+        self, worker: WorkerSpec | Worker, items: Iterable[Any]
+    ) -> AsyncIterator[Outcome]:
         own = isinstance(worker, WorkerSpec)
         runner: Worker = await worker.build() if isinstance(worker, WorkerSpec) else worker
         stats = self._stats(self.node)

@@ -183,7 +183,9 @@ class RayExecutor(Executor):
         # A CPU-bound worker runs one item at a time; one queued item hides the round trip.
         return min(self.in_flight_per_worker, 2) if spec.cpu_bound else self.in_flight_per_worker
 
-    async def map_unordered(self, worker: WorkerSpec | Worker, items: Iterable[Any]) -> AsyncIterator[Outcome]:
+    async def map_unordered(
+        self, worker: WorkerSpec | Worker, items: Iterable[Any]
+    ) -> AsyncIterator[Outcome]:
         if not isinstance(worker, WorkerSpec):
             raise ExecutorError(
                 "the Ray executor needs a WorkerSpec (an importable factory and picklable arguments): "
