@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything DataDojo needs to run and to be tested, on a Debian-like machine or any machine with pip.
 #
-#   bash scripts/install.sh            # sandbox tool (if root and apt-get exists), torch (CPU), package + all extras
+#   bash scripts/install.sh            # sandbox tool (if root and apt-get exists), torch (CPU), package + extras (dev, train, ray)
 #
 # Environment knobs:
 #   DATADOJO_TORCH=skip        keep the torch you already have (e.g. a CUDA build you installed yourself)
@@ -30,5 +30,5 @@ if [ "${DATADOJO_TORCH:-}" != skip ]; then
   # Installed first and pinned, so the 'train' extra below is satisfied without pulling a multi-GB CUDA build.
   "$PY" -m pip install -q "${DATADOJO_TORCH_SPEC:-torch==2.13.0}"
 fi
-"$PY" -m pip install -q -e ".[dev,train]"
+"$PY" -m pip install -q -e ".[dev,train,ray]"
 echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"
