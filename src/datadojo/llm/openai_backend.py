@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import httpx
 import openai
-from openai.types.chat import ChatCompletion
 
 from datadojo.llm.base import (
     ChatBackend,
@@ -115,6 +115,10 @@ class OpenAIBackend(ChatBackend):
         extra_body: extra JSON fields for every request (e.g. vLLM's ``top_k``, ``chat_template_kwargs``).
         jitter_seed: seeds the backoff jitter, for reproducible tests.
         replica_down_s: how long a failed replica gets no requests (with several base URLs).
+        http_client: the official client's HTTP transport: ``aiohttp`` (``openai[aiohttp]``'s
+            ``DefaultAioHttpClient``, one client per replica: about half the CPU per request of httpx, which
+            is what limits a driver core at high concurrency), ``httpx`` (the client's default, sharded over
+            several connection pools), or ``auto`` (aiohttp when installed).
     """
 
     supports_response_format = True
@@ -138,6 +142,7 @@ class OpenAIBackend(ChatBackend):
         extra_body: dict[str, Any] | None = None,
         jitter_seed: int | None = None,
         replica_down_s: float = 30.0,
+        http_client: str = "auto",
     ) -> None:
         super().__init__(model_id=model, context_window=context_window)
         if not model:
@@ -167,6 +172,9 @@ class OpenAIBackend(ChatBackend):
             key = _PLACEHOLDER_KEY
         self._api_key = _Secret(key)
         self.api_key_env = api_key_env
+        if http_client not in ("auto", "httpx", "aiohttp"):
+            raise ValueError(f"http_client must be auto, httpx or aiohttp, got {http_client!r}")
+        self.http_client = _aiohttp_choice(http_client)
         self.base_url = ",".join(urls)
         self.replicas = ReplicaSet(urls, down_s=replica_down_s)
         self.max_concurrency = max_concurrency
@@ -210,7 +218,17 @@ class OpenAIBackend(ChatBackend):
             self._loop = loop
             if self._ssl is None:
                 self._ssl = _ssl_context()
-            shards = min(16, -(-self.max_concurrency // _CONNECTIONS_PER_CLIENT))
+            if self.http_client == "aiohttp":
+                shards = 1
+
+                def transport() -> Any:
+                    return openai.DefaultAioHttpClient(verify=self._ssl)
+            else:
+                shards = min(16, -(-self.max_concurrency // _CONNECTIONS_PER_CLIENT))
+
+                def transport() -> Any:
+                    return openai.DefaultAsyncHttpxClient(verify=self._ssl)
+
             self._clients = {
                 r.url: [
                     openai.AsyncOpenAI(
@@ -218,7 +236,7 @@ class OpenAIBackend(ChatBackend):
                         base_url=r.url,
                         max_retries=0,
                         timeout=openai.Timeout(self.timeout, connect=self.connect_timeout),
-                        http_client=openai.DefaultAsyncHttpxClient(verify=self._ssl),
+                        http_client=transport(),
                     )
                     for _ in range(shards)
                 ]
@@ -292,12 +310,15 @@ class OpenAIBackend(ChatBackend):
                 async with sem:
                     replica = self.replicas.pick()  # chosen once a slot is free: in-flight counts are current
                     try:
-                        resp = await self._client(replica.url).post(
-                            "/chat/completions", body=body, cast_to=ChatCompletion
+                        # The raw response: building the client's typed objects costs more CPU than the
+                        # JSON itself, and _convert checks every field anyway.
+                        raw = await self._client(replica.url).post(
+                            "/chat/completions", body=body, cast_to=httpx.Response
                         )
+                        data = json.loads(raw.content)
                     finally:
                         self.replicas.done(replica)
-                    return self._convert(resp, messages, sp, n, time.perf_counter() - t0)
+                    return self._convert(data, messages, sp, n, time.perf_counter() - t0)
             except openai.APIStatusError as e:
                 status = e.status_code
                 retryable = status in _RETRYABLE_STATUS or status >= 500
@@ -314,6 +335,14 @@ class OpenAIBackend(ChatBackend):
                 error: Exception = e
             except openai.APITimeoutError as e:
                 status, cause, error = None, f"timed out after {self.timeout:g}s", e
+                root = _root(e)
+                if (
+                    root is not e
+                    and not isinstance(root, TimeoutError)
+                    and "Timeout" not in type(root).__name__
+                ):
+                    # The aiohttp transport reports a refused or dropped connection as a connect timeout.
+                    cause = f"connection error ({_root_cause(e)})"
             except openai.APIConnectionError as e:
                 status, cause, error = None, f"connection error ({_root_cause(e)})", e
             except (_Malformed, openai.APIResponseValidationError, json.JSONDecodeError) as e:
@@ -355,14 +384,14 @@ class OpenAIBackend(ChatBackend):
         return self._rng.uniform(0, cap)
 
     def _convert(
-        self, resp: ChatCompletion, messages: list[Message], params: SamplingParams, n: int, latency: float
+        self, resp: Any, messages: list[Message], params: SamplingParams, n: int, latency: float
     ) -> list[Completion]:
-        """Completions from a parsed response; ``_Malformed`` if the body has the wrong shape.
+        """Completions from a response body (the decoded JSON, or a typed ``ChatCompletion``);
+        ``_Malformed`` if the body has the wrong shape.
 
-        The client builds the response without validating it, so a 200 from a broken proxy can hold
-        anything; every field is checked here rather than trusted.
+        A 200 from a broken proxy can hold anything; every field is checked here rather than trusted.
         """
-        choices = getattr(resp, "choices", None)
+        choices = _field(resp, "choices")
         if not isinstance(choices, list) or not choices:
             raise _Malformed("no choices in the response")
         if len(choices) < n:
@@ -374,18 +403,18 @@ class OpenAIBackend(ChatBackend):
         texts: list[str] = []
         reasons: list[str] = []
         for i, c in enumerate(choices[:n]):
-            index = getattr(c, "index", i)
-            content = getattr(getattr(c, "message", None), "content", _MISSING)
+            index = _field(c, "index", i)
+            content = _field(_field(c, "message"), "content", _MISSING)
             if content is _MISSING:
                 raise _Malformed(f"choice {index} has no message")
             if content is not None and not isinstance(content, str):
                 raise _Malformed(f"choice {index} content is {type(content).__name__}, not text")
-            reason = getattr(c, "finish_reason", None)
+            reason = _field(c, "finish_reason")
             texts.append(content or "")
             reasons.append(reason if isinstance(reason, str) and reason else "unknown")
-        usage = getattr(resp, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None)
-        total = getattr(usage, "completion_tokens", None)
+        usage = _field(resp, "usage")
+        prompt = _field(usage, "prompt_tokens")
+        total = _field(usage, "completion_tokens")
         if not isinstance(prompt, int):
             prompt = self.count_tokens(messages)
         if isinstance(total, int):
@@ -496,7 +525,7 @@ def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> 
     """The stop string that ended a choice, from vLLM's ``stop_reason`` or SGLang's ``matched_stop``."""
     if finish_reason != "stop":
         return None
-    extra = getattr(choice, "model_extra", None)
+    extra = choice if isinstance(choice, dict) else getattr(choice, "model_extra", None)
     if not isinstance(extra, dict):
         return None
     for key in ("stop_reason", "matched_stop"):
@@ -506,12 +535,28 @@ def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> 
     return None
 
 
-def _field(obj: Any, name: str) -> Any:
-    """``obj.name`` or ``obj[name]``: the client builds nested models without validation, so a field can
-    arrive as a model or as the plain dict the server sent."""
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` or ``obj[name]``: a field of the decoded JSON body, or of a typed model built from it
+    without validation (where a nested field can still be the plain dict the server sent)."""
     if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _aiohttp_choice(choice: str) -> str:
+    """``aiohttp`` or ``httpx``: ``auto`` takes aiohttp when the client's aiohttp extra is installed."""
+    if choice == "httpx":
+        return choice
+    try:
+        import aiohttp  # noqa: F401
+        from openai import DefaultAioHttpClient  # noqa: F401
+    except ImportError:
+        if choice == "aiohttp":
+            raise ValueError(
+                "http_client=aiohttp needs the client's aiohttp extra: pip install 'openai[aiohttp]'"
+            ) from None
+        return "httpx"
+    return "aiohttp"
 
 
 def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
@@ -538,7 +583,12 @@ def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
     return tuple(out)
 
 
-def _root_cause(e: BaseException) -> str:
+def _root(e: BaseException) -> BaseException:
     while e.__cause__ is not None:
         e = e.__cause__
+    return e
+
+
+def _root_cause(e: BaseException) -> str:
+    e = _root(e)
     return type(e).__name__ + (f": {e}" if str(e) else "")

@@ -90,6 +90,7 @@ _OPTIONS: dict[str, dict[str, Callable[[str, str], Any]]] = {
         "tokenizer": _str,
         "split_n": _bool,
         "replica_down_s": _float,
+        "http_client": _str,
     },
     "hf": {
         "device": _str,
