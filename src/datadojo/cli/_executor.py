@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from datadojo.executor import EXECUTORS, Executor, ExecutorError, make_executor
 
-__all__ = ["EXECUTOR_HELP", "RAY_ADDRESS_HELP", "cli_executor", "node_table"]
+__all__ = ["EXECUTOR_HELP", "RAY_ADDRESS_HELP", "cli_executor", "node_table", "on_executor"]
 
 EXECUTOR_HELP = (
     f"Where the work runs: {' or '.join(EXECUTORS)}. 'ray' spreads it over a Ray cluster (one worker per node; "
@@ -51,3 +54,17 @@ def node_table(nodes: Sequence[dict[str, Any]], title: str = "Per node") -> Tabl
             str(n["lost_workers"]),
         )  # fmt: skip
     return table
+
+
+@contextlib.contextmanager
+def on_executor(remote: Executor | None, console: Console) -> Iterator[None]:
+    """For synchronous commands: an executor failure ends the command with its message (exit 1), and the
+    executor is closed (Ray stopped if the command started it) however the block ends."""
+    try:
+        yield
+    except ExecutorError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        if remote is not None:
+            asyncio.run(remote.aclose())

@@ -7,7 +7,6 @@ file or folder (or its JSON); ``overlap`` prints the header-overlap contaminatio
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.executor import ExecutorError
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
 
 __all__ = ["register"]
 
@@ -104,7 +102,7 @@ def scan_cmd(
     )
     task_id = bar.add_task("scan", total=None, current="")
     try:
-        with bar:
+        with on_executor(remote, console), bar:
             summary = scan_corpus(
                 paths,
                 out,
@@ -116,12 +114,6 @@ def scan_cmd(
     except JsonlError as exc:
         console.print(f"[red]cannot resume from {out}: {exc}[/red]")
         raise typer.Exit(1) from exc
-    except ExecutorError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from exc
-    finally:
-        if remote is not None:
-            asyncio.run(remote.aclose())
     nodes = [n.to_dict() for n in remote.node_stats()] if remote is not None else []
     if as_json:
         typer.echo(

@@ -5,7 +5,6 @@ Thin layer over :mod:`datadojo.synth.envlunch`: parse arguments, show progress a
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import statistics
@@ -19,8 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.executor import ExecutorError
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
 
 __all__ = ["register"]
 
@@ -114,7 +112,7 @@ def build(
         raise typer.BadParameter("no readable environment among the sources")
     console.print(f"{len(envs)} environments loaded")
     remote = cli_executor(executor, ray_address, 2)
-    with _progress() as prog:
+    with on_executor(remote, console), _progress() as prog:
         bar = prog.add_task("synthesising", total=n)
         try:
             report = build_tasks(
@@ -126,12 +124,6 @@ def build(
             )
         except EnvError as exc:
             raise typer.BadParameter(str(exc)) from exc
-        except ExecutorError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(1) from exc
-        finally:
-            if remote is not None:
-                asyncio.run(remote.aclose())
     _show_build(report)
     if remote is not None:
         console.print(node_table([s.to_dict() for s in remote.node_stats()], "Per node (ray)"))
