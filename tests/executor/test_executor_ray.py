@@ -182,3 +182,26 @@ def test_cli_rollout_on_ray_and_a_worker_object_is_refused(ray_cluster, tmp_path
         asyncio.run(objects_cannot_travel())
     with pytest.raises(ExecutorError, match="cannot be imported"):
         asyncio.run(WorkerSpec("datadojo.no_such_module:Worker").build())
+
+
+def test_cli_eval_oracle_on_ray_scores_like_local(ray_cluster, tmp_path: Path) -> None:
+    spider = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "spider"
+    if not (spider / "dev.json").exists():
+        pytest.skip(f"Spider data absent: {spider.resolve()}")
+    records = json.loads((spider / "dev.json").read_text())
+    subset = tmp_path / "spider"
+    subset.mkdir()
+    (subset / "dev.json").write_text(json.dumps(records[:: len(records) // 6][:6]))
+    (subset / "database").symlink_to((spider / "database").resolve(), target_is_directory=True)
+    res = CliRunner().invoke(
+        app,
+        [
+            "eval", "spider", "--data", str(subset), "--agent", "oracle", "-n", "1", "-c", "3",
+            "--out", str(tmp_path / "run"), "--no-report", "--executor", "ray",
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "Per node (ray)" in res.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["metrics"]["pass@1"] == 1.0 and summary["n_tasks"] == 6
+    assert summary["rollout"]["executor"] == "ray" and summary["rollout"]["nodes"][0]["done"] == 6
