@@ -10,9 +10,10 @@ pool and its own model client; results come back to this process, which writes t
 * wall times and their ratio (target: Ray <= 1.3 x local on one node), with Ray's start-up apart;
 * whether the two files hold the same (task, sample) keys;
 * the projection per added node: a node's turns/s is bounded by its cores divided by the CPU one turn
-  costs there (harness + sandbox), measured here as this run's CPU seconds (driver, Ray worker and sandbox
-  processes: ``os.times`` of the process tree) per turn; the driver's own CPU per turn (it only receives
-  and writes results) bounds how many nodes one driver can feed.
+  costs there, measured here as the local run's CPU seconds per turn as ``os.times`` sees them (this
+  process and the children it reaped; sandbox processes started under bubblewrap are mostly not among
+  them, so this is the harness share and the projection an upper bound); the driver's own CPU per turn
+  under Ray (it only receives and writes results) bounds how many nodes one driver can feed.
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ async def main() -> None:
     turn_cpu = local_cpu / local.turns
     per_node = cores / turn_cpu
     driver_turn = ray_drv / remote.turns
-    print(f"  CPU per turn (harness + sandbox, local run): {turn_cpu * 1000:.1f} ms -> one {cores}-core node like "
-          f"this one sustains at most {per_node:.0f} turns/s")  # fmt: skip
+    print(f"  CPU per turn (local run, as os.times sees it: the harness, sandboxes mostly not counted): "
+          f"{turn_cpu * 1000:.1f} ms -> one {cores}-core node like this one sustains at most {per_node:.0f} turns/s")  # fmt: skip
     print(f"  driver CPU per turn under Ray (receive + write): {driver_turn * 1000:.2f} ms -> one driver core "
           f"feeds about {1 / driver_turn / per_node:.0f} such nodes;  projection: +{per_node:.0f} turns/s per "
           f"added {cores}-core node (local driver CPU per turn was {local_drv / local.turns * 1000:.2f} ms)")  # fmt: skip
