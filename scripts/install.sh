@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything DataDojo needs to run and to be tested, on a Debian-like machine or any machine with pip.
 #
-#   bash scripts/install.sh            # sandbox tool (if root and apt-get exists), torch (CPU), package + all extras
+#   bash scripts/install.sh            # sandbox tool (if root and apt-get exists), torch (CPU), package + extras (dev, train, ray)
 #
 # Environment knobs:
 #   DATADOJO_TORCH=skip        keep the torch you already have (e.g. a CUDA build you installed yourself)
@@ -31,8 +31,8 @@ if [ "${DATADOJO_TORCH:-}" != skip ]; then
   "$PY" -m pip install -q "${DATADOJO_TORCH_SPEC:-torch==2.13.0}"
 fi
 # sci: the readers of scientific formats (h5py, netCDF4, xarray) the corpus profiler and the sandbox of
-# `datadojo eval scidata` use; their tests skip, visibly, without them.
-"$PY" -m pip install -q -e ".[dev,train,sci]"
+# `datadojo eval scidata` use; their tests skip, visibly, without them. ray: --executor ray (docs/scaling.md).
+"$PY" -m pip install -q -e ".[dev,train,sci,ray]"
 echo "[install] done: $("$PY" -c 'import datadojo; print("datadojo", datadojo.__version__)')"
 if ! command -v datadojo >/dev/null 2>&1; then
   echo "[install] the datadojo command is not on PATH: add $("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" \

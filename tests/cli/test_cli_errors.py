@@ -17,9 +17,7 @@ from datadojo.train.registry import get_policy_loss
 def _run(tmp_path: Path) -> object:
     data = tmp_path / "t.jsonl"
     data.write_text("")
-    return CliRunner().invoke(
-        app, ["export", "llamafactory", "--data", str(data), "--out", str(tmp_path)]
-    )
+    return CliRunner().invoke(app, ["export", "llamafactory", "--data", str(data), "--out", str(tmp_path)])
 
 
 def test_datadojo_error_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -27,11 +28,20 @@ from typing import Any
 
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.loop import CodeRunner, EventHook, run_agent
+from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec
 from datadojo.jsonl import JsonlAppender, iter_jsonl
 from datadojo.llm.base import ChatBackend
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
-__all__ = ["RolloutSummary", "SandboxFactory", "finished_keys", "run_rollouts"]
+__all__ = [
+    "EpisodeWorker",
+    "RolloutSummary",
+    "SandboxFactory",
+    "episode_worker",
+    "finished_keys",
+    "rollout_worker_spec",
+    "run_rollouts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +74,8 @@ class RolloutSummary:
     stop_reasons: Counter[str] = field(default_factory=Counter)
     elapsed_s: float = 0.0
     interrupted: bool = False
+    executor: str = "local"
+    nodes: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, traj: Trajectory) -> None:
         self.finished += 1
@@ -99,6 +111,8 @@ class RolloutSummary:
             "trajectories_per_s": round(self.trajectories_per_s, 3),
             "turns_per_s": round(self.turns_per_s, 3),
             "interrupted": self.interrupted,
+            "executor": self.executor,
+            "nodes": self.nodes,
         }
 
 
@@ -113,33 +127,126 @@ def _jobs(
             yield task, sample
 
 
-def _default_sandboxes(concurrency: int) -> tuple[SandboxFactory, Callable[[], Any]]:
+def _default_sandboxes(concurrency: int, config: Any = None) -> tuple[SandboxFactory, Callable[[], Any]]:
     from datadojo.sandbox import SandboxConfig, SandboxPool
 
-    pool = SandboxPool(SandboxConfig(), size=concurrency)
+    pool = SandboxPool(config or SandboxConfig(), size=concurrency)
     return (lambda task: pool.session(task.files)), pool.close
+
+
+class EpisodeWorker:
+    """Runs one episode per item ``(task, sample)``: the unit of work of every rollout, local or on Ray.
+
+    Holds the backend and the sandbox factory; ``closers`` are called by :meth:`close` (what this worker
+    created itself: a sandbox pool, a model client).
+    """
+
+    def __init__(
+        self,
+        backend: ChatBackend,
+        sandboxes: SandboxFactory,
+        config: AgentConfig,
+        *,
+        seed: int | None = None,
+        on_event: EventHook | None = None,
+        closers: tuple[Callable[[], Any], ...] = (),
+    ) -> None:
+        self.backend = backend
+        self.sandboxes = sandboxes
+        self.config = config
+        self.seed = seed
+        self.on_event = on_event
+        self._closers = closers
+        self._chash = config_hash(config.to_dict())
+
+    async def run(self, item: tuple[Task, int]) -> Trajectory:
+        task, sample = item
+        cfg, backend = self.config, self.backend
+        traj_seed = None if self.seed is None else self.seed * 1_000_003 + sample * 1_009
+        try:
+            async with self.sandboxes(task) as sandbox:
+                return await run_agent(
+                    task, backend, sandbox, cfg, sample=sample, seed=traj_seed, on_event=self.on_event
+                )
+        except Exception as exc:  # the sandbox could not be made (or closed): this trajectory only
+            log.warning("task %s sample %d: environment failure: %s", task.id, sample, exc)
+            return Trajectory(
+                task_id=task.id,
+                sample=sample,
+                dialect=cfg.dialect,
+                stop_reason="env_error",
+                error=f"{type(exc).__name__}: {exc}",
+                model=backend.model_id,
+                provenance=Provenance(config_hash=self._chash, seed=traj_seed),
+            )
+
+    async def close(self) -> None:
+        for close in self._closers:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+async def episode_worker(
+    *,
+    model: str,
+    config: AgentConfig,
+    sandbox: Any = None,
+    pool_size: int = 8,
+    seed: int | None = None,
+) -> EpisodeWorker:
+    """Build an :class:`EpisodeWorker` from picklable settings (what a Ray node calls, see
+    :func:`rollout_worker_spec`): the model spec's backend and a pool of ``pool_size`` sandboxes."""
+    from datadojo.llm import load_backend
+
+    backend = load_backend(model)
+    sandboxes, close_pool = _default_sandboxes(pool_size, sandbox)
+    return EpisodeWorker(backend, sandboxes, config, seed=seed, closers=(close_pool, backend.aclose))
+
+
+def rollout_worker_spec(
+    model: str, config: AgentConfig, *, sandbox: Any = None, pool_size: int = 8, seed: int | None = None
+) -> WorkerSpec:
+    """The :class:`~datadojo.executor.WorkerSpec` of a rollout: every node builds its own backend for
+    ``model`` and a pool of ``pool_size`` sandboxes with ``sandbox`` (a :class:`SandboxConfig`)."""
+    return WorkerSpec(
+        "datadojo.agent.runner:episode_worker",
+        {"model": model, "config": config, "sandbox": sandbox, "pool_size": pool_size, "seed": seed},
+        label="rollout",
+    )
 
 
 async def run_rollouts(
     tasks: Iterable[Task],
-    backend: ChatBackend,
+    backend: ChatBackend | str,
     out: str | Path,
     *,
     n_samples: int = 1,
     config: AgentConfig | None = None,
     concurrency: int = 8,
     sandboxes: SandboxFactory | None = None,
+    sandbox_config: Any = None,
     seed: int | None = None,
     on_event: EventHook | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
+    executor: Executor | None = None,
+    worker: WorkerSpec | None = None,
     first_sample: int = 0,
     extra: Mapping[str, Any] | None = None,
 ) -> RolloutSummary:
     """Run ``n_samples`` episodes of every task, ``concurrency`` at a time, appending to ``out``.
 
-    ``out`` is a JSONL file of trajectories. ``sandboxes`` makes a sandbox for a task (an async context
-    manager); by default a :class:`datadojo.sandbox.SandboxPool` of ``concurrency`` pre-warmed workers.
-    ``seed`` (when given) makes sampling reproducible per (task, sample, turn) on backends that honour seeds.
+    ``out`` is a JSONL file of trajectories. ``backend`` is a backend object or a model spec string (then
+    loaded here, and closed at the end). ``sandboxes`` makes a sandbox for a task (an async context
+    manager); by default a :class:`datadojo.sandbox.SandboxPool` of ``concurrency`` pre-warmed workers
+    with ``sandbox_config``. ``seed`` (when given) makes sampling reproducible per (task, sample, turn) on
+    backends that honour seeds.
+
+    ``executor``: where episodes run (default: this process). A remote one (Ray) needs ``backend`` as a
+    model spec string and no ``sandboxes``/``on_event`` (objects cannot travel): each node builds its own
+    backend and a pool of ``concurrency`` sandboxes, so ``concurrency`` is per node. ``worker`` replaces
+    the episode worker (:func:`rollout_worker_spec`) for callers that build their own (the oracle agent).
+    Only this process writes ``out``, whatever the executor, so the resume rule is the same.
+
     ``first_sample`` numbers the samples ``first_sample … first_sample + n_samples - 1`` (a later round of
     sampling, e.g. DataMind's reflection, continues the numbering of the same task); ``extra`` is merged into
     every trajectory's ``extra`` (e.g. ``{"round": 1}``).
@@ -154,49 +261,46 @@ async def run_rollouts(
     out = Path(out)
     summary = RolloutSummary(path=str(out))
     done = finished_keys(out)
-    close_pool: Callable[[], Any] | None = None
-    if sandboxes is None:
-        sandboxes, close_pool = _default_sandboxes(concurrency)
-    chash = config_hash(cfg.to_dict())
-    started = time.perf_counter()
-
-    async def one(task: Task, sample: int) -> Trajectory:
-        traj_seed = None if seed is None else seed * 1_000_003 + sample * 1_009
-        try:
-            async with sandboxes(task) as sandbox:
-                return await run_agent(
-                    task, backend, sandbox, cfg, sample=sample, seed=traj_seed, on_event=on_event
-                )
-        except Exception as exc:  # the sandbox could not be made (or closed): this trajectory only
-            log.warning("task %s sample %d: environment failure: %s", task.id, sample, exc)
-            return Trajectory(
-                task_id=task.id,
-                sample=sample,
-                dialect=cfg.dialect,
-                stop_reason="env_error",
-                error=f"{type(exc).__name__}: {exc}",
-                model=backend.model_id,
-                provenance=Provenance(config_hash=chash, seed=traj_seed),
+    executor = executor or LocalExecutor(max_in_flight=concurrency)
+    summary.executor = executor.name
+    closers: list[Callable[[], Any]] = []
+    runner: WorkerSpec | Worker
+    if executor.remote:
+        if sandboxes is not None or on_event is not None:
+            raise ValueError(
+                "a remote executor builds sandboxes on its nodes: pass sandbox_config, not sandboxes/on_event"
             )
+        if worker is not None:
+            runner = worker
+        elif isinstance(backend, str):
+            runner = rollout_worker_spec(
+                backend, cfg, sandbox=sandbox_config, pool_size=concurrency, seed=seed
+            )
+        else:
+            raise ValueError(
+                f"a remote executor ({executor.name}) needs the model as a spec string "
+                "(openai:MODEL@URL), not a backend object"
+            )
+    else:
+        if isinstance(backend, str):
+            from datadojo.llm import load_backend
 
+            backend = load_backend(backend)
+            closers.append(backend.aclose)
+        if sandboxes is None:
+            sandboxes, close_pool = _default_sandboxes(concurrency, sandbox_config)
+            closers.insert(0, close_pool)
+        runner = EpisodeWorker(backend, sandboxes, cfg, seed=seed, on_event=on_event)
+    started = time.perf_counter()
     jobs = _jobs(tasks, range(first_sample, first_sample + n_samples), done, summary)
-    in_flight: set[asyncio.Task[Trajectory]] = set()
     try:
-        with JsonlAppender(out) as writer:
-            exhausted = False
-            while True:
-                while not exhausted and len(in_flight) < concurrency:
-                    try:
-                        task, sample = next(jobs)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    in_flight.add(asyncio.create_task(one(task, sample)))
-                if not in_flight:
-                    break
-                finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                for fut in finished:
-                    traj = fut.result()
+        stream = executor.map_unordered(runner, jobs)
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+            with JsonlAppender(out) as writer:
+                async for outcome in stream:
+                    traj = outcome.result
+                    if executor.remote:  # the command that made the record is this one, not a Ray worker's
+                        traj.provenance.argv = list(sys.argv)
                     if extra:
                         traj.extra.update(extra)
                     writer.write(traj)
@@ -206,14 +310,11 @@ async def run_rollouts(
                         on_trajectory(traj, summary)
     except (asyncio.CancelledError, KeyboardInterrupt):
         summary.interrupted = True
-        for fut in in_flight:
-            fut.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.gather(*in_flight, return_exceptions=True)
         raise
     finally:
         summary.elapsed_s = time.perf_counter() - started
-        if close_pool is not None:
+        summary.nodes = [s.to_dict() for s in executor.node_stats()]
+        for close in closers:
             with contextlib.suppress(Exception):
-                await close_pool()
+                await close()
     return summary

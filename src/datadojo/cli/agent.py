@@ -18,6 +18,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
+from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender, read_tasks
 from datadojo.llm.base import SamplingParams
 from datadojo.types import DataFile, Task, Trajectory, Turn
@@ -213,11 +215,15 @@ def rollout(
     reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn"),
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Run the agent on every task of a JSONL file, n samples each, concurrently; resumable.
 
     Trajectories are appended to OUT/trajectories.jsonl as they finish. Rerunning the same command skips
-    (task, sample) pairs already there, so an interrupted run resumes where it stopped.
+    (task, sample) pairs already there, so an interrupted run resumes where it stopped. With
+    `--executor ray` every node of the cluster runs --concurrency episodes with its own sandbox pool and
+    model client; data files must be at the same path on every node (shared storage).
     """
     if not tasks_file.is_file():
         raise typer.BadParameter(f"{tasks_file}: no such file", param_hint="TASKS.jsonl")
@@ -233,13 +239,18 @@ def rollout(
         tasks = tasks[:limit]
     console = Console(stderr=True)
     total = len(tasks) * n
+    remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> RolloutSummary:
         from datadojo.llm import load_backend
         from datadojo.sandbox import SandboxPool
 
-        backend = load_backend(spec)
-        pool = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
+        if remote is None:
+            backend: Any = load_backend(spec)
+            pool: Any = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
+            sandboxes: Any = lambda task: pool.session(task.files)  # noqa: E731
+        else:
+            backend, pool, sandboxes = spec, None, None
         with Progress(
             TextColumn("[bold]rollout"),
             BarColumn(),
@@ -267,15 +278,20 @@ def rollout(
                     n_samples=n,
                     config=cfg,
                     concurrency=concurrency,
-                    sandboxes=lambda task: pool.session(task.files),
+                    sandboxes=sandboxes,
+                    sandbox_config=_sandbox_config(mode, isolation),
                     seed=seed,
                     on_trajectory=on_trajectory,
+                    executor=remote,
                 )
                 progress.update(bar, completed=summary.finished + summary.skipped)
                 return summary
             finally:
-                await pool.close()
-                await backend.aclose()
+                if remote is None:
+                    await pool.close()
+                    await backend.aclose()
+                else:
+                    await remote.aclose()
 
     try:
         summary = asyncio.run(main())
@@ -284,11 +300,16 @@ def rollout(
         raise typer.Exit(130) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    except ExecutorError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
     record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     tmp.replace(out / "summary.json")
     console.print(_summary_table(summary))
+    if remote is not None:
+        console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
     console.print(f"trajectories: {traj_path}")
 
 

@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
+
 __all__ = ["register"]
 
 corpus_app = typer.Typer(
@@ -58,8 +60,14 @@ def scan_cmd(
     include_hidden: bool = typer.Option(False, help="Also scan hidden files and folders."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
-    """Filter and profile every file under PATHS into a corpus JSONL (one record per file)."""
+    """Filter and profile every file under PATHS into a corpus JSONL (one record per file).
+
+    With `--executor ray` the files are read and profiled on the cluster's nodes (one worker per CPU),
+    which must see them at the same paths; the records and OUT are those of a local scan.
+    """
     from pydantic import ValidationError
 
     from datadojo.corpus import FilterConfig, ScanConfig, scan_corpus
@@ -81,6 +89,7 @@ def scan_cmd(
     except ValidationError as exc:
         raise typer.BadParameter(str(exc).splitlines()[-1] if str(exc) else "invalid settings") from exc
     console = Console(stderr=True)
+    remote = cli_executor(executor, ray_address, 2)
     bar = Progress(
         TextColumn("[bold]scanning"),
         BarColumn(),
@@ -93,20 +102,28 @@ def scan_cmd(
     )
     task_id = bar.add_task("scan", total=None, current="")
     try:
-        with bar:
+        with on_executor(remote, console), bar:
             summary = scan_corpus(
                 paths,
                 out,
                 config,
                 on_total=lambda n: bar.update(task_id, total=n),
                 on_file=lambda p, _r: bar.update(task_id, advance=1, current=p.name[:40]),
+                executor=remote,
             )
     except JsonlError as exc:
         console.print(f"[red]cannot resume from {out}: {exc}[/red]")
         raise typer.Exit(1) from exc
+    nodes = [n.to_dict() for n in remote.node_stats()] if remote is not None else []
     if as_json:
         typer.echo(
-            json.dumps({**summary.model_dump(), "files_per_second": round(summary.files_per_second, 2)})
+            json.dumps(
+                {
+                    **summary.model_dump(),
+                    "files_per_second": round(summary.files_per_second, 2),
+                    **({"nodes": nodes} if nodes else {}),
+                }
+            )
         )
         return
     out_console = Console()
@@ -124,6 +141,8 @@ def scan_cmd(
         r.add_row(reason, str(n))
     r.add_row("[bold]total rejected", f"[bold]{summary.rejected}")
     out_console.print(r)
+    if nodes:
+        out_console.print(node_table(nodes, "Per node (ray)"))
     out_console.print(
         f"{summary.seen} files found, {summary.processed} scanned, {summary.skipped} already in {out} "
         f"({summary.seconds:.1f} s, {summary.files_per_second:.1f} files/s)"

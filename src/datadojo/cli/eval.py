@@ -16,8 +16,10 @@ from rich.table import Table
 
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.eval.report import behaviour_rows, official_value
+from datadojo.executor import ExecutorError
 from datadojo.llm.base import SamplingParams
 from datadojo.types import Task, Trajectory
 
@@ -181,6 +183,8 @@ def eval_command(
     ),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.html / report.md."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout instead of the tables."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Evaluate an agent on BENCH: n trials per task, scored with the benchmark's official rule; resumable.
 
@@ -237,6 +241,7 @@ def eval_command(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     console = Console(stderr=True)
+    remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> Any:
         with Progress(
@@ -262,9 +267,17 @@ def eval_command(
                     judge_bar.append(progress.add_task("judge", total=total, rate="judging"))
                 progress.update(judge_bar[0], completed=done)
 
-            result = await run_eval(
-                cfg, on_trajectory=on_trajectory, on_tasks=on_tasks, on_verdict=on_verdict
-            )
+            try:
+                result = await run_eval(
+                    cfg,
+                    on_trajectory=on_trajectory,
+                    on_tasks=on_tasks,
+                    on_verdict=on_verdict,
+                    executor=remote,
+                )
+            finally:
+                if remote is not None:
+                    await remote.aclose()
             if result.rollout is not None:
                 progress.update(bar, completed=result.rollout.finished + result.rollout.skipped)
             return result
@@ -276,7 +289,7 @@ def eval_command(
             "[red]interrupted[/red]: trajectories written so far are kept; rerun the command to resume."
         )
         raise typer.Exit(130) from None
-    except (EvalError, ValueError, OSError) as exc:  # bad settings, files or records: the message names them
+    except (EvalError, ExecutorError, ValueError, OSError) as exc:  # bad settings, files, records: named
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
@@ -284,6 +297,8 @@ def eval_command(
         return
     out_console = Console()
     out_console.print(_summary_table(result.summary))
+    if remote is not None and result.rollout is not None:
+        out_console.print(node_table(result.rollout.nodes, f"Per node ({result.rollout.executor})"))
     cats = _category_table(result.summary)
     if cats is not None:
         out_console.print(cats)

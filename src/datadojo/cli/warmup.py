@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
+
 __all__ = ["register"]
 
 warmup_app = typer.Typer(
@@ -88,8 +90,14 @@ def build(
     sql_fraction: float = typer.Option(0.5, "--sql-fraction", help="Share of SQL tasks (the rest pandas)."),
     workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
     attempts: int = typer.Option(25, "--attempts", help="Draws per task and environment before moving on."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
-    """Synthesise warm-up tasks (SQL and pandas) with counterfactual copies, and summarise them."""
+    """Synthesise warm-up tasks (SQL and pandas) with counterfactual copies, and summarise them.
+
+    With `--executor ray` the jobs run on the cluster's nodes (one worker per CPU; --workers is then
+    unused); sources and the output folder must be at the same paths on every node. Same seed, same tasks.
+    """
     from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
     from datadojo.synth.envlunch.environment import EnvError
 
@@ -103,13 +111,22 @@ def build(
     if not envs:
         raise typer.BadParameter("no readable environment among the sources")
     console.print(f"{len(envs)} environments loaded")
-    with _progress() as prog:
+    remote = cli_executor(executor, ray_address, 2)
+    with on_executor(remote, console), _progress() as prog:
         bar = prog.add_task("synthesising", total=n)
         try:
-            report = build_tasks(envs, out, config, progress=lambda done, _: prog.update(bar, completed=done))
+            report = build_tasks(
+                envs,
+                out,
+                config,
+                progress=lambda done, _: prog.update(bar, completed=done),
+                executor=remote,
+            )
         except EnvError as exc:
             raise typer.BadParameter(str(exc)) from exc
     _show_build(report)
+    if remote is not None:
+        console.print(node_table([s.to_dict() for s in remote.node_stats()], "Per node (ray)"))
 
 
 def _show_build(report: Any) -> None:

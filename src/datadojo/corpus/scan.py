@@ -14,6 +14,8 @@ earlier runs still count for duplicate detection.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -29,12 +31,14 @@ from datadojo.corpus.other_kinds import summarize
 from datadojo.corpus.profile import FileProfile, profile_loaded
 from datadojo.corpus.render import render_file_profile
 from datadojo.corpus.sniff import Sniffed, sniff
+from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, read_models
 
 __all__ = [
     "CorpusRecord",
     "ScanConfig",
     "ScanSummary",
+    "ScanWorker",
     "TableSummary",
     "list_corpus_files",
     "read_corpus",
@@ -201,16 +205,7 @@ def scan_file(
         except OSError:
             sha256 = None
     verdict = filter_file(path, config.filters, sniffed=sn)
-    duplicate_of = None
-    if verdict.accepted and dupes is not None and config.filters.dedupe and sha256:
-        first = dupes.seen(sha256)
-        if first is not None and first != str(path):
-            verdict.accepted, verdict.reason = False, "duplicate"
-            verdict.detail = f"same content (sha256 {sha256[:12]}…) as {first}"
-            duplicate_of = first
-        else:
-            dupes.add(sha256, str(path))
-    return CorpusRecord(
+    record = CorpusRecord(
         path=str(path),
         kind=verdict.kind,
         size=size,
@@ -219,12 +214,112 @@ def scan_file(
         accepted=verdict.accepted,
         reason=verdict.reason,
         detail=verdict.detail,
-        duplicate_of=duplicate_of,
         tables=_table_summaries(verdict),
         warnings=verdict.warnings[:20],
         profile=_profile_text(verdict, sn, config),
-        seconds=round(time.perf_counter() - t0, 4),
     )
+    record = _dedupe(record, config, dupes)
+    record.seconds = round(time.perf_counter() - t0, 4)
+    return record
+
+
+def _dedupe(record: CorpusRecord, config: ScanConfig, dupes: DuplicateFilter | None) -> CorpusRecord:
+    """Reject an accepted file whose content an earlier accepted file has; remember it otherwise.
+
+    Kept apart from the per-file work so that a distributed scan can run the files anywhere and apply
+    this on the driver, in the order of the file list, which gives the same records as a local scan.
+    """
+    sha = record.sha256
+    if not (record.accepted and dupes is not None and config.filters.dedupe and sha):
+        return record
+    first = dupes.seen(sha)
+    if first is None or first == record.path:
+        dupes.add(sha, record.path)
+        return record
+    update: dict[str, object] = {
+        "accepted": False,
+        "reason": "duplicate",
+        "detail": f"same content (sha256 {sha[:12]}…) as {first}",
+        "duplicate_of": first,
+    }
+    if not config.profile_rejected:
+        update["profile"] = ""
+    return record.model_copy(update=update)
+
+
+def _recorded_sha(path: Path, sn: Sniffed, by_path: dict[str, tuple[int, int, str | None]]) -> str | None:
+    """The SHA-256 an earlier run recorded for ``path`` when its size and mtime are unchanged."""
+    key = str(path)
+    if key not in by_path or sn.kind in _NO_CONTENT:
+        return None
+    size, mtime, recorded = by_path[key]
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return recorded if (st.st_size, st.st_mtime_ns) == (size, mtime) else None
+
+
+class ScanWorker:
+    """Filters and profiles one file (``(index, path, sniffed, sha256)``) without duplicate detection:
+    the executor's unit of work for :func:`scan_corpus` (``index`` only travels back with the item)."""
+
+    def __init__(self, config: ScanConfig) -> None:
+        self.config = config
+
+    async def run(self, item: tuple[int, Path, Sniffed, str | None]) -> CorpusRecord:
+        _index, path, sn, sha = item
+        return scan_file(path, self.config, None, sniffed=sn, sha256=sha)
+
+    async def close(self) -> None:
+        return None
+
+
+async def _scan_on(
+    executor: Executor,
+    files: list[tuple[Path, Sniffed]],
+    by_path: dict[str, tuple[int, int, str | None]],
+    done: set[tuple[str, str | None]],
+    config: ScanConfig,
+    dupes: DuplicateFilter,
+    sink: JsonlAppender,
+    summary: ScanSummary,
+    on_file: Callable[[Path, CorpusRecord | None], None] | None,
+    count: Callable[[Path, CorpusRecord], None],
+) -> None:
+    """The files of a scan on ``executor``: results are taken back in file-list order (a small reorder
+    buffer), so duplicate detection picks the same first copy as a local scan."""
+    items: list[tuple[int, Path, Sniffed, str | None]] = []
+    for index, (path, sn) in enumerate(files):
+        sha = _recorded_sha(path, sn, by_path)
+        if sha is None and str(path) in by_path and sn.kind not in _NO_CONTENT:
+            try:  # changed since it was recorded (or touched): is it the same content?
+                sha = sha256_file(path)
+            except OSError:
+                sha = None
+        if sha is not None and (str(path), sha) in done:
+            summary.skipped += 1
+            if on_file is not None:
+                on_file(path, None)
+            continue
+        items.append((index, path, sn, sha))
+    order = [item[0] for item in items]
+    waiting: dict[int, CorpusRecord] = {}
+    nxt = 0
+    spec = WorkerSpec(
+        "datadojo.corpus.scan:ScanWorker", {"config": config}, cpu_bound=True, label="corpus scan"
+    )
+    stream = executor.map_unordered(spec, items)
+    async with contextlib.aclosing(stream):  # type: ignore[type-var]
+        async for outcome in stream:
+            waiting[outcome.item[0]] = outcome.result
+            while nxt < len(order) and order[nxt] in waiting:
+                index = order[nxt]
+                record = _dedupe(waiting.pop(index), config, dupes)
+                sink.write(record)
+                done.add((record.path, record.sha256))
+                count(files[index][0], record)
+                nxt += 1
 
 
 def read_corpus(path: str | Path) -> Iterator[CorpusRecord]:
@@ -239,12 +334,18 @@ def scan_corpus(
     *,
     on_total: Callable[[int], None] | None = None,
     on_file: Callable[[Path, CorpusRecord | None], None] | None = None,
+    executor: Executor | None = None,
 ) -> ScanSummary:
     """Scan files and folders into ``out`` (appending; files already recorded are skipped).
 
     ``on_total(n)`` is called once with the number of files found, ``on_file(path, record)`` after each
     file (``record`` is ``None`` for a file skipped because an earlier run recorded it) — the CLI hangs
     its progress bar on these.
+
+    ``executor`` (e.g. a :class:`~datadojo.executor.ray_executor.RayExecutor`) reads and profiles the
+    files on its workers (which must see them at the same paths); this process still writes ``out``,
+    and applies duplicate detection in the order of the file list, so the records are those of a scan
+    without an executor.
     """
     config = config or ScanConfig()
     out = Path(out)
@@ -265,18 +366,26 @@ def scan_corpus(
     summary = ScanSummary(out=str(out), seen=len(files))
     kinds: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+
+    def count(path: Path, record: CorpusRecord) -> None:
+        summary.processed += 1
+        if record.accepted:
+            summary.accepted += 1
+            kinds[record.kind] += 1
+        else:
+            summary.rejected += 1
+            reasons[record.reason or "unknown"] += 1
+        if on_file is not None:
+            on_file(path, record)
+
     with JsonlAppender(out) as sink:
-        for path, sn in files:
+        if executor is not None:
+            asyncio.run(
+                _scan_on(executor, files, by_path, done, config, dupes, sink, summary, on_file, count)
+            )
+        for path, sn in files if executor is None else ():
             key = str(path)
-            sha = None
-            if key in by_path and sn.kind not in _NO_CONTENT:
-                size, mtime, recorded = by_path[key]
-                try:
-                    st = path.stat()
-                    if (st.st_size, st.st_mtime_ns) == (size, mtime):
-                        sha = recorded
-                except OSError:
-                    pass
+            sha = _recorded_sha(path, sn, by_path)
             if sha is None and sn.kind not in _NO_CONTENT:
                 try:
                     sha = sha256_file(path)
@@ -290,15 +399,7 @@ def scan_corpus(
             record = scan_file(path, config, dupes, sniffed=sn, sha256=sha)
             sink.write(record)
             done.add((key, sha))
-            summary.processed += 1
-            if record.accepted:
-                summary.accepted += 1
-                kinds[record.kind] += 1
-            else:
-                summary.rejected += 1
-                reasons[record.reason or "unknown"] += 1
-            if on_file is not None:
-                on_file(path, record)
+            count(path, record)
     summary.accepted_by_kind = dict(kinds.most_common())
     summary.rejected_by_reason = dict(reasons.most_common())
     summary.seconds = round(time.perf_counter() - t0, 3)

@@ -59,6 +59,7 @@ from datadojo.bench.spider import extract_sql
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
+from datadojo.executor import Executor
 from datadojo.fs import write_json_atomic as _write_json_atomic
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
@@ -477,6 +478,7 @@ async def run_eval(
     on_tasks: Callable[[list[Task]], None] | None = None,
     judge_backend: ChatBackend | None = None,
     on_verdict: Callable[[int, int], None] | None = None,
+    executor: Executor | None = None,
 ) -> EvalResult:
     """Run the evaluation ``cfg`` describes (module docstring) and return its summary.
 
@@ -485,9 +487,10 @@ async def run_eval(
     ``sandboxes`` replaces the default sandbox pool (tests pass a fake). ``on_tasks`` sees the task list
     before the trials start (the CLI sizes its progress bar with it); ``on_trajectory`` is called as each
     trajectory finishes. ``judge_backend`` replaces the judge ``cfg.judge`` names (not closed here);
-    ``on_verdict(done, total)`` follows the judging of a judged benchmark.
+    ``on_verdict(done, total)`` follows the judging of a judged benchmark. ``executor`` runs the
+    trials elsewhere (Ray: see ``docs/scaling.md``); this process still writes every file.
     """
-    from datadojo.eval.oracle import OracleBackend
+    from datadojo.eval.oracle import OracleBackend, oracle_worker_spec
 
     try:
         benchmark = get_benchmark(cfg.bench)
@@ -524,17 +527,26 @@ async def run_eval(
     if on_tasks is not None:
         on_tasks(tasks)
 
-    own_backend = backend is None and oracle is None
+    remote = executor is not None and executor.remote
+    if remote and (backend is not None or sandboxes is not None):
+        raise EvalError(
+            f"the {executor.name} executor builds backends and sandboxes on its nodes; pass neither"
+        )
+    own_backend = backend is None and oracle is None and not remote
     if backend is not None:
-        chat: ChatBackend = backend
+        chat: ChatBackend | str = backend
     elif oracle is not None:
         chat = oracle
+    elif remote:
+        chat = cfg.model or ""
     else:
         from datadojo.llm import load_backend
 
         chat = load_backend(cfg.model or "")
     pool = None
-    if sandboxes is None:
+    if remote:
+        base_factory = None  # type: ignore[assignment]
+    elif sandboxes is None:
         from datadojo.sandbox import SandboxPool
 
         pool = SandboxPool(_sandbox_config(cfg, benchmark), size=cfg.concurrency)
@@ -548,15 +560,20 @@ async def run_eval(
             oracle.bind(task)
         return base_factory(task)
 
+    worker = None
+    if remote and oracle is not None:  # the oracle is rebuilt on each node from the tasks
+        worker = oracle_worker_spec(tasks, agent_cfg, sandbox=_sandbox_config(cfg, benchmark), pool_size=cfg.concurrency, seed=cfg.seed)  # fmt: skip
     try:
         rollout = await run_rollouts(
-            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials, config=agent_cfg,
-            concurrency=cfg.concurrency, sandboxes=factory, seed=cfg.seed, on_trajectory=on_trajectory,
+            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials,
+            config=agent_cfg, concurrency=cfg.concurrency, sandboxes=None if remote else factory,
+            sandbox_config=_sandbox_config(cfg, benchmark), seed=cfg.seed, on_trajectory=on_trajectory,
+            executor=executor, worker=worker,
         )  # fmt: skip
     finally:
         if pool is not None:
             await pool.close()
-        if own_backend:
+        if own_backend and not isinstance(chat, str):
             await chat.aclose()
 
     meta = {

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from datadojo.llm.base import (
     ChatBackend,
@@ -154,3 +155,33 @@ class OracleBackend(ChatBackend):
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return approx_message_tokens(messages)
+
+
+async def oracle_episode_worker(
+    *, tasks: list[Task], config: Any, sandbox: Any = None, pool_size: int = 8, seed: int | None = None
+) -> Any:
+    """An :class:`~datadojo.agent.runner.EpisodeWorker` playing the oracle, built where it runs (a Ray
+    node): an :class:`OracleBackend` over ``tasks`` bound to each episode's task, and a sandbox pool."""
+    from datadojo.agent.runner import EpisodeWorker, _default_sandboxes
+
+    oracle = OracleBackend(tasks, dialect=config.dialect)
+    pool_factory, close_pool = _default_sandboxes(pool_size, sandbox)
+
+    def sandboxes(task: Task) -> Any:
+        oracle.bind(task)  # called inside the episode's own asyncio task (see OracleBackend.bind)
+        return pool_factory(task)
+
+    return EpisodeWorker(oracle, sandboxes, config, seed=seed, closers=(close_pool,))
+
+
+def oracle_worker_spec(
+    tasks: list[Task], config: Any, *, sandbox: Any = None, pool_size: int = 8, seed: int | None = None
+) -> Any:
+    """The :class:`~datadojo.executor.WorkerSpec` of :func:`oracle_episode_worker` (tasks travel with it)."""
+    from datadojo.executor import WorkerSpec
+
+    return WorkerSpec(
+        "datadojo.eval.oracle:oracle_episode_worker",
+        {"tasks": list(tasks), "config": config, "sandbox": sandbox, "pool_size": pool_size, "seed": seed},
+        label="eval (oracle)",
+    )

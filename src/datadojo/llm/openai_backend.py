@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import httpx
 import openai
-from openai.types.chat import ChatCompletion
 
 from datadojo.llm.base import (
     ChatBackend,
@@ -47,6 +47,7 @@ from datadojo.llm.base import (
     approx_token_count,
     split_total,
 )
+from datadojo.llm.replicas import Replica, ReplicaSet, split_base_urls
 
 __all__ = ["DEFAULT_API_KEY_ENV", "OpenAIBackend", "TokenizerLike"]
 
@@ -93,7 +94,10 @@ class OpenAIBackend(ChatBackend):
 
     Args:
         model: model name as the server knows it (``--served-model-name`` for vLLM).
-        base_url: e.g. ``http://localhost:8000/v1``.
+        base_url: e.g. ``http://localhost:8000/v1``; several replicas of the model as a comma-separated
+            list (``http://a:8000/v1,http://b:8000/v1``): each request goes to the healthy replica with the
+            fewest requests in flight, and a replica that fails is retried on another and benched for
+            ``replica_down_s`` seconds (:mod:`datadojo.llm.replicas`).
         api_key_env: environment variable holding the key. If it is the default ``OPENAI_API_KEY`` and
             unset, the placeholder ``"EMPTY"`` is sent (what local servers expect); a variable named
             explicitly must be set.
@@ -110,6 +114,11 @@ class OpenAIBackend(ChatBackend):
             ``n`` (Ollama, some llama.cpp builds).
         extra_body: extra JSON fields for every request (e.g. vLLM's ``top_k``, ``chat_template_kwargs``).
         jitter_seed: seeds the backoff jitter, for reproducible tests.
+        replica_down_s: how long a failed replica gets no requests (with several base URLs).
+        http_client: the official client's HTTP transport: ``aiohttp`` (``openai[aiohttp]``'s
+            ``DefaultAioHttpClient``, one client per replica: about half the CPU per request of httpx, which
+            is what limits a driver core at high concurrency), ``httpx`` (the client's default, sharded over
+            several connection pools), or ``auto`` (aiohttp when installed).
     """
 
     supports_response_format = True
@@ -132,14 +141,16 @@ class OpenAIBackend(ChatBackend):
         split_n: bool = False,
         extra_body: dict[str, Any] | None = None,
         jitter_seed: int | None = None,
+        replica_down_s: float = 30.0,
+        http_client: str = "auto",
     ) -> None:
         super().__init__(model_id=model, context_window=context_window)
         if not model:
             raise ValueError("model name must not be empty")
-        if not re.match(r"^https?://[^/\s]+", base_url or ""):
-            raise ValueError(
-                f"base_url must start with http:// or https:// and name a host, got {base_url!r}"
-            )
+        urls = split_base_urls(base_url) if base_url and base_url.strip() else [""]
+        for url in urls:
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"base_url must start with http:// or https:// and name a host, got {url!r}")
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
@@ -161,7 +172,11 @@ class OpenAIBackend(ChatBackend):
             key = _PLACEHOLDER_KEY
         self._api_key = _Secret(key)
         self.api_key_env = api_key_env
-        self.base_url = base_url.rstrip("/")
+        if http_client not in ("auto", "httpx", "aiohttp"):
+            raise ValueError(f"http_client must be auto, httpx or aiohttp, got {http_client!r}")
+        self.http_client = _aiohttp_choice(http_client)
+        self.base_url = ",".join(urls)
+        self.replicas = ReplicaSet(urls, down_s=replica_down_s)
         self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
@@ -175,8 +190,8 @@ class OpenAIBackend(ChatBackend):
         self._tokenizer: Any = None
         self._rng = random.Random(jitter_seed)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: list[openai.AsyncOpenAI] = []
-        self._turn = 0
+        self._clients: dict[str, list[openai.AsyncOpenAI]] = {}
+        self._turns: dict[str, int] = {}
         self._ssl: ssl.SSLContext | None = None
         self._sem: asyncio.Semaphore | None = None
 
@@ -189,37 +204,55 @@ class OpenAIBackend(ChatBackend):
 
     # -- connection state ------------------------------------------------------------------------
 
-    def _state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        """A client and the semaphore for the running loop (both bind to the loop that first uses them).
+    def _state(self) -> asyncio.Semaphore:
+        """The semaphore for the running loop; (re)makes the clients too (both bind to the loop that
+        first uses them).
 
-        Requests are spread round-robin over ``ceil(max_concurrency / 8)`` clients (at most 16): the
-        HTTP connection pool scans all its connections on every request, so one pool of 64 connections
-        costs measurably more CPU per request than eight pools of eight. The clients share one TLS
-        context, which is slow to build.
+        Each replica's requests are spread round-robin over ``ceil(max_concurrency / 8)`` clients (at most
+        16): the HTTP connection pool scans all its connections on every request, so one pool of 64
+        connections costs measurably more CPU per request than eight pools of eight. The clients share one
+        TLS context, which is slow to build.
         """
         loop = asyncio.get_running_loop()
         if self._loop is not loop or not self._clients or self._sem is None:
             self._loop = loop
             if self._ssl is None:
                 self._ssl = _ssl_context()
-            shards = min(16, -(-self.max_concurrency // _CONNECTIONS_PER_CLIENT))
-            self._clients = [
-                openai.AsyncOpenAI(
-                    api_key=self._api_key.get(),
-                    base_url=self.base_url,
-                    max_retries=0,
-                    timeout=openai.Timeout(self.timeout, connect=self.connect_timeout),
-                    http_client=openai.DefaultAsyncHttpxClient(verify=self._ssl),
-                )
-                for _ in range(shards)
-            ]
+            if self.http_client == "aiohttp":
+                shards = 1
+
+                def transport() -> Any:
+                    return openai.DefaultAioHttpClient(verify=self._ssl)
+            else:
+                shards = min(16, -(-self.max_concurrency // _CONNECTIONS_PER_CLIENT))
+
+                def transport() -> Any:
+                    return openai.DefaultAsyncHttpxClient(verify=self._ssl)
+
+            self._clients = {
+                r.url: [
+                    openai.AsyncOpenAI(
+                        api_key=self._api_key.get(),
+                        base_url=r.url,
+                        max_retries=0,
+                        timeout=openai.Timeout(self.timeout, connect=self.connect_timeout),
+                        http_client=transport(),
+                    )
+                    for _ in range(shards)
+                ]
+                for r in self.replicas.replicas
+            }
             self._sem = asyncio.Semaphore(self.max_concurrency)
-        self._turn = (self._turn + 1) % len(self._clients)
-        return self._clients[self._turn], self._sem
+        return self._sem
+
+    def _client(self, url: str) -> openai.AsyncOpenAI:
+        clients = self._clients[url]
+        turn = self._turns[url] = (self._turns.get(url, 0) + 1) % len(clients)
+        return clients[turn]
 
     async def aclose(self) -> None:
-        clients, self._clients, self._loop, self._sem = self._clients, [], None, None
-        for client in clients:
+        by_url, self._clients, self._loop, self._sem = self._clients, {}, None, None
+        for client in (c for clients in by_url.values() for c in clients):
             try:
                 await client.close()
             except RuntimeError:  # created on a loop that is gone; nothing left to release
@@ -265,24 +298,34 @@ class OpenAIBackend(ChatBackend):
     async def _request(
         self, messages: list[Message], params: SamplingParams, n: int, seed: int | None
     ) -> list[Completion]:
-        client, sem = self._state()
+        sem = self._state()
         sp = params if seed == params.seed else dataclasses.replace(params, seed=seed)
         body = self._body(messages, sp, n)
         attempts = self.max_retries + 1
         t0 = time.perf_counter()
         for attempt in range(1, attempts + 1):
             retry_after: float | None = None
+            replica: Replica | None = None
             try:
                 async with sem:
-                    resp = await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-                    return self._convert(resp, messages, sp, n, time.perf_counter() - t0)
+                    replica = self.replicas.pick()  # chosen once a slot is free: in-flight counts are current
+                    try:
+                        # The raw response: building the client's typed objects costs more CPU than the
+                        # JSON itself, and _convert checks every field anyway.
+                        raw = await self._client(replica.url).post(
+                            "/chat/completions", body=body, cast_to=httpx.Response
+                        )
+                        data = json.loads(raw.content)
+                    finally:
+                        self.replicas.done(replica)
+                    return self._convert(data, messages, sp, n, time.perf_counter() - t0)
             except openai.APIStatusError as e:
                 status = e.status_code
                 retryable = status in _RETRYABLE_STATUS or status >= 500
                 cause = f"HTTP {status}: {_error_message(e)}"
                 if not retryable:
                     raise LLMError(
-                        f"{self.model_id} at {self.base_url}: {cause}",
+                        f"{self.model_id} at {replica.url if replica else self.base_url}: {cause}",
                         retryable=False,
                         attempts=attempt,
                         status=status,
@@ -292,22 +335,43 @@ class OpenAIBackend(ChatBackend):
                 error: Exception = e
             except openai.APITimeoutError as e:
                 status, cause, error = None, f"timed out after {self.timeout:g}s", e
+                root = _root(e)
+                if (
+                    root is not e
+                    and not isinstance(root, TimeoutError)
+                    and "Timeout" not in type(root).__name__
+                ):
+                    # The aiohttp transport reports a refused or dropped connection as a connect timeout.
+                    cause = f"connection error ({_root_cause(e)})"
             except openai.APIConnectionError as e:
                 status, cause, error = None, f"connection error ({_root_cause(e)})", e
             except (_Malformed, openai.APIResponseValidationError, json.JSONDecodeError) as e:
                 # JSONDecodeError: a 200 whose body is not JSON (a broken proxy, a truncated reply).
                 status, cause, error = None, f"malformed response ({e})", e
+            where = self.base_url
+            if replica is not None:
+                where = replica.url
+                self.replicas.failed(replica, cause, retry_after=retry_after)
             if attempt == attempts:
                 raise LLMError(
-                    f"{self.model_id} at {self.base_url}: giving up after {attempts} attempt(s); last: {cause}",
+                    f"{self.model_id} at {where}: giving up after {attempts} attempt(s); last: {cause}",
                     retryable=True,
                     attempts=attempt,
                     status=status,
                 ) from error
-            delay = self._backoff(attempt, retry_after)
+            if replica is not None and self.replicas.another_up(replica):
+                delay = 0.0  # another replica is healthy: fail over at once
+            else:
+                delay = self._backoff(attempt, retry_after)
             self.usage.retries += 1
             log.warning(
-                "%s: %s; retry %d/%d in %.2fs", self.model_id, cause, attempt, self.max_retries, delay
+                "%s at %s: %s; retry %d/%d in %.2fs",
+                self.model_id,
+                where,
+                cause,
+                attempt,
+                self.max_retries,
+                delay,
             )
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -320,14 +384,14 @@ class OpenAIBackend(ChatBackend):
         return self._rng.uniform(0, cap)
 
     def _convert(
-        self, resp: ChatCompletion, messages: list[Message], params: SamplingParams, n: int, latency: float
+        self, resp: Any, messages: list[Message], params: SamplingParams, n: int, latency: float
     ) -> list[Completion]:
-        """Completions from a parsed response; ``_Malformed`` if the body has the wrong shape.
+        """Completions from a response body (the decoded JSON, or a typed ``ChatCompletion``);
+        ``_Malformed`` if the body has the wrong shape.
 
-        The client builds the response without validating it, so a 200 from a broken proxy can hold
-        anything; every field is checked here rather than trusted.
+        A 200 from a broken proxy can hold anything; every field is checked here rather than trusted.
         """
-        choices = getattr(resp, "choices", None)
+        choices = _field(resp, "choices")
         if not isinstance(choices, list) or not choices:
             raise _Malformed("no choices in the response")
         if len(choices) < n:
@@ -339,18 +403,18 @@ class OpenAIBackend(ChatBackend):
         texts: list[str] = []
         reasons: list[str] = []
         for i, c in enumerate(choices[:n]):
-            index = getattr(c, "index", i)
-            content = getattr(getattr(c, "message", None), "content", _MISSING)
+            index = _field(c, "index", i)
+            content = _field(_field(c, "message"), "content", _MISSING)
             if content is _MISSING:
                 raise _Malformed(f"choice {index} has no message")
             if content is not None and not isinstance(content, str):
                 raise _Malformed(f"choice {index} content is {type(content).__name__}, not text")
-            reason = getattr(c, "finish_reason", None)
+            reason = _field(c, "finish_reason")
             texts.append(content or "")
             reasons.append(reason if isinstance(reason, str) and reason else "unknown")
-        usage = getattr(resp, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None)
-        total = getattr(usage, "completion_tokens", None)
+        usage = _field(resp, "usage")
+        prompt = _field(usage, "prompt_tokens")
+        total = _field(usage, "completion_tokens")
         if not isinstance(prompt, int):
             prompt = self.count_tokens(messages)
         if isinstance(total, int):
@@ -461,7 +525,7 @@ def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> 
     """The stop string that ended a choice, from vLLM's ``stop_reason`` or SGLang's ``matched_stop``."""
     if finish_reason != "stop":
         return None
-    extra = getattr(choice, "model_extra", None)
+    extra = choice if isinstance(choice, dict) else getattr(choice, "model_extra", None)
     if not isinstance(extra, dict):
         return None
     for key in ("stop_reason", "matched_stop"):
@@ -471,12 +535,28 @@ def _matched_stop(choice: Any, finish_reason: str, requested: Sequence[str]) -> 
     return None
 
 
-def _field(obj: Any, name: str) -> Any:
-    """``obj.name`` or ``obj[name]``: the client builds nested models without validation, so a field can
-    arrive as a model or as the plain dict the server sent."""
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` or ``obj[name]``: a field of the decoded JSON body, or of a typed model built from it
+    without validation (where a nested field can still be the plain dict the server sent)."""
     if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _aiohttp_choice(choice: str) -> str:
+    """``aiohttp`` or ``httpx``: ``auto`` takes aiohttp when the client's aiohttp extra is installed."""
+    if choice == "httpx":
+        return choice
+    try:
+        import aiohttp  # noqa: F401
+        from openai import DefaultAioHttpClient  # noqa: F401
+    except ImportError:
+        if choice == "aiohttp":
+            raise ValueError(
+                "http_client=aiohttp needs the client's aiohttp extra: pip install 'openai[aiohttp]'"
+            ) from None
+        return "httpx"
+    return "aiohttp"
 
 
 def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
@@ -503,7 +583,12 @@ def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
     return tuple(out)
 
 
-def _root_cause(e: BaseException) -> str:
+def _root(e: BaseException) -> BaseException:
     while e.__cause__ is not None:
         e = e.__cause__
+    return e
+
+
+def _root_cause(e: BaseException) -> str:
+    e = _root(e)
     return type(e).__name__ + (f": {e}" if str(e) else "")

@@ -10,6 +10,7 @@ Forms::
     openai:Qwen2.5-Coder-7B-Instruct@http://localhost:8000/v1
     openai:gpt-4o-mini                                  # base URL from $OPENAI_BASE_URL, else api.openai.com
     openai:my-model@http://10.0.0.5:30000/v1?api_key_env=MY_KEY&context_window=32768&max_concurrency=64
+    openai:my-model@http://a:8000/v1,http://b:8000/v1   # replicas: fewest in flight, failover
     hf:/path/to/checkpoint?device=cuda&dtype=bfloat16
 """
 
@@ -24,6 +25,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from datadojo.llm.base import ChatBackend
+from datadojo.llm.replicas import split_base_urls
 
 __all__ = ["BACKENDS", "DEFAULT_OPENAI_BASE_URL", "ModelSpec", "load_backend", "parse_model_spec"]
 
@@ -87,6 +89,8 @@ _OPTIONS: dict[str, dict[str, Callable[[str, str], Any]]] = {
         "max_retry_after": _float,
         "tokenizer": _str,
         "split_n": _bool,
+        "replica_down_s": _float,
+        "http_client": _str,
     },
     "hf": {
         "device": _str,
@@ -150,7 +154,12 @@ def parse_model_spec(spec: str) -> ModelSpec:
     m = _SCHEME_AT.search(body)
     if m:
         model, base_url = body[: m.start()], body[m.end() :]
-        _check_url(spec, base_url)
+        try:
+            urls = split_base_urls(base_url)
+        except ValueError as e:
+            raise ValueError(f"model spec {spec!r}: {e}") from None
+        for url in urls:
+            _check_url(spec, url)
     else:
         model, base_url = body, None
         tail = body.rpartition("@")[2] if "@" in body else ""

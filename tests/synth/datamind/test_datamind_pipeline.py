@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import fake_sandboxes, judge, teacher
 from typer.testing import CliRunner
 
+from conftest import fake_sandboxes, judge, teacher
 from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm import load_backend

@@ -19,17 +19,20 @@ copies are built once); they write that environment's files themselves.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import multiprocessing
 import os
 import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.synth.envlunch.environment import (
     EnvError,
@@ -42,7 +45,7 @@ from datadojo.synth.envlunch.synthesis import EnvContext, SynthConfig, Synthesiz
 from datadojo.synth.envlunch.tasks import copies_root, task_from_synth, write_env_files
 from datadojo.types import Task
 
-__all__ = ["BuildConfig", "BuildReport", "build_tasks", "load_environments"]
+__all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "load_environments"]
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,35 @@ class _JobResult:
 
 def _run_job(job: _Job) -> _JobResult:
     assert _CONF is not None and _STAGE is not None
-    env = _ENVS[job.env_index]
-    ctx = EnvContext(env, _CONF.synth)
+    return _run_job_in(_ENVS[job.env_index], _CONF, _STAGE, _REL_ROOT, job)
+
+
+class BuildWorker:
+    """Runs build jobs where an executor puts them (a Ray node): environments are loaded again there,
+    from their source files, on first use; the copies are written to ``stage``, which must be on storage
+    the driver sees (the output's folder)."""
+
+    def __init__(
+        self, sources: list[tuple[str, str]], config: BuildConfig, stage: str, rel_root: str
+    ) -> None:
+        self.sources = sources
+        self.config = config
+        self.stage = Path(stage)
+        self.rel_root = rel_root
+        self._envs: dict[int, Environment] = {}
+
+    async def run(self, job: _Job) -> _JobResult:
+        if job.env_index not in self._envs:
+            source, env_id = self.sources[job.env_index]
+            self._envs[job.env_index] = load_environment(Path(source), env_id=env_id)
+        return _run_job_in(self._envs[job.env_index], self.config, self.stage, self.rel_root, job)
+
+    async def close(self) -> None:
+        self._envs.clear()
+
+
+def _run_job_in(env: Environment, conf: BuildConfig, stage: Path, rel_root: str, job: _Job) -> _JobResult:
+    ctx = EnvContext(env, conf.synth)
     out: list[tuple[int, Task, str]] = []
     failed: list[int] = []
     rejections: Counter[str] = Counter()
@@ -143,9 +173,9 @@ def _run_job(job: _Job) -> _JobResult:
     seen = set(job.seen)
     for index in job.indices:
         got: Synthesized | None = None
-        for attempt in range(_CONF.attempts):
+        for attempt in range(conf.attempts):
             seed_attempt = job.round * 10_000 + attempt
-            rng = task_rng(_CONF.seed, index, seed_attempt)
+            rng = task_rng(conf.seed, index, seed_attempt)
             draws += 1
             res = synthesize(ctx, job.backend, rng)  # type: ignore[arg-type]
             if isinstance(res, str):
@@ -160,16 +190,16 @@ def _run_job(job: _Job) -> _JobResult:
                 res,
                 ctx,
                 task_id=f"envlunch-{index:05d}-{res.backend}-{env.env_id}",
-                rel_root=_REL_ROOT,
-                seed=_CONF.seed,
-                task_seed=stable_int(_CONF.seed, "task", index, seed_attempt),
+                rel_root=rel_root,
+                seed=conf.seed,
+                task_seed=stable_int(conf.seed, "task", index, seed_attempt),
             )
             out.append((index, task, res.program))
             break
         if got is None:
             failed.append(index)
     if out and job.write_files:
-        write_env_files(ctx, job.backend, _STAGE)
+        write_env_files(ctx, job.backend, stage)
     ctx.close()
     return _JobResult(job.env_index, job.backend, out, failed, rejections, draws)
 
@@ -191,10 +221,14 @@ def build_tasks(
     config: BuildConfig,
     *,
     progress: Callable[[int, int], None] | None = None,
+    executor: Executor | None = None,
 ) -> BuildReport:
     """Synthesise ``config.n`` tasks over ``envs``; write ``out`` (JSONL) and its copies folder.
 
     ``progress(done, total)`` is called as environments finish. Returns the report (tasks in index order).
+    ``executor`` (Ray) runs the jobs on its nodes instead of ``config.workers`` forked processes; every
+    draw depends only on the seed and the task index, so the tasks are the same. The nodes must see the
+    environments' source files and the output's folder at the same paths (shared storage).
     """
     global _ENVS, _CONF, _STAGE, _REL_ROOT
     start = time.perf_counter()
@@ -217,7 +251,8 @@ def build_tasks(
     draws = 0
     pending = list(range(config.n))
     ctx_mp = multiprocessing.get_context("fork")
-    pool = ctx_mp.Pool(config.workers) if config.workers > 1 else None
+    pool = ctx_mp.Pool(config.workers) if config.workers > 1 and executor is None else None
+    sources = [(str(env.source), env.env_id) for env in envs]
     try:
         for rnd in range(config.max_rounds):
             if not pending:
@@ -234,7 +269,16 @@ def build_tasks(
                 for (e, b), idx in sorted(groups.items(), key=lambda kv: -_cost(envs[kv[0][0]], len(kv[1])))
             ]
             pending = []
-            it = pool.imap_unordered(_run_job, jobs) if pool is not None else map(_run_job, jobs)
+            if executor is not None:
+                spec = WorkerSpec(
+                    "datadojo.synth.envlunch.build:BuildWorker",
+                    {"sources": sources, "config": config, "stage": str(stage), "rel_root": root.name},
+                    cpu_bound=True,
+                    label="warm-up build",
+                )
+                it: Iterable[_JobResult] = _run_on(executor, spec, jobs)
+            else:
+                it = pool.imap_unordered(_run_job, jobs) if pool is not None else map(_run_job, jobs)
             for res in it:
                 key = (res.env_index, res.backend)
                 for index, task, program in res.tasks:
@@ -276,6 +320,17 @@ def build_tasks(
         copies=root,
         missing=config.n - len(tasks),
     )
+
+
+def _run_on(executor: Executor, spec: WorkerSpec, jobs: list[_Job]) -> list[_JobResult]:
+    """One round of jobs on ``executor``; results in the order they finished."""
+
+    async def collect() -> list[_JobResult]:
+        stream = executor.map_unordered(spec, jobs)
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+            return [outcome.result async for outcome in stream]
+
+    return asyncio.run(collect())
 
 
 def _cost(env: Environment, n_tasks: int) -> float:

@@ -1,0 +1,114 @@
+"""Local vs Ray on this machine: the same rollout, and what each added node would bring.
+
+    python benchmarks/scale.py [--tasks 500] [--concurrency 16] [--latency 0.05] [--mode persistent]
+
+The same ``--tasks`` episodes (5 turns each, the scripted model in a separate process at ``--latency`` per
+completion, a real sandbox pool of ``--concurrency``) run twice into two output files: in this process
+(``--executor local``) and on a local Ray with one node (``--executor ray``: an actor owning the sandbox
+pool and its own model client; results come back to this process, which writes them). Printed:
+
+* wall times and their ratio (target: Ray <= 1.3 x local on one node), with Ray's start-up apart;
+* whether the two files hold the same (task, sample) keys;
+* the projection per added node: a node's turns/s is bounded by its cores divided by the CPU one turn
+  costs there, measured here as the local run's CPU seconds per turn as ``os.times`` sees them (this
+  process and the children it reaped; sandbox processes started under bubblewrap are mostly not among
+  them, so this is the harness share and the projection an upper bound); the driver's own CPU per turn
+  under Ray (it only receives and writes results) bounds how many nodes one driver can feed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _loopback import TURNS, LoopbackProcess, yardstick_ms
+
+from datadojo.agent import AgentConfig, run_rollouts
+from datadojo.sandbox import SandboxConfig
+from datadojo.types import DataFile, Task
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tree_cpu() -> float:
+    """CPU seconds of this process and its waited-for children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def keys(path: Path) -> set[tuple[str, int]]:
+    out = set()
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        out.add((rec["task_id"], rec["sample"]))
+    return out
+
+
+async def one(
+    tasks: list[Task], spec: str, out: Path, c: int, sandbox: SandboxConfig, executor: object
+) -> tuple:
+    cpu0, drv0, t0 = tree_cpu(), time.process_time(), time.perf_counter()
+    summary = await run_rollouts(
+        tasks, spec, out, config=AgentConfig(max_turns=TURNS), concurrency=c, sandbox_config=sandbox,
+        executor=executor,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return summary, time.perf_counter() - t0, tree_cpu() - cpu0, time.process_time() - drv0
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=500)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--mode", default="persistent", choices=["persistent", "chunked"])
+    args = ap.parse_args()
+    import ray
+
+    from datadojo.executor.ray_executor import RayExecutor
+
+    csv = DataFile.from_path(REPO / "examples" / "data" / "sales.csv")
+    tasks = [Task(id=f"scale-{i}", question="What is x?", files=[csv]) for i in range(args.tasks)]
+    sandbox = SandboxConfig(mode=args.mode)  # type: ignore[arg-type]
+    cores = os.cpu_count() or 1
+    print(f"scale benchmark: {args.tasks} tasks x {TURNS} turns, latency {args.latency * 1000:.0f} ms, concurrency "
+          f"{args.concurrency}, {args.mode} sandboxes, cores {cores}, load {os.getloadavg()[0]:.1f}, "
+          f"yardstick {yardstick_ms():.3f} ms")  # fmt: skip
+    with LoopbackProcess(args.latency) as url, tempfile.TemporaryDirectory() as tmp:
+        spec = f"openai:bench@{url}?max_concurrency={args.concurrency}"
+        local, local_s, local_cpu, local_drv = await one(
+            tasks, spec, Path(tmp) / "local.jsonl", args.concurrency, sandbox, None
+        )
+        t0 = time.perf_counter()
+        ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+        ray_start = time.perf_counter() - t0
+        try:
+            remote, ray_s, _, ray_drv = await one(
+                tasks, spec, Path(tmp) / "ray.jsonl", args.concurrency, sandbox, RayExecutor(in_flight_per_worker=args.concurrency)
+            )  # fmt: skip
+        finally:
+            ray.shutdown()
+        same = keys(Path(tmp) / "local.jsonl") == keys(Path(tmp) / "ray.jsonl")
+    print(f"  local: {local_s:.1f} s ({local.turns / local_s:.1f} turns/s)")
+    print(f"  ray:   {ray_s:.1f} s ({remote.turns / ray_s:.1f} turns/s), plus {ray_start:.1f} s to start Ray")
+    print(f"  ratio ray / local: {ray_s / local_s:.2f}  (target <= 1.3);  same (task, sample) keys: {same}")
+    for n in remote.nodes:
+        print(f"    node {n['node']}: {n['done']} done by {n['workers']} worker(s), busy {n['busy_s']:.0f} s")
+    turn_cpu = local_cpu / local.turns
+    per_node = cores / turn_cpu
+    driver_turn = ray_drv / remote.turns
+    print(f"  CPU per turn (local run, as os.times sees it: the harness, sandboxes mostly not counted): "
+          f"{turn_cpu * 1000:.1f} ms -> one {cores}-core node like this one sustains at most {per_node:.0f} turns/s")  # fmt: skip
+    print(f"  driver CPU per turn under Ray (receive + write): {driver_turn * 1000:.2f} ms -> one driver core "
+          f"feeds about {1 / driver_turn / per_node:.0f} such nodes;  projection: +{per_node:.0f} turns/s per "
+          f"added {cores}-core node (local driver CPU per turn was {local_drv / local.turns * 1000:.2f} ms)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
