@@ -159,7 +159,13 @@ def solve(
     out: Path = typer.Option(
         Path("trajectories.jsonl"), "--out", "-o", help="Trajectory JSONL (overwritten)."
     ),
-    time_limit: float = typer.Option(3.0, "--time-limit", help="Search seconds per task."),
+    time_limit: float = typer.Option(
+        3.0,
+        "--time-limit",
+        help="Wall-clock seconds per task (0: none, so only --max-candidates bounds the search and the "
+        "result is the same on any machine).",
+        min=0.0,
+    ),
     max_candidates: int = typer.Option(400, "--max-candidates", help="Compositions tried per task."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     seed: int = typer.Option(0, "--seed"),
@@ -170,7 +176,7 @@ def solve(
     from datadojo.synth.envlunch.solver import solve as run_solve
 
     infos = _load_infos(tasks_path, limit)
-    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit, seed=seed)
+    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit or None, seed=seed)
     trajs = []
     with _progress() as prog:
         bar = prog.add_task("solving", total=len(infos))
@@ -222,11 +228,13 @@ def score(
         write_jsonl_atomic(out, trajs)
     _show_scores(records)
     if report is not None:
-        html, _md = _write_report(report, tasks_path, trajs, records)
+        html, _md = _write_report(report, tasks_path, infos, trajs, records)
         console.print(f"report: {html}")
 
 
-def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: list[Any]) -> tuple[Path, Path]:
+def _write_report(
+    run_dir: Path, tasks_path: Path, infos: dict[str, Any], trajs: list[Any], records: list[Any]
+) -> tuple[Path, Path]:
     """A run folder in the evaluation harness's layout, so ``datadojo report`` renders EnvLunch scores.
 
     A trial's score is the agreement min_k m over the hidden copies (1 = solved in every copy); the
@@ -242,6 +250,7 @@ def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: li
 
     run_dir.mkdir(parents=True, exist_ok=True)
     rows, trials = [], []
+    infos_used = [infos[t.task_id] for t in trajs if t.task_id in infos]
     for traj, rec in zip(trajs, records, strict=True):
         traj.rewards["envlunch"] = rec.reward
         score = min(rec.m) if rec.m else 0.0
@@ -252,7 +261,8 @@ def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: li
                 "trial": traj.sample,
                 "score": score,
                 "correct": rec.solved,
-                "stop_reason": traj.stop_reason,
+                # the reference solver is a search: "max_turns" would hide that it found no program in budget
+                "stop_reason": traj.extra.get("outcome") or traj.stop_reason,
                 "turns": len(traj.turns),
                 "category": category,
                 "rewards": {"envlunch": rec.reward},
@@ -260,7 +270,7 @@ def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: li
                 "answer": traj.final_answer,
                 "prediction_source": "final answer (program)",
                 "metric": "EnvLunch agreement min_k m",
-                "reason": "; ".join(rec.errors) or f"m = {rec.m}",
+                "reason": traj.extra.get("outcome") or "; ".join(rec.errors) or f"m = {rec.m}",
             }
         )
         trials.append(
@@ -284,6 +294,11 @@ def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: li
         "n_tasks": len({r["id"] for r in rows}),
         "n_trials": max((r["trial"] for r in rows), default=0) + 1,
         "metric": "agreement (min over copies)",
+        # EnvLunch's turn budget is t_max of the reward's brevity term (§3), per backend
+        "agent_config": {
+            "max_turns": _turn_budget(infos_used),
+            "dialect": ", ".join(sorted({t.dialect for t in trajs})) or None,
+        },
         "ks": [1],
         "metrics": summarize(trials, ks=(1,)).to_dict(),
         "rewards": {"mean_envlunch": statistics.fmean(r.reward for r in records) if records else None},
@@ -295,6 +310,12 @@ def _write_report(run_dir: Path, tasks_path: Path, trajs: list[Any], records: li
     write_jsonl_atomic(run_dir / "scores.jsonl", rows)
     write_jsonl_atomic(run_dir / "trajectories.jsonl", trajs)
     return write_report(run_dir)
+
+
+def _turn_budget(infos: list[Any]) -> str | None:
+    """``t_max`` per backend among the scored tasks, e.g. ``16 (sql) · 48 (pandas)``; None without tasks."""
+    by_backend = {i.backend: i.t_max for i in infos}
+    return " · ".join(f"{t} ({b})" for b, t in sorted(by_backend.items(), reverse=True)) or None
 
 
 def _show_scores(records: list[Any]) -> None:
