@@ -311,7 +311,10 @@ async def test_no_process_outlives_its_cell(iso: str, mode: str) -> None:
     async with await Sandbox.create([], config(iso, mode=mode, policy=NO_POLICY)) as sb:
         r = await sb.run(code)
         assert r.output == "spawned\n"
-        await asyncio.sleep(0.2)
+        for _ in range(200):  # the sleeper would live for hours: polling only waits out a slow reap
+            if not _pids_with(f"sleep\0{marker}".encode()):
+                break
+            await asyncio.sleep(0.05)
         assert _pids_with(f"sleep\0{marker}".encode()) == []
         assert (await sb.run("print(1)")).output == "1\n"
 
