@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -238,7 +239,7 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[Any]) -> int:
     """Write a whole JSONL file via a temporary file and a rename, so readers never see half of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     n = 0
     try:
         with tmp.open("w", encoding="utf-8") as fh:

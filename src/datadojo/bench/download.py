@@ -44,6 +44,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from datadojo.tmpfiles import temp_sibling
+
 __all__ = [
     "BenchSource",
     "DownloadError",
@@ -384,7 +386,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 def _write_manifest(root: Path, data: dict[str, Any]) -> None:
     path = root / MANIFEST
-    tmp = root / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp = temp_sibling(root / MANIFEST)
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 

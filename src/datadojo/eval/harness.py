@@ -56,6 +56,7 @@ from datadojo.bench.spider import extract_sql
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -183,7 +184,7 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
     """Write JSON via a temporary file and a rename, so a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     try:
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.jsonl import iter_jsonl, read_trajectories
+from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Trajectory
 
 __all__ = [
@@ -482,7 +483,7 @@ def render_markdown(
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

@@ -14,6 +14,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from datadojo.tmpfiles import temp_sibling
+
 __all__ = ["DEFAULT_RL_KEYS", "DEFAULT_SFT_KEYS", "render_svg", "write_curves"]
 
 DEFAULT_RL_KEYS: tuple[str, ...] = (
@@ -153,7 +155,7 @@ def write_curves(
     """Write :func:`render_svg` to ``path`` through a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     tmp.write_text(render_svg(records, keys, title=title), encoding="utf-8")
     os.replace(tmp, path)
     return path

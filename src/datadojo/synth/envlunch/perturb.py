@@ -38,6 +38,7 @@ import pandas as pd
 
 from datadojo.synth.envlunch.environment import Environment, ForeignKey, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo
+from datadojo.tmpfiles import temp_sibling
 
 __all__ = [
     "DELETE_FRACTION",
@@ -239,7 +240,7 @@ def pandas_copy(
 
 
 def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    return temp_sibling(path)
 
 
 def write_atomic_bytes(path: Path, data: bytes) -> None:

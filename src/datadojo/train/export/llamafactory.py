@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.messages import trajectory_to_messages
+from datadojo.tmpfiles import temp_sibling
 from datadojo.train.export import ExportError, ExportReport
 from datadojo.types import Trajectory
 
@@ -101,7 +102,7 @@ def update_dataset_info(path: str | Path, name: str, entry: dict[str, Any]) -> P
         if not isinstance(info, dict):
             raise ExportError(f"{path}: expected a JSON object of datasets")
     info[name] = entry
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     tmp.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path

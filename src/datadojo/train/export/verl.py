@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from datadojo.agent.prompts import build_prompt
 from datadojo.protocol import get_dialect
+from datadojo.tmpfiles import temp_sibling
 from datadojo.train.export import ExportError, ExportReport
 from datadojo.train.export.verl_tool import TOOL_NAME, TOOL_SCHEMA
 from datadojo.types import Task
@@ -157,7 +158,7 @@ def tool_config(max_output_chars: int | None = None) -> dict[str, Any]:
 
 def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     table = pa.Table.from_pylist(rows, schema=VERL_SCHEMA)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(path)
     pq.write_table(table, tmp)
     os.replace(tmp, path)
 
@@ -212,7 +213,7 @@ def export_verl(
         report.files.append(str(path))
         report.written += len(rows)
     cfg_path = out / "tool_config.yaml"
-    tmp = cfg_path.with_name(f".{cfg_path.name}.{os.getpid()}.tmp")
+    tmp = temp_sibling(cfg_path)
     # JSON is valid YAML (verl reads this file with OmegaConf), and needs no YAML writer.
     tmp.write_text(json.dumps(tool_config(), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, cfg_path)
