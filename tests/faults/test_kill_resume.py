@@ -190,3 +190,36 @@ def test_eval(tmp_path: Path) -> None:
             key=lambda r: (r.get("task_id", r.get("id")), r.get("sample", r.get("trial"))),
         )
         _exercise(run, tmp_path, "eval")
+
+
+# ------------------------------------------------------------------------- training (checkpoint / resume)
+def test_train_sft(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from datadojo.train.toy import build_toy_model, build_toy_tokenizer
+
+    ckpt = tmp_path / "toy-ckpt"
+    tok = build_toy_tokenizer()
+    build_toy_model(tok).save_pretrained(ckpt)
+    tok.save_pretrained(ckpt)
+    data = tmp_path / "traj.jsonl"
+    append_jsonl(data, [synthetic_trajectory(f"s{i}") for i in range(6)])
+
+    def normalise(out: Path) -> Any:
+        # the loss curve (one record per step, in order) and the final weights; timings are per run
+        curve = [(r["step"], r["sft_loss"], r["lr"]) for r in _records(out / "metrics.jsonl")]
+        weights = hashlib.sha256((out / "final" / "model.safetensors").read_bytes()).hexdigest()
+        return curve, weights, json.loads((out / "summary.json").read_text())["steps"]
+
+    run = FaultRun(
+        argv=lambda out: [
+            *("train", "sft", "--model", f"hf:{ckpt}", "--data", str(data), "--out", str(out)),
+            *("--max-steps", "4", "--batch-size", "2", "--save-every", "1", "--lr", "1e-3", "--seed", "0"),
+        ],
+        normalise=normalise,
+        appendable=["metrics.jsonl"],
+        key=lambda r: r.get("step"),
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
+    _exercise(run, tmp_path, "train-sft")
