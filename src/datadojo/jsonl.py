@@ -55,17 +55,30 @@ class JsonlError(ValueError):
         self.line = line
 
 
-def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[tuple[int, Any]]:
+#: Longest line read as one record. Far beyond any real task or trajectory, it bounds the memory a wrong
+#: file (a binary blob, a huge file with no newline) can take before it is reported.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def iter_jsonl(
+    path: str | Path, *, skip_partial_tail: bool = True, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for each non-blank line of a JSONL file, without loading it whole.
 
     An unterminated, unparsable last line (what a crash mid-write leaves) is skipped with a warning when
-    ``skip_partial_tail`` is true; any other bad line raises :class:`JsonlError`.
+    ``skip_partial_tail`` is true (resuming a run's own output); a file given as *input* is read with
+    ``skip_partial_tail=False``, so a truncated last record is an error rather than silently lost. Any
+    other bad line, and a line longer than ``max_line_bytes``, raises :class:`JsonlError`.
     """
     path = Path(path)
     with path.open("rb") as fh:
         lineno = 0
-        for raw in fh:
+        while raw := fh.readline(max_line_bytes + 1):
             lineno += 1
+            if len(raw) > max_line_bytes:
+                raise JsonlError(
+                    path, lineno, f"line longer than {max_line_bytes:,} bytes: not a JSONL record"
+                )
             terminated = raw.endswith(b"\n")
             text = raw.strip()
             if not text:
@@ -81,14 +94,18 @@ def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[
 
 
 def read_models(
-    path: str | Path, model: type[M], *, prepare: Callable[[Any], Any] | None = None
+    path: str | Path,
+    model: type[M],
+    *,
+    prepare: Callable[[Any], Any] | None = None,
+    skip_partial_tail: bool = True,
 ) -> Iterator[M]:
     """Stream a JSONL file as pydantic models; a record that does not validate names file, line and field.
 
     ``prepare`` rewrites each raw JSON value before validation (e.g. resolving relative paths, which
-    must happen before a validator inspects the file system).
+    must happen before a validator inspects the file system). ``skip_partial_tail``: see :func:`iter_jsonl`.
     """
-    for lineno, value in iter_jsonl(path):
+    for lineno, value in iter_jsonl(path, skip_partial_tail=skip_partial_tail):
         try:
             yield model.model_validate(prepare(value) if prepare is not None else value)
         except ValidationError as exc:
@@ -99,7 +116,9 @@ def read_models(
             ) from exc
 
 
-def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task]:
+def read_tasks(
+    path: str | Path, *, resolve_paths: bool = True, skip_partial_tail: bool = True
+) -> Iterator[Task]:
     """Stream tasks from a JSONL file; relative data-file paths are resolved against the file's folder.
 
     Paths are resolved in the raw record, before validation, because :class:`~datadojo.types.DataFile`
@@ -118,12 +137,14 @@ def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task
             files.append(f)
         return {**value, "files": files}
 
-    return read_models(path, Task, prepare=resolve if resolve_paths else None)
+    return read_models(
+        path, Task, prepare=resolve if resolve_paths else None, skip_partial_tail=skip_partial_tail
+    )
 
 
-def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
+def read_trajectories(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[Trajectory]:
     """Stream trajectories from a JSONL file."""
-    return read_models(path, Trajectory)
+    return read_models(path, Trajectory, skip_partial_tail=skip_partial_tail)
 
 
 def repair_tail(path: str | Path) -> int:

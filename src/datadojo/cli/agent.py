@@ -18,7 +18,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
-from datadojo.jsonl import JsonlAppender, read_tasks
+from datadojo.cli.inputs import check_data_file, load_tasks
+from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import SamplingParams
 from datadojo.types import DataFile, Task, Trajectory, Turn
 
@@ -146,6 +147,7 @@ def ask(
         path = Path(p)
         if not path.exists():
             raise typer.BadParameter(f"{p}: no such file or folder", param_hint="FILE")
+        check_data_file(path, "FILE")
         try:
             files.append(DataFile.from_path(path.resolve()))
         except ValueError as exc:
@@ -219,16 +221,11 @@ def rollout(
     Trajectories are appended to OUT/trajectories.jsonl as they finish. Rerunning the same command skips
     (task, sample) pairs already there, so an interrupted run resumes where it stopped.
     """
-    if not tasks_file.is_file():
-        raise typer.BadParameter(f"{tasks_file}: no such file", param_hint="TASKS.jsonl")
+    tasks = load_tasks(tasks_file, "TASKS.jsonl")  # before anything is written
     spec = _model_spec(model)
     cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
     out.mkdir(parents=True, exist_ok=True)
     traj_path = out / "trajectories.jsonl"
-    try:
-        tasks = list(read_tasks(tasks_file))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="TASKS.jsonl") from exc
     if limit is not None:
         tasks = tasks[:limit]
     console = Console(stderr=True)

@@ -54,13 +54,13 @@ def _table(title: str, header: list[str], rows: Iterable[list[Any]], *, left: in
 
 
 def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
-    from datadojo.jsonl import read_tasks
+    from datadojo.cli.inputs import load_tasks
     from datadojo.synth.envlunch.tasks import task_info
 
-    if not tasks_path.is_file():
+    if not tasks_path.exists():
         raise typer.BadParameter(f"{tasks_path}: no such task file")
     infos = []
-    for task in read_tasks(tasks_path):
+    for task in load_tasks(tasks_path):
         try:
             infos.append(task_info(task, tasks_path))
         except ValueError as exc:
