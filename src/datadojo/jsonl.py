@@ -224,20 +224,35 @@ class JsonlAppender:
         repair_tail(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
         self.count = 0
+        self._failed = False
 
     def write(self, record: Any) -> None:
+        """Append one record; an OS error (a full disk) is raised naming this file.
+
+        What reached the disk before the error is at worst an unterminated last line, which the next
+        :class:`JsonlAppender` on this file cuts off, so a rerun after freeing space resumes cleanly.
+        """
         line = _dumps(record)
         if "\n" in line:  # json.dumps never emits raw newlines; guard against custom encoders
             raise ValueError("a JSONL record must serialise to a single line")
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        if self.fsync:
-            os.fsync(self._fh.fileno())
+        try:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            if self.fsync:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self._failed = True
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
         self.count += 1
 
     def close(self) -> None:
-        if not self._fh.closed:
+        if self._fh.closed:
+            return
+        try:
             self._fh.close()
+        except OSError:
+            if not self._failed:  # the failed write was already reported; its buffer cannot be saved
+                raise
 
     def __enter__(self) -> JsonlAppender:
         return self

@@ -281,6 +281,11 @@ def rollout(
         raise typer.Exit(130) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    except OSError as exc:  # e.g. no space left on the output disk: the message names the file
+        console.print(
+            f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
+        )
+        raise typer.Exit(1) from None
     record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
