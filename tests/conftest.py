@@ -1,9 +1,16 @@
-"""Suite-wide fixtures: the real public data in ``../shared/data`` (relative to the repository root).
+"""Suite-wide fixtures and settings.
 
-Tests that read real benchmark files take the :func:`shared_data` fixture (``shared_data("spider",
-"database")`` returns that path, or skips the test with a visible reason naming it when it is absent), or
-carry ``@pytest.mark.requires_data("spider/database")`` when they only need it to exist. The data is never
-copied into the repository; see ``../shared/data/README``.
+**Real public data** in ``../shared/data`` (relative to the repository root): tests that read real benchmark
+files take the :func:`shared_data` fixture (``shared_data("spider", "database")`` returns that path, or skips
+the test with a visible reason naming it when it is absent), or carry
+``@pytest.mark.requires_data("spider/database")`` when they only need it to exist. The data is never copied
+into the repository; see ``../shared/data/README``.
+
+**Verdicts independent of the machine's speed**: Hypothesis fails an example that runs longer than its
+``deadline`` (200 ms by default): on a loaded machine that is a verdict decided by the wall clock, so the
+suite turns the deadline off, and the ``too_slow`` health check (data generation timed against the clock)
+with it. Properties are still checked on every example; a genuinely slow function is caught by benchmarks,
+not by tests.
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("datadojo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("datadojo")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

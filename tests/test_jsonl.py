@@ -165,3 +165,31 @@ def test_a_lone_surrogate_from_a_model_does_not_lose_the_record(tmp_path):
     rows = [v for _, v in iter_jsonl(path)]
     assert rows[0]["turns"][0]["raw"] == raw and rows[1]["text"] == "\udcff"
     assert Trajectory.model_validate(rows[0]).turns[0].raw == raw
+
+
+def test_input_reading_is_strict_about_a_torn_tail_and_long_lines(tmp_path: Path) -> None:
+    from datadojo.jsonl import iter_jsonl
+
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"a": 2')
+    assert [v for _, v in iter_jsonl(p)] == [{"a": 1}]  # resuming its own output: the tail is skipped
+    with pytest.raises(JsonlError, match=r"in\.jsonl:2: not valid JSON"):
+        list(iter_jsonl(p, skip_partial_tail=False))  # an input: a lost record is an error
+    p.write_bytes(b'{"a": 1}\n' + b"x" * 5000)
+    with pytest.raises(JsonlError, match=r"in\.jsonl:2: line longer than 1,000 bytes"):
+        list(iter_jsonl(p, max_line_bytes=1000))
+
+
+def test_appender_names_its_file_when_a_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    out = JsonlAppender(tmp_path / "o.jsonl")
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(out._fh, "flush", full)
+    with pytest.raises(OSError, match=r"No space left on device: '.*o\.jsonl'"):
+        out.write({"a": 1})
+    monkeypatch.undo()
+    out.close()

@@ -567,7 +567,9 @@ def test_validate_trajectory_object_and_bad_inputs() -> None:
 # --------------------------------------------------------------------------------------------
 # properties (hypothesis)
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 
 
 def _tagless(d: Dialect):
@@ -672,11 +674,11 @@ def test_pathological_turns_parse_in_linear_time(d: Dialect) -> None:
         "\\boxed{" * 10_000,
         "<answer>" + "{" * 50_000,
     ]:
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # this process's CPU time: other processes' load does not count
         p = d.parse_turn(text)
         d.extract_answer(text)
         d.complete_turn(text)
-        assert time.perf_counter() - t0 < 5.0  # quadratic scanning would take minutes here
+        assert time.process_time() - t0 < 5.0  # linear: milliseconds; quadratic scanning: minutes
         assert p.kind in ("invalid", "answer")
 
 

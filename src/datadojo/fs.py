@@ -16,13 +16,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from datadojo.tmpfiles import temp_sibling
+
 __all__ = ["atomic_path", "temp_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def temp_path(path: str | Path) -> Path:
-    """The temporary sibling this process writes ``path`` through: ``.NAME.PID.tmp``."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """The temporary sibling this process writes ``path`` through: ``.NAME.PID.tmp``.
+
+    Siblings left by a process that is gone (killed mid-write) are removed first
+    (:func:`datadojo.tmpfiles.temp_sibling`), so reruns after a SIGKILL leave no orphans.
+    """
+    return temp_sibling(path)
 
 
 @contextmanager

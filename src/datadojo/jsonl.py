@@ -56,17 +56,30 @@ class JsonlError(DataDojoError, ValueError):
         self.line = line
 
 
-def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[tuple[int, Any]]:
+#: Longest line read as one record. Far beyond any real task or trajectory, it bounds the memory a wrong
+#: file (a binary blob, a huge file with no newline) can take before it is reported.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def iter_jsonl(
+    path: str | Path, *, skip_partial_tail: bool = True, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for each non-blank line of a JSONL file, without loading it whole.
 
     An unterminated, unparsable last line (what a crash mid-write leaves) is skipped with a warning when
-    ``skip_partial_tail`` is true; any other bad line raises :class:`JsonlError`.
+    ``skip_partial_tail`` is true (resuming a run's own output); a file given as *input* is read with
+    ``skip_partial_tail=False``, so a truncated last record is an error rather than silently lost. Any
+    other bad line, and a line longer than ``max_line_bytes``, raises :class:`JsonlError`.
     """
     path = Path(path)
     with path.open("rb") as fh:
         lineno = 0
-        for raw in fh:
+        while raw := fh.readline(max_line_bytes + 1):
             lineno += 1
+            if len(raw) > max_line_bytes:
+                raise JsonlError(
+                    path, lineno, f"line longer than {max_line_bytes:,} bytes: not a JSONL record"
+                )
             terminated = raw.endswith(b"\n")
             text = raw.strip()
             if not text:
@@ -82,14 +95,18 @@ def iter_jsonl(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[
 
 
 def read_models(
-    path: str | Path, model: type[M], *, prepare: Callable[[Any], Any] | None = None
+    path: str | Path,
+    model: type[M],
+    *,
+    prepare: Callable[[Any], Any] | None = None,
+    skip_partial_tail: bool = True,
 ) -> Iterator[M]:
     """Stream a JSONL file as pydantic models; a record that does not validate names file, line and field.
 
     ``prepare`` rewrites each raw JSON value before validation (e.g. resolving relative paths, which
-    must happen before a validator inspects the file system).
+    must happen before a validator inspects the file system). ``skip_partial_tail``: see :func:`iter_jsonl`.
     """
-    for lineno, value in iter_jsonl(path):
+    for lineno, value in iter_jsonl(path, skip_partial_tail=skip_partial_tail):
         try:
             yield model.model_validate(prepare(value) if prepare is not None else value)
         except ValidationError as exc:
@@ -100,7 +117,9 @@ def read_models(
             ) from exc
 
 
-def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task]:
+def read_tasks(
+    path: str | Path, *, resolve_paths: bool = True, skip_partial_tail: bool = True
+) -> Iterator[Task]:
     """Stream tasks from a JSONL file; relative data-file paths are resolved against the file's folder.
 
     Paths are resolved in the raw record, before validation, because :class:`~datadojo.types.DataFile`
@@ -119,12 +138,14 @@ def read_tasks(path: str | Path, *, resolve_paths: bool = True) -> Iterator[Task
             files.append(f)
         return {**value, "files": files}
 
-    return read_models(path, Task, prepare=resolve if resolve_paths else None)
+    return read_models(
+        path, Task, prepare=resolve if resolve_paths else None, skip_partial_tail=skip_partial_tail
+    )
 
 
-def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
+def read_trajectories(path: str | Path, *, skip_partial_tail: bool = True) -> Iterator[Trajectory]:
     """Stream trajectories from a JSONL file."""
-    return read_models(path, Trajectory)
+    return read_models(path, Trajectory, skip_partial_tail=skip_partial_tail)
 
 
 def repair_tail(path: str | Path) -> int:
@@ -204,20 +225,35 @@ class JsonlAppender:
         repair_tail(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
         self.count = 0
+        self._failed = False
 
     def write(self, record: Any) -> None:
+        """Append one record; an OS error (a full disk) is raised naming this file.
+
+        What reached the disk before the error is at worst an unterminated last line, which the next
+        :class:`JsonlAppender` on this file cuts off, so a rerun after freeing space resumes cleanly.
+        """
         line = _dumps(record)
         if "\n" in line:  # json.dumps never emits raw newlines; guard against custom encoders
             raise ValueError("a JSONL record must serialise to a single line")
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        if self.fsync:
-            os.fsync(self._fh.fileno())
+        try:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            if self.fsync:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self._failed = True
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
         self.count += 1
 
     def close(self) -> None:
-        if not self._fh.closed:
+        if self._fh.closed:
+            return
+        try:
             self._fh.close()
+        except OSError:
+            if not self._failed:  # the failed write was already reported; its buffer cannot be saved
+                raise
 
     def __enter__(self) -> JsonlAppender:
         return self

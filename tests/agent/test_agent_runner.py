@@ -15,7 +15,7 @@ import pytest
 from datadojo.agent import AgentConfig, finished_keys, run_rollouts
 from datadojo.jsonl import append_jsonl, read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.llm.testing import Hang, ScriptedLLMServer, Status
 from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +126,16 @@ def test_resume_after_kill(tmp_path):
     append_jsonl(tasks_file, _tasks(12))
     out_dir = tmp_path / "run"
     traj = out_dir / "trajectories.jsonl"
-    with ScriptedLLMServer(_reply, latency_s=0.15) as server:
+    # Past the 10th request the server stops answering until the kill, so the run cannot finish before it
+    # on any machine: the kill always lands mid-run (no race between this loop and the rollout).
+    blocked = {"on": True}
+
+    def script(req: dict) -> object:
+        if blocked["on"] and len(server.requests) > 10:
+            return Hang(600)
+        return _reply(req)
+
+    with ScriptedLLMServer(script) as server:
         cmd = [
             sys.executable,
             "-m",
@@ -157,6 +166,7 @@ def test_resume_after_kill(tmp_path):
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        blocked["on"] = False
         # simulate the worst case: a record torn mid-write
         with traj.open("ab") as fh:
             fh.write(b'{"task_id": "task-11", "sample": 1, "tu')

@@ -42,7 +42,9 @@ def test_build_solve_score_audit(tmp_path: Path) -> None:
     assert len(tasks) == 16 and (tmp_path / "tasks.copies").is_dir()
 
     trajs = tmp_path / "traj.jsonl"
-    res = runner.invoke(app, ["warmup", "solve", str(out), "--out", str(trajs), "--time-limit", "0.3"])
+    # a candidate budget and no wall clock: the same trajectories on a busy machine
+    solve = ["warmup", "solve", str(out), "--out", str(trajs), "--time-limit", "0", "--max-candidates", "5"]
+    res = runner.invoke(app, solve)
     assert res.exit_code == 0, res.output
     assert len(list(read_trajectories(trajs))) == 16
 
@@ -76,6 +78,15 @@ def test_build_solve_score_audit(tmp_path: Path) -> None:
         "envlunch" in html
         and len([ln for ln in (report / "scores.jsonl").read_text().splitlines() if ln]) == 16
     )
+    # unsolved tasks say what happened; settings rows show what applies (t_max, the trajectories' dialect)
+    unsolved = [t for t in records if t.final_answer is None]
+    assert unsolved, "5 candidates should leave some task without a program"
+    said = "no program found within the budget (5 candidates) · 0 turn(s)"
+    assert html.count(said) == len(unsolved) and "max_turns · 0 turn(s)" not in html
+    assert "<td>turn budget</td><td>16 (sql) · 48 (pandas)</td>" in html
+    assert "<td>dialect</td><td>datamind</td>" in html
+    md = (report / "report.md").read_text()
+    assert "turn budget: 16 (sql) · 48 (pandas); dialect: datamind" in md
 
     res = runner.invoke(app, ["warmup", "audit", str(out)])
     assert res.exit_code == 0, res.output

@@ -168,7 +168,11 @@ csv_cell = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), ma
     ),
     data=st.data(),
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 def test_csv_roundtrip_property(tmp_path: Path, header: list[str], data: st.DataObject) -> None:
     """Any rectangular table written by csv.writer reads back with the same shape and header."""
     rows = data.draw(st.lists(st.lists(csv_cell, min_size=len(header), max_size=len(header)), max_size=15))

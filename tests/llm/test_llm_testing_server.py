@@ -75,13 +75,12 @@ def test_status_entries_and_retry_after() -> None:
 
 
 def test_drop_hang_and_malformed() -> None:
-    with ScriptedLLMServer([Drop(), Hang(0.3), Malformed(), Malformed("oops", status=502), "fine"]) as srv:
+    # the hang outlasts the client's timeout on any machine (the server cancels it when it closes)
+    with ScriptedLLMServer([Drop(), Hang(600), Malformed(), Malformed("oops", status=502), "fine"]) as srv:
         with pytest.raises(httpx.RemoteProtocolError):
             _post(srv)
-        t0 = time.monotonic()
         with pytest.raises(httpx.ReadTimeout):
             _post(srv, timeout=0.1)
-        assert time.monotonic() - t0 < 0.3
         r = _post(srv)
         assert r.status_code == 200
         with pytest.raises(json.JSONDecodeError):
@@ -184,16 +183,16 @@ async def _raw_post(port: int, body: bytes) -> tuple[float, bytes]:
 
 async def test_sixty_four_concurrent_requests_each_take_the_fixed_latency() -> None:
     """The benchmark's shape: 64 requests at once, each reply held for ``latency_s``, none serialised."""
-    latency = 0.05
+    # Not timed against a bound: all 64 held at once (max_in_flight) is what proves nothing is serialised.
+    # The latency is long enough that the 64 requests all arrive while the first are still held, even on
+    # a busy machine; each reply is held at least that long (a lower bound, safe under load).
+    latency = 1.0
     body = json.dumps({"model": "m", "messages": MSGS}).encode()
     with ScriptedLLMServer(lambda req: "ok", latency_s=latency) as srv:
-        t0 = time.perf_counter()
         results = await asyncio.gather(*(_raw_post(srv.port, body) for _ in range(64)))
-        wall = time.perf_counter() - t0
         assert all(json.loads(p)["choices"][0]["message"]["content"] == "ok" for _, p in results)
         assert min(t for t, _ in results) >= latency * 0.98
         assert srv.max_in_flight == 64  # all held at once
-        assert wall < latency * 64 / 2  # far from serial (3.2 s); generous for a loaded 2-core box
         assert len(srv.requests) == 64
 
 

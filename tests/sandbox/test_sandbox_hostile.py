@@ -443,7 +443,7 @@ HOSTILE: list[Case] = [
     Case(
         "signal_parent",
         "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
-        ("error", "killed"),
+        ("error", "killed", "env_error"),  # env_error: it killed its worker (an environment failure)
         ("Operation not permitted", "killed", "died"),
         policy=False,
     ),
@@ -451,7 +451,7 @@ HOSTILE: list[Case] = [
         "signal_everyone",
         # kill(-1) reaches every process the caller may signal except itself: nothing outside the sandbox
         "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('survived kill -1')",
-        ("ok", "killed", "error"),
+        ("ok", "killed", "error", "env_error"),
         ("survived kill -1", "SIGKILL", "Operation not permitted"),
         policy=False,
     ),

@@ -326,9 +326,9 @@ def test_long_backward_alias_chain_is_refused_quickly() -> None:
     import time
 
     code = "".join(f"x{i} = x{i + 1}\n" for i in range(3000)) + "import os\nx3000 = os\nx0.system('id')"
-    start = time.monotonic()
+    start = time.process_time()  # CPU time of this process, not wall clock: a busy machine does not count
     result = check_code(code)
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5  # bounded work: milliseconds; an unbounded chase: minutes
     assert [v.rule for v in result] == ["too_complex"]
     short = "".join(f"x{i} = x{i + 1}\n" for i in range(10)) + "import os\nx10 = os\nx0.system('id')"
     assert ("process", 13) in _rules(short)  # followed through ten backward re-bindings

@@ -33,6 +33,7 @@ async def test_prewarmed_sessions_and_bounded_concurrency(tmp_path: Path) -> Non
         running = peak = 0
         handed_out: list[int] = []
         workspaces: list[Path] = []
+        both_in = asyncio.Event()
 
         async def trajectory(i: int) -> str:
             nonlocal running, peak
@@ -40,9 +41,14 @@ async def test_prewarmed_sessions_and_bounded_concurrency(tmp_path: Path) -> Non
             async with pool.session(files) as sb:
                 running += 1
                 peak = max(peak, running)
+                if peak == 2:
+                    both_in.set()
+                # hold the sandbox until two trajectories have been in at once: no sleep that a busy
+                # machine could outlast (a pool serving one at a time would stop the test here)
+                await asyncio.wait_for(both_in.wait(), 60)
                 handed_out.append(id(sb))
                 workspaces.append(sb.workspace)
-                r = await sb.run(f"import os, time\ntime.sleep(0.2)\nprint({i}, sorted(os.listdir('.')))")
+                r = await sb.run(f"import os\nprint({i}, sorted(os.listdir('.')))")
                 running -= 1
                 return r.output
 
@@ -87,7 +93,10 @@ async def test_close_stops_every_worker() -> None:
         assert (await sb.run("print(1)")).output == "1\n"
         pids.append(sb._worker.proc.pid)  # type: ignore[union-attr]
     await pool.close()
-    await asyncio.sleep(0.1)
+    for _ in range(600):  # reaping may lag on a busy machine: wait for it, bounded only to end a failure
+        if not any(_alive(pid) for pid in pids):
+            break
+        await asyncio.sleep(0.05)
     assert pids and not any(_alive(pid) for pid in pids)
     with pytest.raises(SandboxError, match="closed"):
         async with pool.session():

@@ -28,7 +28,8 @@ def solved(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("solver") / "tasks.jsonl"
     build_tasks(envs, out, BuildConfig(n=40, seed=1, workers=2))
     infos = [task_info(t, out) for t in read_tasks(out)]
-    results = solve(infos, SolverConfig(max_candidates=150, time_limit_s=0.3))
+    # a candidate budget, no wall clock: the same programs are found on a loaded machine
+    results = solve(infos, SolverConfig(max_candidates=60, time_limit_s=None))
     trajs = [solver_trajectory(i, r) for i, r in zip(infos, results, strict=True)]
     return infos, results, trajs
 
@@ -63,3 +64,24 @@ def test_solver_submissions_go_through_the_sandbox(solved) -> None:
     here = score_trajectories({i.task.id: i for i, _ in picked}, [t for _, t in picked], InProcessExecutor())
     there = score_trajectories({i.task.id: i for i, _ in picked}, [t for _, t in picked], SandboxExecutor())
     assert [r.reward for r in here] == [r.reward for r in there]
+
+
+def test_candidate_budget_is_deterministic_and_reported(tmp_path: Path) -> None:
+    out = tmp_path / "tasks.jsonl"
+    build_tasks(load_environments([SHOP]), out, BuildConfig(n=6, seed=3, workers=1))
+    infos = [task_info(t, out) for t in read_tasks(out)]
+    config = SolverConfig(max_candidates=8, time_limit_s=None)
+    first, second = solve(infos, config), solve(infos, config)
+    # no wall clock in the loop: the same draws, the same programs, whatever the machine's load
+    assert [(r.program, r.candidates) for r in first] == [(r.program, r.candidates) for r in second]
+    assert all(r.candidates <= 8 and r.budget == "8 candidates" for r in first)
+    for info, res in zip(infos, first, strict=True):
+        traj = solver_trajectory(info, res)
+        if res.program is None:
+            assert traj.extra["outcome"] == "no program found within the budget (8 candidates)"
+        else:
+            assert "outcome" not in traj.extra
+    assert SolverConfig(time_limit_s=2.0).budget_text() == "400 candidates / 2 s"
+    for bad in ({"max_candidates": 0}, {"time_limit_s": 0.0}, {"time_limit_s": -1.0}):
+        with pytest.raises(ValueError):
+            SolverConfig(**bad)  # type: ignore[arg-type]

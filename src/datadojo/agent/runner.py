@@ -29,7 +29,7 @@ from typing import Any
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.loop import CodeRunner, EventHook, run_agent
 from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec
-from datadojo.jsonl import JsonlAppender, iter_jsonl
+from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
@@ -60,6 +60,35 @@ def finished_keys(path: str | Path) -> set[tuple[str, int]]:
     return keys
 
 
+#: Stop reasons a rerun tries again: the model server was away, not the task's fault.
+RETRY_STOP_REASONS: tuple[str, ...] = ("llm_error",)
+
+
+def drop_retryable(path: str | Path, reasons: Iterable[str] = RETRY_STOP_REASONS) -> int:
+    """Remove from ``path`` the trajectories that ended with one of ``reasons``; return how many.
+
+    Called when a run resumes, so that episodes lost to a transient failure (a model server that was
+    down) are run again instead of being skipped as done. The file is rewritten atomically (temporary
+    file + rename), and only when there is something to drop; other records are kept as they are.
+    """
+    path = Path(path)
+    reasons = frozenset(reasons)
+    if not reasons or not path.exists():
+        return 0
+    dropped = sum(
+        1 for _, rec in iter_jsonl(path) if isinstance(rec, dict) and rec.get("stop_reason") in reasons
+    )
+    if dropped:
+        kept = (
+            rec
+            for _, rec in iter_jsonl(path)
+            if not (isinstance(rec, dict) and rec.get("stop_reason") in reasons)
+        )
+        write_jsonl_atomic(path, kept)
+        log.info("%s: %d trajectories ended with %s; running them again", path, dropped, sorted(reasons))
+    return dropped
+
+
 @dataclass
 class RolloutSummary:
     """What a run did: counts by stop reason, turns, tokens, errors and throughput."""
@@ -72,6 +101,7 @@ class RolloutSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     stop_reasons: Counter[str] = field(default_factory=Counter)
+    retried: int = 0  # earlier trajectories dropped to be run again (see drop_retryable)
     elapsed_s: float = 0.0
     interrupted: bool = False
     executor: str = "local"
@@ -102,6 +132,7 @@ class RolloutSummary:
             "path": self.path,
             "skipped": self.skipped,
             "finished": self.finished,
+            "retried": self.retried,
             "turns": self.turns,
             "invalid_turns": self.invalid_turns,
             "prompt_tokens": self.prompt_tokens,
@@ -232,8 +263,12 @@ async def run_rollouts(
     worker: WorkerSpec | None = None,
     first_sample: int = 0,
     extra: Mapping[str, Any] | None = None,
+    retry_stop_reasons: Iterable[str] = RETRY_STOP_REASONS,
 ) -> RolloutSummary:
     """Run ``n_samples`` episodes of every task, ``concurrency`` at a time, appending to ``out``.
+
+    Episodes already in ``out`` are skipped (resume), except those that ended with one of
+    ``retry_stop_reasons`` (by default ``llm_error``: the server was down), which are run again.
 
     ``out`` is a JSONL file of trajectories. ``backend`` is a backend object or a model spec string (then
     loaded here, and closed at the end). ``sandboxes`` makes a sandbox for a task (an async context
@@ -260,6 +295,7 @@ async def run_rollouts(
     cfg = config or AgentConfig()
     out = Path(out)
     summary = RolloutSummary(path=str(out))
+    summary.retried = drop_retryable(out, retry_stop_reasons)
     done = finished_keys(out)
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     summary.executor = executor.name
@@ -308,8 +344,9 @@ async def run_rollouts(
                     summary.elapsed_s = time.perf_counter() - started
                     if on_trajectory is not None:
                         on_trajectory(traj, summary)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        summary.interrupted = True
+    except BaseException as exc:  # interrupted, or the output cannot be written (a full disk)
+        # the executor's stream is closed by aclosing above, which cancels the episodes in flight
+        summary.interrupted = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
         raise
     finally:
         summary.elapsed_s = time.perf_counter() - started

@@ -19,8 +19,9 @@ from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
+from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.executor import ExecutorError
-from datadojo.jsonl import JsonlAppender, read_tasks
+from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import SamplingParams
 from datadojo.types import DataFile, Task, Trajectory, Turn
 
@@ -148,6 +149,7 @@ def ask(
         path = Path(p)
         if not path.exists():
             raise typer.BadParameter(f"{p}: no such file or folder", param_hint="FILE")
+        check_data_file(path, "FILE")
         try:
             files.append(DataFile.from_path(path.resolve()))
         except ValueError as exc:
@@ -225,16 +227,11 @@ def rollout(
     `--executor ray` every node of the cluster runs --concurrency episodes with its own sandbox pool and
     model client; data files must be at the same path on every node (shared storage).
     """
-    if not tasks_file.is_file():
-        raise typer.BadParameter(f"{tasks_file}: no such file", param_hint="TASKS.jsonl")
+    tasks = load_tasks(tasks_file, "TASKS.jsonl")  # before anything is written
     spec = _model_spec(model)
     cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
     out.mkdir(parents=True, exist_ok=True)
     traj_path = out / "trajectories.jsonl"
-    try:
-        tasks = list(read_tasks(tasks_file))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="TASKS.jsonl") from exc
     if limit is not None:
         tasks = tasks[:limit]
     console = Console(stderr=True)
@@ -303,6 +300,11 @@ def rollout(
     except ExecutorError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
+    except OSError as exc:  # e.g. no space left on the output disk: the message names the file
+        console.print(
+            f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
+        )
+        raise typer.Exit(1) from None
     record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

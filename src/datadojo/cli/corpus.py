@@ -160,6 +160,9 @@ def show_cmd(
 
     if not path.exists() and not path.is_symlink():
         raise typer.BadParameter(f"no such file or folder: {path}", param_hint="PATH")
+    from datadojo.cli.inputs import check_data_file
+
+    check_data_file(path, "PATH")
     if path.is_dir():
         folder = profile_folder(path)
         typer.echo(folder.model_dump_json(indent=2) if as_json else render_folder_profile(folder, budget))

@@ -18,6 +18,8 @@ from typing import Any
 
 import typer
 
+from datadojo.cli.inputs import check_data_file, read_text_input
+
 __all__ = ["register"]
 
 _LANGUAGES = {".py": "python", ".sql": "sql"}
@@ -32,12 +34,9 @@ def _read_turns(files: list[Path]) -> list[tuple[Path, str, str]]:
                 f"turn {i}: {path} is neither a .py nor a .sql file (data files go after --data, one per --data)",
                 param_hint="TURNS",
             )
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise typer.BadParameter(f"turn {i}: {path} does not exist", param_hint="TURNS") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise typer.BadParameter(f"turn {i}: cannot read {path}: {exc}", param_hint="TURNS") from None
+        if not path.exists():
+            raise typer.BadParameter(f"turn {i}: {path} does not exist", param_hint="TURNS")
+        text = read_text_input(path, f"turn {i} ({language} code)", "TURNS")
         turns.append((path, language, text))
     return turns
 
@@ -86,6 +85,7 @@ def exec_command(
     for path in data:
         if not path.exists():
             raise typer.BadParameter(f"data file {path} does not exist", param_hint="--data")
+        check_data_file(path, "--data")
     parsed = _read_turns(turns)
     if no_policy:
         from datadojo.sandbox.isolation import resolve_isolation

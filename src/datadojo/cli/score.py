@@ -15,6 +15,7 @@ from rich.table import Table
 
 from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
 from datadojo.bench.base import RULES_DOC
+from datadojo.cli.inputs import check_input_file
 from datadojo.eval.report import official_value
 from datadojo.eval.scoring import ScoreReport, read_predictions, score_predictions
 
@@ -164,6 +165,7 @@ def register(app: typer.Typer) -> None:
                 tasks = list(benchmark.load(data, require_files=False, **options))
             except TypeError as exc:  # an option this loader does not take
                 raise typer.BadParameter(str(exc), param_hint="--option") from exc
+            check_input_file(predictions, "predictions JSONL", "--predictions")
             preds = read_predictions(predictions)
             report = score_predictions(benchmark, tasks, preds)
         except (BenchmarkError, ValueError, FileNotFoundError) as exc:

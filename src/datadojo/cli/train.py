@@ -71,7 +71,10 @@ def sft(
     no_resume: bool = typer.Option(False, "--no-resume", help="Refuse to continue an existing run folder."),
 ) -> None:
     """Fine-tune on trajectories, training only the agent's tokens (prompts and observations masked)."""
+    from datadojo.cli.inputs import load_trajectories
     from datadojo.train.config import ConfigError, SFTConfig, load_config
+
+    trajectories = load_trajectories(data, "--data")  # a bad file is refused before a model is loaded
 
     try:
         cfg = load_config(config, SFTConfig) if config else SFTConfig()
@@ -92,7 +95,7 @@ def sft(
             raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
         from datadojo.train.sft import train_sft
 
-        summary = train_sft(cfg, data, resume=not no_resume)
+        summary = train_sft(cfg, trajectories, resume=not no_resume)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         raise _fail(exc) from exc
     _print(summary.to_dict())
@@ -150,7 +153,7 @@ def rl(
     no_resume: bool = typer.Option(False, "--no-resume"),
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
-    from datadojo.jsonl import read_tasks, read_trajectories
+    from datadojo.cli.inputs import load_tasks, load_trajectories
     from datadojo.llm.base import SamplingParams
     from datadojo.train.config import ConfigError, RLConfig
     from datadojo.train.rewards import datamind_reward_fn, make_reward_fn
@@ -187,7 +190,7 @@ def rl(
         )
         if not cfg.model:
             raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
-        task_list = list(read_tasks(tasks))
+        task_list = load_tasks(tasks, "--tasks")
         if judge:
             from datadojo.llm import load_backend
             from datadojo.reward import DataMindReward, LLMJudge
@@ -215,7 +218,7 @@ def rl(
 
         from datadojo.train.rl import RLTrainer
 
-        expert_list = list(read_trajectories(experts)) if experts else []
+        expert_list = load_trajectories(experts, "--experts") if experts else []
         trainer = RLTrainer(cfg, task_list, reward_fn, source, experts=expert_list)
         try:
             summary = trainer.train(resume=not no_resume)
@@ -236,13 +239,12 @@ def export_llamafactory_cmd(
     ),
 ) -> None:
     """ShareGPT SFT data with observation turns masked, plus the dataset_info.json entry."""
-    from datadojo.jsonl import read_trajectories
+    from datadojo.cli.inputs import load_trajectories
     from datadojo.train.export.llamafactory import export_llamafactory
 
+    trajectories = load_trajectories(data, "--data")
     try:
-        report = export_llamafactory(
-            read_trajectories(data), out, name=name, observation_role=observation_role
-        )  # type: ignore[arg-type]
+        report = export_llamafactory(trajectories, out, name=name, observation_role=observation_role)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as exc:
         raise _fail(exc) from exc
     _print(report.to_dict())
@@ -255,11 +257,12 @@ def export_trl_cmd(
     with_masks: bool = typer.Option(False, "--with-masks", help="Keep each message's train flag."),
 ) -> None:
     """Conversational `messages` records for TRL's SFTTrainer (assistant_only_loss)."""
-    from datadojo.jsonl import read_trajectories
+    from datadojo.cli.inputs import load_trajectories
     from datadojo.train.export.trl import export_trl
 
+    trajectories = load_trajectories(data, "--data")
     try:
-        report = export_trl(read_trajectories(data), out, with_masks=with_masks)
+        report = export_trl(trajectories, out, with_masks=with_masks)
     except (ValueError, FileNotFoundError) as exc:
         raise _fail(exc) from exc
     _print(report.to_dict())
@@ -277,12 +280,13 @@ def export_verl_cmd(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """verl parquet files (data_source, prompt, ability, reward_model, extra_info) and the sandbox tool config."""
-    from datadojo.jsonl import read_tasks
+    from datadojo.cli.inputs import load_tasks
     from datadojo.train.export.verl import export_verl
 
+    task_list = load_tasks(tasks, "--tasks")
     try:
         report = export_verl(
-            read_tasks(tasks),
+            task_list,
             out,
             val_fraction=val_fraction,
             seed=seed,

@@ -56,13 +56,13 @@ def _table(title: str, header: list[str], rows: Iterable[list[Any]], *, left: in
 
 
 def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
-    from datadojo.jsonl import read_tasks
+    from datadojo.cli.inputs import load_tasks
     from datadojo.synth.envlunch.tasks import task_info
 
-    if not tasks_path.is_file():
+    if not tasks_path.exists():
         raise typer.BadParameter(f"{tasks_path}: no such task file")
     infos = []
-    for task in read_tasks(tasks_path):
+    for task in load_tasks(tasks_path):
         try:
             infos.append(task_info(task, tasks_path))
         except ValueError as exc:
@@ -176,7 +176,13 @@ def solve(
     out: Path = typer.Option(
         Path("trajectories.jsonl"), "--out", "-o", help="Trajectory JSONL (overwritten)."
     ),
-    time_limit: float = typer.Option(3.0, "--time-limit", help="Search seconds per task."),
+    time_limit: float = typer.Option(
+        3.0,
+        "--time-limit",
+        help="Wall-clock seconds per task (0: none, so only --max-candidates bounds the search and the "
+        "result is the same on any machine).",
+        min=0.0,
+    ),
     max_candidates: int = typer.Option(400, "--max-candidates", help="Compositions tried per task."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     seed: int = typer.Option(0, "--seed"),
@@ -187,7 +193,7 @@ def solve(
     from datadojo.synth.envlunch.solver import solve as run_solve
 
     infos = _load_infos(tasks_path, limit)
-    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit, seed=seed)
+    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit or None, seed=seed)
     trajs = []
     with _progress() as prog:
         bar = prog.add_task("solving", total=len(infos))

@@ -371,6 +371,24 @@ def _trajectory_html(row: dict[str, Any], traj: Trajectory | None) -> str:
     return "".join(parts)
 
 
+def _settings(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's settings as (label, value); ``None`` where a setting does not apply (e.g. no agent loop)."""
+    agent_config = summary.get("agent_config") or {}
+    return [
+        ("agent", summary.get("agent")),
+        ("data", summary.get("data")),
+        ("tasks", summary.get("n_tasks")),
+        ("trials per task", summary.get("n_trials")),
+        ("turn budget", agent_config.get("max_turns")),
+        ("dialect", agent_config.get("dialect")),
+        ("metric", summary.get("metric")),
+        ("scoring rule", _rule_label(summary) if summary.get("rule") else None),
+        ("deviations from the benchmark's code", (summary.get("rule") or {}).get("doc")),
+        ("judge", summary.get("judge")),
+        ("scored at", summary.get("scored_at")),
+    ]
+
+
 def render_html(
     summary: dict[str, Any],
     rows: Sequence[dict[str, Any]],
@@ -391,20 +409,8 @@ def render_html(
             ["setting", "value"],
             [
                 [_e(k), _e(v)]
-                for k, v in (
-                    ("agent", summary.get("agent")),
-                    ("data", summary.get("data")),
-                    ("tasks", summary.get("n_tasks")),
-                    ("trials per task", summary.get("n_trials")),
-                    ("turn budget", (summary.get("agent_config") or {}).get("max_turns")),
-                    ("dialect", (summary.get("agent_config") or {}).get("dialect")),
-                    ("metric", summary.get("metric")),
-                    ("scoring rule", _rule_label(summary)),
-                    ("deviations from the benchmark's code", (summary.get("rule") or {}).get("doc")),
-                    ("judge", summary.get("judge")),
-                    ("scored at", summary.get("scored_at")),
-                )
-                if k != "judge" or v is not None
+                for k, v in _settings(summary)
+                if v is not None  # a setting that does not apply to this run is left out, not shown empty
             ],
             num_from=99,
         ),
@@ -494,8 +500,12 @@ def render_markdown(
     lines = [
         f"# {summary.get('benchmark', '?')} · {summary.get('model', '?')}",
         "",
-        f"- agent: {summary.get('agent')}; tasks: {summary.get('n_tasks')}; trials per task: "
-        f"{summary.get('n_trials')}; turn budget: {(summary.get('agent_config') or {}).get('max_turns')}",
+        "- "
+        + "; ".join(
+            f"{k}: {v}"
+            for k, v in _settings(summary)
+            if v is not None and k in ("agent", "tasks", "trials per task", "turn budget", "dialect")
+        ),
         f"- data: `{summary.get('data')}`"
         + (f"; judge: `{summary['judge']}`" if summary.get("judge") else ""),
         f"- scored at: {summary.get('scored_at')}",

@@ -73,7 +73,7 @@ def read_predictions(path: str | Path) -> list[Prediction]:
     auto: dict[str, int] = {}
     where_of: dict[tuple[str, int], int] = {}
     try:
-        for lineno, rec in iter_jsonl(path):
+        for lineno, rec in iter_jsonl(path, skip_partial_tail=False):  # an input: a torn record is an error
             where = f"{path}:{lineno}"
             if not isinstance(rec, dict):
                 raise ValueError(f"{where}: expected a JSON object with 'id' and 'answer' (or a trajectory)")

@@ -161,10 +161,12 @@ class ScriptedLLMServer:
         model: str = "scripted",
         strict: bool = True,
         ignore_n: bool = False,
+        port: int = 0,
     ) -> None:
         if latency_s < 0:
             raise ValueError(f"latency_s must be >= 0, got {latency_s}")
         self.latency_s = float(latency_s)
+        self._bind_port = port  # 0: a free port; a fixed one lets a test restart "the same" server
         self.model = model
         self.strict = strict
         self.ignore_n = ignore_n
@@ -248,7 +250,9 @@ class ScriptedLLMServer:
             self._loop = loop
             try:
                 self._server = loop.run_until_complete(
-                    asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=2048, limit=_MAX_BODY)
+                    asyncio.start_server(
+                        self._handle, "127.0.0.1", self._bind_port, backlog=2048, limit=_MAX_BODY
+                    )
                 )
                 self._port = self._server.sockets[0].getsockname()[1]
             except BaseException as e:  # reported to the starting thread

@@ -472,9 +472,12 @@ class Sandbox:
                 "restarted": persistent,
             }
         except ProtocolError as exc:
+            # The worker is the sandbox's supervisor, not the cell: its death (killed from outside, the OOM
+            # killer, a cell that signalled it) is an environment failure, so the agent loop ends the
+            # trajectory as ``env_error`` instead of showing the model an observation it did not cause.
             await self._discard_worker()
             return {
-                "status": "killed",
+                "status": "env_error",
                 "output": f"[killed: the sandbox worker died during this cell ({exc}); it will be restarted{lost}]",
                 "killed": True,
                 "restarted": persistent,

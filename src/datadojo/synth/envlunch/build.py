@@ -43,6 +43,7 @@ from datadojo.synth.envlunch.environment import (
 )
 from datadojo.synth.envlunch.synthesis import EnvContext, SynthConfig, Synthesized, synthesize, task_rng
 from datadojo.synth.envlunch.tasks import copies_root, task_from_synth, write_env_files
+from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task
 
 __all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "load_environments"]
@@ -239,7 +240,7 @@ def build_tasks(
         raise EnvError(
             "no environment can give a task (every table is empty, or too small and without measures)"
         )
-    stage = root.with_name(f".{root.name}.{os.getpid()}.tmp")
+    stage = temp_sibling(root)
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)

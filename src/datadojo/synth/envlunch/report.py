@@ -51,7 +51,8 @@ def write_warmup_report(
                 "trial": traj.sample,
                 "score": score,
                 "correct": rec.solved,
-                "stop_reason": traj.stop_reason,
+                # the reference solver is a search: "max_turns" would hide that it found no program in budget
+                "stop_reason": traj.extra.get("outcome") or traj.stop_reason,
                 "turns": len(traj.turns),
                 "category": category,
                 "rewards": {"envlunch": rec.reward},
@@ -59,7 +60,7 @@ def write_warmup_report(
                 "answer": traj.final_answer,
                 "prediction_source": "final answer (program)",
                 "metric": "EnvLunch agreement min_k m",
-                "reason": "; ".join(rec.errors) or f"m = {rec.m}",
+                "reason": traj.extra.get("outcome") or "; ".join(rec.errors) or f"m = {rec.m}",
             }
         )
         trials.append(

@@ -18,6 +18,7 @@ submission goes through the same scoring path (sandbox, copies, Eq. 4) as any ag
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 import time
@@ -40,11 +41,28 @@ __all__ = ["SolveResult", "SolverConfig", "solve", "solver_trajectory"]
 
 @dataclass(frozen=True)
 class SolverConfig:
-    """Search budget per task: at most ``max_candidates`` compositions and ``time_limit_s`` seconds."""
+    """Search budget per task: at most ``max_candidates`` compositions and ``time_limit_s`` seconds.
+
+    ``max_candidates`` is the deterministic budget: with ``time_limit_s=None`` the search draws exactly the
+    same compositions on any machine, so its result depends only on the seed (tests and reproducible runs
+    use that). The wall-clock limit is for users, who want a bound on how long a hard task may take; with
+    it, a loaded machine may stop earlier and find fewer programs.
+    """
 
     max_candidates: int = 400
-    time_limit_s: float = 3.0
+    time_limit_s: float | None = 3.0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1, got {self.max_candidates}")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
+
+    def budget_text(self) -> str:
+        """The budget in words, for reports: ``400 candidates`` or ``400 candidates / 3 s``."""
+        text = f"{self.max_candidates} candidates"
+        return text if self.time_limit_s is None else f"{text} / {self.time_limit_s:g} s"
 
 
 @dataclass
@@ -56,6 +74,7 @@ class SolveResult:
     steps: list[tuple[str, str]]  # (code shown as one turn, observation text)
     candidates: int
     seconds: float
+    budget: str = ""  # the budget it ran under, in words (SolverConfig.budget_text)
 
 
 class _SqlEnv:
@@ -203,7 +222,7 @@ def solve(infos: list[EnvLunchTaskInfo], config: SolverConfig = SolverConfig()) 
     out = []
     for info in infos:
         start = time.perf_counter()
-        deadline = start + config.time_limit_s
+        deadline = math.inf if config.time_limit_s is None else start + config.time_limit_s
         if info.backend == "sql":
             assert info.db_name is not None
             key = info.orig_dir / info.db_name
@@ -215,7 +234,8 @@ def solve(infos: list[EnvLunchTaskInfo], config: SolverConfig = SolverConfig()) 
                 pd_envs[info.orig_dir] = _PandasEnv(info)
             found, tried = _solve_pandas(info, pd_envs[info.orig_dir], config, deadline)
         program, steps = found if found is not None else (None, [])
-        out.append(SolveResult(info.task.id, program, steps, tried, time.perf_counter() - start))
+        seconds = time.perf_counter() - start
+        out.append(SolveResult(info.task.id, program, steps, tried, seconds, config.budget_text()))
     for senv in sql_envs.values():
         senv.con.close()
     return out
@@ -244,6 +264,10 @@ def solver_trajectory(info: EnvLunchTaskInfo, result: SolveResult) -> Trajectory
         stop = "answer"
     else:
         stop = "max_turns"
+    extra: dict[str, Any] = {"candidates": result.candidates, "seconds": round(result.seconds, 4)}
+    if result.program is None:
+        # a search, not an agent: it did not run out of turns, it found no program within its budget
+        extra["outcome"] = f"no program found within the budget ({result.budget or 'unknown'})"
     return Trajectory(
         task_id=info.task.id,
         prompt=[{"role": "user", "content": info.task.question}],
@@ -251,5 +275,5 @@ def solver_trajectory(info: EnvLunchTaskInfo, result: SolveResult) -> Trajectory
         final_answer=result.program,
         stop_reason=stop,  # type: ignore[arg-type]
         model="envlunch-reference-solver",
-        extra={"candidates": result.candidates, "seconds": round(result.seconds, 4)},
+        extra=extra,
     )
