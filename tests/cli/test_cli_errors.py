@@ -12,11 +12,13 @@ from datadojo.bench.registry import get_benchmark, get_source
 from datadojo.cli.app import app
 from datadojo.errors import DataDojoError, UnknownNameError
 from datadojo.train.registry import get_policy_loss
+from datadojo.types import Trajectory
 
 
 def _run(tmp_path: Path) -> object:
     data = tmp_path / "t.jsonl"
-    data.write_text("")
+    # a well-formed input, so the command reaches the library call the test makes fail
+    data.write_text(Trajectory(task_id="t1", stop_reason="answer").to_json() + "\n")
     return CliRunner().invoke(app, ["export", "llamafactory", "--data", str(data), "--out", str(tmp_path)])
 
 
