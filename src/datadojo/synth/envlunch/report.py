@@ -87,7 +87,9 @@ def write_warmup_report(
         # the report's "turn budget" row: EnvLunch has none, but Eq. 4 scales the turn bonus by t_max
         "agent_config": {
             "dialect": ", ".join(sorted({t.dialect for t in trajectories})) or None,
-            "max_turns": " / ".join(f"t_max {T_MAX[b]} ({b})" for b in sorted({r.backend for r in records}))
+            "max_turns": " · ".join(
+                f"{T_MAX[b]} ({b})" for b in sorted({r.backend for r in records}, reverse=True)
+            )
             or None,
         },
         "ks": [1],
