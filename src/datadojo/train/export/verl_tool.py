@@ -127,7 +127,12 @@ class DataDojoSandboxTool(_Base):  # type: ignore[misc, valid-type]
     """
 
     def __init__(self, config: dict | None = None, tool_schema: Any = None) -> None:
-        super().__init__(config or {}, tool_schema if tool_schema is not None else TOOL_SCHEMA)
+        schema = tool_schema if tool_schema is not None else TOOL_SCHEMA
+        if HAVE_VERL and isinstance(schema, dict):  # verl's BaseTool reads schema.function.name
+            from verl.tools.schemas import OpenAIFunctionToolSchema
+
+            schema = OpenAIFunctionToolSchema.model_validate(schema)
+        super().__init__(config or {}, schema)
         self._instances: dict[str, list[DataFile]] = {}
         self._trajectories: OrderedDict[str, _Trajectory] = OrderedDict()
         self._starting: dict[str, asyncio.Future[_Trajectory]] = {}
