@@ -154,7 +154,8 @@ def build(spider: Path, out: Path, *, spider_tasks: int, warmup_tasks: int) -> d
         {
             "task_id": t.task_id,
             "final_answer": t.final_answer,
-            "code_turns": sum(1 for x in t.turns if x.action is not None and x.action.kind == "code"),
+            # turns before the answer (code or SQL): one tool call each in a verl response
+            "tool_turns": next((i for i, x in enumerate(t.turns) if x.action.kind == "answer"), len(t.turns)),
             "reward": t.rewards["envlunch"],
         }
         for t in warm_trajs

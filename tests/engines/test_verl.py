@@ -108,7 +108,7 @@ def test_reward_through_get_custom_reward_fn_matches_warmup_score(tmp_path: Path
     assert MANIFEST["warmup_rewards"]
     for item in MANIFEST["warmup_rewards"]:
         row = rows[item["task_id"]]
-        calls = '<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>' * item["code_turns"]
+        calls = '<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>' * item["tool_turns"]
         got = fn(
             data_source=row["data_source"],
             solution_str=f"{calls}<answer>{item['final_answer']}</answer>",
