@@ -93,7 +93,9 @@ START=$(date +%s)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/datadojo-engines.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 log "fixtures: oracle Spider + EnvLunch warm-up trajectories, exports, tiny Qwen2 checkpoint -> $WORK"
-"$PY" tests/engines/make_fixtures.py --spider "$SPIDER" --out "$WORK/fixtures"
+# this checkout's DataDojo, even where another one is installed
+PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" tests/engines/make_fixtures.py --spider "$SPIDER" \
+  --out "$WORK/fixtures"
 
 declare -A RESULT
 failed=0
