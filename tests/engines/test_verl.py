@@ -180,10 +180,8 @@ def test_tool_through_tool_agent_loop_call_tool(tmp_path: Path) -> None:
         key = f"request:{a.request_id}"
         del a
         gc.collect()
-        for _ in range(20):
-            await asyncio.sleep(0.05)
-            if key not in tool.live_trajectories:
-                break
+        await tool.wait_ended()
+        assert key not in tool.live_trajectories
         assert tool.live_trajectories == [f"request:{b.request_id}"]
         await tool.close_all()
 

@@ -220,8 +220,7 @@ def test_verl_sandbox_tool_keeps_state_per_trajectory_across_instances() -> None
         assert tool.live_trajectories == ["request:req-b", "request:req-a"]
         # the trajectory ends when verl drops its agent_data: the sandbox is closed
         del a
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await tool.wait_ended()
         assert tool.live_trajectories == ["request:req-b"]
         # more trajectories than max_live_trajectories: the least recently used one is closed
         c, d = _AgentData("req-c"), _AgentData("req-d")

@@ -307,6 +307,12 @@ class DataDojoSandboxTool(_Base):  # type: ignore[misc, valid-type]
         if traj is not None:
             await traj.sandbox.close()
 
+    async def wait_ended(self) -> None:
+        """Wait until the sandboxes of the trajectories verl has dropped are closed (the closes run as tasks)."""
+        await asyncio.sleep(0)  # a finalizer's call_soon_threadsafe callback schedules its close task
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+
     async def close_all(self) -> None:
         """Close every open sandbox (e.g. at the end of a run or a test)."""
         for key in list(self._trajectories):
