@@ -161,6 +161,7 @@ def test_verl_reward_module(tmp_path: Path) -> None:
 
 
 def test_verl_sandbox_tool_runs_code_on_the_task_files() -> None:
+    """The pre-0.6 life cycle (no agent_data): one instance per trajectory, release closes the sandbox."""
     tool = DataDojoSandboxTool({"type": "native"}, TOOL_SCHEMA)
     assert tool.name == "python"
 
@@ -175,7 +176,9 @@ def test_verl_sandbox_tool_runs_code_on_the_task_files() -> None:
         empty, _, _ = await tool.execute(iid, {})
         assert reward == 0.0 and await tool.calc_reward(iid) == 0.0
         assert metrics["status"] == "ok" and err_metrics["status"] == "error"
+        assert tool.live_trajectories == ["instance:i1"]
         await tool.release(iid)
+        assert tool.live_trajectories == []
         with pytest.raises(KeyError):
             await tool.execute(iid, {"code": "print(1)"})
         text = [getattr(x, "text", x) for x in (out, err, empty)]
@@ -187,24 +190,143 @@ def test_verl_sandbox_tool_runs_code_on_the_task_files() -> None:
     assert "code" in empty
 
 
-def test_verl_policy_loss_is_dapo() -> None:
+class _AgentData:
+    """What verl's ToolAgentLoop passes to execute: an object carrying the trajectory's request id."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+
+
+def test_verl_sandbox_tool_keeps_state_per_trajectory_across_instances() -> None:
+    """verl 0.6-0.9: create(create_kwargs=...) -> execute(agent_data=...) -> release for every call."""
+    tool = DataDojoSandboxTool({"max_live_trajectories": 2}, TOOL_SCHEMA)
+    files_json = json.dumps([DataFile.from_path(SALES).to_dict()])
+
+    async def call(agent_data: _AgentData, code: str) -> str:
+        created = await tool.create(create_kwargs={"files_json": files_json})
+        iid = created[0] if isinstance(created, tuple) else created
+        try:
+            out, _, _ = await tool.execute(iid, {"code": code}, agent_data=agent_data)
+        finally:
+            await tool.release(iid)
+        return getattr(out, "text", out)
+
+    async def go() -> None:
+        a, b = _AgentData("req-a"), _AgentData("req-b")
+        # files are there from the first call; variables persist across instances of one trajectory
+        assert (await call(a, "import pandas as pd\ndf = pd.read_csv('sales.csv')\nx = 41")) == ""
+        assert "NameError" in await call(b, "print(x)")  # another trajectory: its own sandbox
+        assert (await call(a, "print(x + 1, len(df))")).split() == ["42", "240"]
+        assert tool.live_trajectories == ["request:req-b", "request:req-a"]
+        # the trajectory ends when verl drops its agent_data: the sandbox is closed
+        del a
+        await tool.wait_ended()
+        assert tool.live_trajectories == ["request:req-b"]
+        # more trajectories than max_live_trajectories: the least recently used one is closed
+        c, d = _AgentData("req-c"), _AgentData("req-d")
+        await call(c, "y = 1")
+        await call(d, "y = 2")
+        assert tool.live_trajectories == ["request:req-c", "request:req-d"]
+        await tool.close_all()
+        assert tool.live_trajectories == [] and b is not None
+
+    asyncio.run(go())
+
+
+def test_verl_sandbox_tool_names_a_bad_file_record() -> None:
+    tool = DataDojoSandboxTool()
+    with pytest.raises(ValueError, match="tool instance t1: bad data-file record"):
+        asyncio.run(tool.create("t1", create_kwargs={"files_json": json.dumps([{"nope": 1}])}))
+
+
+class _ActorConfig(dict):
+    """The part of verl's ActorConfig a policy loss reads (verl's config supports ``.get`` and attributes)."""
+
+    __getattr__ = dict.get
+
+
+def _verl_agg_loss(loss_mat, mask, mode, dp_size=1, batch_num_tokens=None, global_batch_size=None):  # type: ignore[no-untyped-def]
+    """verl 0.9.1's agg_loss, transcribed for the modes checked here (the engine test calls verl's own)."""
+    m = mask.float()
+    if mode == "token-mean":
+        n = m.sum() if batch_num_tokens is None else batch_num_tokens
+        return (loss_mat * m).sum() / n * dp_size
+    per_seq = m.sum(-1)
+    n = (per_seq > 0).float().sum() if global_batch_size is None else global_batch_size
+    seq_losses = (loss_mat * m).sum(-1) / (per_seq + 1e-8)
+    return (seq_losses * (per_seq > 0).float()).sum() / n * dp_size
+
+
+def test_verl_policy_loss_takes_verls_call_and_global_batch_info() -> None:
     torch = pytest.importorskip("torch")
     from datadojo.train.export.verl_loss import compute_policy_loss_datadojo_dapo, register
     from datadojo.train.losses import dapo_loss
 
     torch.manual_seed(0)
-    logp, old = torch.randn(2, 3) * 0.1, torch.randn(2, 3) * 0.1
-    adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
-    loss, metrics = compute_policy_loss_datadojo_dapo(
-        old, logp, adv, mask, "token-mean", {"clip_ratio_high": 0.28}
-    )
+    logp, old = torch.randn(4, 5) * 0.3, torch.randn(4, 5) * 0.3
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5]).unsqueeze(1).expand(4, 5).contiguous()
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0]]).bool()
+    is_w = torch.rand(4, 5) + 0.5
+    ratio = torch.exp(logp - old)
+    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 0.8, 1.28) * adv) * is_w  # DataMind §4
+    for mode in ("token-mean", "seq-mean-token-mean"):
+        # called exactly as verl 0.9's workers/utils/losses.py calls a registered policy loss
+        full = compute_policy_loss_datadojo_dapo(
+            old_log_prob=old,
+            log_prob=logp,
+            advantages=adv,
+            response_mask=mask,
+            loss_agg_mode=mode,
+            config=_ActorConfig(
+                clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, global_batch_info={}
+            ),
+            rollout_is_weights=is_w,
+        )[0]
+        assert full.item() == pytest.approx(_verl_agg_loss(per_token, mask, mode).item(), rel=1e-6)
+        # two micro-batches with the mini-batch's global counts add up to the whole (gradient accumulation)
+        info = {
+            "dp_size": 1,
+            "batch_num_tokens": int(mask.sum()),
+            "global_batch_size": 4,
+            "loss_scale_factor": None,
+        }
+        parts = [
+            compute_policy_loss_datadojo_dapo(
+                old_log_prob=old[sl],
+                log_prob=logp[sl],
+                advantages=adv[sl],
+                response_mask=mask[sl],
+                loss_agg_mode=mode,
+                config=_ActorConfig(clip_ratio_low=0.2, clip_ratio_high=0.28, global_batch_info=info),
+                rollout_is_weights=is_w[sl],
+                unknown_future_argument=1,  # **kwargs: a later verl may pass more
+            )[0]
+            for sl in (slice(0, 2), slice(2, 4))
+        ]
+        assert (parts[0] + parts[1]).item() == pytest.approx(full.item(), rel=1e-6)
+        # dp_size 2: each rank's loss is scaled so that DDP's gradient average gives the global mean
+        one, two = (
+            compute_policy_loss_datadojo_dapo(
+                old[:2],
+                logp[:2],
+                adv[:2],
+                mask[:2],
+                mode,
+                _ActorConfig(global_batch_info={**info, "dp_size": dp}),
+            )[0]
+            for dp in (1, 2)
+        )
+        assert two.item() == pytest.approx(2 * one.item(), rel=1e-6)
+    loss, metrics = compute_policy_loss_datadojo_dapo(old, logp, adv, mask, "token-mean", None)
     assert loss.item() == pytest.approx(dapo_loss(logp, old, adv, mask, normalization="token").loss.item())
-    assert "actor/pg_clipfrac" in metrics
-    seq, _ = compute_policy_loss_datadojo_dapo(old, logp, adv, mask, "seq-mean-token-mean")
-    assert seq.item() == pytest.approx(dapo_loss(logp, old, adv, mask, normalization="sequence").loss.item())
+    assert set(metrics) == {"actor/pg_clipfrac", "actor/ppo_kl", "actor/ppo_ratio_mean"}
+    assert all(isinstance(v, float) for v in metrics.values())
     with pytest.raises(ValueError, match="loss_agg_mode"):
-        compute_policy_loss_datadojo_dapo(old, logp, adv, mask, "seq-mean-token-sum-norm")
+        compute_policy_loss_datadojo_dapo(old, logp, adv, mask, "seq-sum")
+    with pytest.raises(ValueError, match="batch_num_tokens is required"):
+        compute_policy_loss_datadojo_dapo(
+            old, logp, adv, mask, "token-mean", _ActorConfig(global_batch_info={"dp_size": 2})
+        )
     try:
         import verl  # noqa: F401
     except ImportError:

@@ -8,6 +8,9 @@ One JSONL record per trajectory::
                        {"from": "gpt", "value": "<think>…</think>\\n<answer>…</answer>"}],
      "system": "<system prompt>"}
 
+``system`` is in every record ("" when the trajectory had no system message: LLaMA-Factory then uses its
+template's default system prompt, as the chat template itself does).
+
 LLaMA-Factory trains on ``gpt`` turns and masks ``human`` and ``observation`` turns, which is DataMind's
 𝕀(y_t ∉ o) (§4). Its ShareGPT reader requires human/observation turns at odd positions and gpt turns at
 even ones, so a trailing observation (an episode that ran out of turns after a code step) is dropped — it
@@ -65,10 +68,10 @@ def trajectory_to_sharegpt(
         conv.pop()  # a trailing observation is never a training target
     if len(conv) < 2:
         raise ExportError(f"{where}: no assistant turn to train on")
-    record: dict[str, Any] = {"conversations": conv}
-    if system is not None:
-        record["system"] = system
-    return record
+    # Always present: dataset_info.json declares the column, and LLaMA-Factory's converter reads it from
+    # every record (a file of records without it fails with KeyError: 'system'). An empty system prompt
+    # makes LLaMA-Factory use its template's default, as the chat template does for a prompt without one.
+    return {"conversations": conv, "system": system if system is not None else ""}
 
 
 def dataset_info_entry(file_name: str) -> dict[str, Any]:

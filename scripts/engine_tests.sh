@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Engine job: load DataDojo's exports in the real training engines and train / call them there.
+#
+#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl
+#   DATADOJO_ENGINES="verl" bash scripts/engine_tests.sh
+#   bash scripts/engine_tests.sh --install-only  # only build the cached environments
+#
+# Each engine gets its own virtual environment with the CPU torch (torch==2.13.0) and the exact package
+# versions of tests/engines/requirements/<engine>.txt (the engine's own pins, resolved once and locked, so
+# a new release upstream cannot change what CI tests). The environments are cached under
+# $DATADOJO_ENGINE_CACHE (default ~/.cache/datadojo-engines), keyed by a hash of the lock file, the Python
+# version and the torch spec; pip's own wheel cache is kept too, so a second run installs nothing.
+#
+# LLaMA-Factory 0.9.5 imports torchaudio unconditionally, and no torchaudio on the package index loads beside
+# the CPU torch 2.13.0 (and no torchvision: the index's builds are CUDA builds of other ABIs). Its environment
+# therefore takes the matching trio torch 2.11.0 / torchvision 0.26.0 / torchaudio 2.11.0 from the index (the
+# set verl's own `cpu` extra pins; CUDA builds, several GB, run on the CPU here) — see docs/training.md.
+#
+# Fixtures (tests/engines/make_fixtures.py, run with this Python, which has DataDojo installed): oracle
+# Spider trajectories and EnvLunch warm-up tasks + trajectories from ../shared/data/spider, every export
+# kind, and a tiny random Qwen2 checkpoint with Qwen2.5's chat template.
+#
+# Failure policy: a failing engine test fails the job. An engine whose environment cannot be installed
+# (the package index unreachable or a download failing after retries) is reported as NOT TESTED and does
+# not fail the job, unless DATADOJO_ENGINES_STRICT=1 — that failure is outside the code under test.
+# Without ../shared/data/spider there are no real trajectories to export: the job says so and stops (0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+CACHE=${DATADOJO_ENGINE_CACHE:-$HOME/.cache/datadojo-engines}
+ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl"}
+TORCH_SPEC=${DATADOJO_ENGINE_TORCH:-torch==2.13.0}
+STRICT=${DATADOJO_ENGINES_STRICT:-0}
+SPIDER=${DATADOJO_SPIDER:-$ROOT/../shared/data/spider}
+# The torch an engine's environment takes when it is not $TORCH_SPEC (see above).
+declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0")
+
+log() { echo "[engines $(date -u +%H:%M:%S)] $*"; }
+
+pip_retry() {  # pip with retries on top of pip's own: a dropped connection should not fail CI
+  local venv=$1; shift
+  local i
+  for i in 1 2 3; do
+    if "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile --retries 10 --timeout 60 "$@"; then
+      return 0
+    fi
+    log "pip install failed (attempt $i of 3): $*"
+    sleep $((i * 10))
+  done
+  return 1
+}
+
+venv_for() {  # prints the cached venv of engine $1, building it when missing; non-zero when it cannot
+  local engine=$1 lock="tests/engines/requirements/$1.txt" key dir
+  local torch=${TORCH_FOR[$engine]:-$TORCH_SPEC}
+  key=$( { cat "$lock"; "$PY" -V; echo "$torch"; } | sha256sum | cut -c1-12)
+  dir="$CACHE/$engine-$key"
+  if [ -f "$dir/.complete" ]; then
+    echo "$dir"
+    return 0
+  fi
+  mkdir -p "$CACHE"
+  rm -rf "$dir"  # a build that was interrupted (no .complete marker)
+  log "building the $engine environment in $dir (cold: a few minutes)" >&2
+  # Built at its final path (a venv's scripts record it); .complete is written last.
+  "$PY" -m venv "$dir" >&2 || return 1
+  {
+    # shellcheck disable=SC2086  # the torch spec may name several packages
+    pip_retry "$dir" $torch && pip_retry "$dir" -r "$lock"
+  } >&2 || { rm -rf "$dir"; return 1; }
+  touch "$dir/.complete"
+  # Older environments of this engine (other keys) are dropped: each is about 1-2 GB.
+  find "$CACHE" -maxdepth 1 -name "$engine-*" ! -name "$engine-$key" -exec rm -rf {} + 2>/dev/null || true
+  echo "$dir"
+}
+
+if [ "${1:-}" = --install-only ]; then  # build (or check) the cached environments, run nothing
+  for engine in $ENGINES; do
+    t0=$(date +%s)
+    venv_for "$engine" >/dev/null || { log "could not install $engine"; exit 1; }
+    log "$engine environment ready ($(($(date +%s) - t0)) s)"
+  done
+  exit 0
+fi
+
+if [ ! -d "$SPIDER/database" ]; then
+  log "NOT TESTED: $SPIDER is absent (the engine tests export real Spider trajectories); nothing to do"
+  exit 0
+fi
+
+START=$(date +%s)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/datadojo-engines.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+log "fixtures: oracle Spider + EnvLunch warm-up trajectories, exports, tiny Qwen2 checkpoint -> $WORK"
+# this checkout's DataDojo, even where another one is installed
+PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" tests/engines/make_fixtures.py --spider "$SPIDER" \
+  --out "$WORK/fixtures"
+
+declare -A RESULT
+failed=0
+for engine in $ENGINES; do
+  t0=$(date +%s)
+  if ! venv=$(venv_for "$engine"); then
+    RESULT[$engine]="NOT TESTED (environment could not be installed)"
+    log "${RESULT[$engine]}: $engine"
+    [ "$STRICT" = 1 ] && failed=1
+    continue
+  fi
+  log "$engine: tests in $venv"
+  if DATADOJO_ENGINE_FIXTURES="$WORK/fixtures" PYTHONPATH="$ROOT/src" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled DISABLE_VERSION_CHECK=1 TOKENIZERS_PARALLELISM=false \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider --confcutdir=tests/engines -c tests/engines/pytest.ini \
+    "tests/engines/test_$engine.py"; then
+    RESULT[$engine]="passed"
+  else
+    RESULT[$engine]="FAILED"
+    failed=1
+  fi
+  RESULT[$engine]="${RESULT[$engine]} ($(($(date +%s) - t0)) s)"
+done
+
+log "summary (total $(($(date +%s) - START)) s):"
+for engine in $ENGINES; do
+  printf '  %-13s %s\n' "$engine" "${RESULT[$engine]}"
+done
+exit $failed
