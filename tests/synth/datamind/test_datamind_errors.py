@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import teacher
+from datamind_fakes import teacher
+
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer, Status
@@ -102,7 +103,8 @@ def test_stages_run_alone_without_their_input_fail_clearly(tmp_path):
 
 
 async def test_episodes_the_server_failed_are_not_judged_and_are_sampled_again_on_rerun(tmp_path, csv_file):
-    from conftest import fake_sandboxes, judge
+    from datamind_fakes import fake_sandboxes, judge
+
     from datadojo.jsonl import read_trajectories
     from datadojo.synth.datamind import stage_judge, stage_sample
     from datadojo.synth.datamind.consistency import read_verdicts

@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from datamind_fakes import fake_sandboxes, judge, teacher
 from typer.testing import CliRunner
 
-from conftest import fake_sandboxes, judge, teacher
 from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm import load_backend
@@ -45,7 +45,7 @@ def finished(tmp_path_factory):
     """One finished run (module-scoped: several tests read it)."""
     import asyncio
 
-    from conftest import write_csv
+    from datamind_fakes import write_csv
 
     root = tmp_path_factory.mktemp("dm")
     (root / "data").mkdir()

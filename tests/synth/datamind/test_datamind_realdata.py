@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import judge, teacher
+from datamind_fakes import judge, teacher
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend

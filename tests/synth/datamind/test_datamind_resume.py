@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import fake_sandboxes, teacher
+from datamind_fakes import fake_sandboxes, teacher
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
@@ -25,7 +25,7 @@ CFG = DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95)
 CHILD = """
 import asyncio, sys
 sys.path.insert(0, {tests!r})
-from conftest import fake_sandboxes
+from datamind_fakes import fake_sandboxes
 from datadojo.llm import load_backend
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_sample
 async def main():

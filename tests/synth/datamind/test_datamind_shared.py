@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import agent_reply, fake_sandboxes
+from datamind_fakes import agent_reply, fake_sandboxes
 
 from datadojo.agent import run_rollouts
 from datadojo.agent.prompts import build_prompt, load_template
