@@ -40,6 +40,7 @@ from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import Limits, SandboxConfig, SandboxPool
+from datadojo.sandbox.worker import live_descendants
 from datadojo.types import Task
 
 LIMITS = Limits(cpu_s=2.0, wall_s=5.0, memory_mb=512, max_procs=32, max_output_bytes=200_000)
@@ -73,25 +74,6 @@ class Outcome:
     stop_reasons: Counter[str]
     wrong: list[str]
     recorded: int
-
-
-def _descendants(root: int) -> set[int]:
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] not in ("Z", "X"):
-                parent[int(entry)] = int(fields[1])
-    out: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier and p not in out}
-        out |= frontier
-    return out
 
 
 def _rss_kb(pid: int) -> int:
@@ -128,14 +110,14 @@ async def run(n: int, concurrency: int, hostile: float, work: Path) -> Outcome:
         cell = HARMLESS if kind is None else HOSTILE[kind][0]
         return f"<think>run</think><code>\n{cell}\n</code>"
 
-    before = _descendants(os.getpid())
+    before = live_descendants(os.getpid())
     out = work / f"trajectories-{hostile:g}.jsonl"
     peak = 0
 
     async def sample_memory() -> None:
         nonlocal peak
         while True:
-            total = _rss_kb(os.getpid()) + sum(_rss_kb(p) for p in _descendants(os.getpid()))
+            total = _rss_kb(os.getpid()) + sum(_rss_kb(p) for p in live_descendants(os.getpid()))
             peak = max(peak, total)
             await asyncio.sleep(0.25)
 
@@ -161,10 +143,10 @@ async def run(n: int, concurrency: int, hostile: float, work: Path) -> Outcome:
     with contextlib.suppress(asyncio.CancelledError):
         await sampler
     for _ in range(200):  # processes may take a moment to be reaped: wait, bounded
-        if _descendants(os.getpid()) <= before:
+        if live_descendants(os.getpid()) <= before:
             break
         await asyncio.sleep(0.05)
-    stray = len(_descendants(os.getpid()) - before)
+    stray = len(live_descendants(os.getpid()) - before)
 
     wrong: list[str] = []
     seen: Counter[tuple[str, int]] = Counter()

@@ -205,3 +205,19 @@ def test_rollout_cli_rejects_a_bad_task_file(tmp_path):
 def test_agent_config_rejects_nonsense():
     with pytest.raises(ValueError, match="max_turns"):
         AgentConfig(max_turns=0)
+
+
+def test_drop_retryable_keeps_records_outside_the_samples_this_run_makes(tmp_path) -> None:
+    from datadojo.agent.runner import drop_retryable
+    from datadojo.jsonl import append_jsonl, read_trajectories
+    from datadojo.types import Trajectory
+
+    out = tmp_path / "trajectories.jsonl"
+    for sample, reason in ((0, "llm_error"), (1, "answer"), (3, "llm_error"), (4, "env_error")):
+        append_jsonl(out, [Trajectory(task_id="t", sample=sample, stop_reason=reason)])
+    # a later round (samples 3..5) retries its own failures only; round 0's llm_error record stays
+    assert drop_retryable(out, ("llm_error", "env_error"), range(3, 6)) == 2
+    assert [(t.sample, t.stop_reason) for t in read_trajectories(out)] == [(0, "llm_error"), (1, "answer")]
+    assert drop_retryable(out, ("llm_error",)) == 1  # no range: every sample
+    assert [t.sample for t in read_trajectories(out)] == [1]
+    assert drop_retryable(out, ()) == 0

@@ -23,33 +23,13 @@ from datadojo.jsonl import append_jsonl, read_trajectories
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import Sandbox, SandboxConfig, SandboxPool
+from datadojo.sandbox.worker import live_descendants
 from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]
 SALES = REPO / "examples" / "data" / "sales.csv"
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _descendants(root: int) -> set[int]:
-    """PIDs of every live (non-zombie) process below ``root``, from /proc."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X"):
-            parent[int(entry)] = int(fields[1])
-    out: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier and p not in out}
-        out |= frontier
-    return out
 
 
 async def _until(predicate, what: str, polls: int = 1200) -> None:
@@ -83,7 +63,7 @@ async def test_sandbox_worker_killed_mid_cell(tmp_path: Path) -> None:
             return f"<think>run</think><code>\n{code}\n</code>"
         return "<think>done</think><answer>ok</answer>"
 
-    before = _descendants(os.getpid())
+    before = live_descendants(os.getpid())
     pool = SandboxPool(SandboxConfig(preload=()), size=2)
     victim: dict[str, Sandbox] = {}
 
@@ -116,9 +96,9 @@ async def test_sandbox_worker_killed_mid_cell(tmp_path: Path) -> None:
     async with pool.session() as sb:
         assert (await sb.run("print('fresh')")).output == "fresh\n"
     await pool.close()
-    assert not os.path.exists(f"/proc/{killed}/stat") or killed not in _descendants(os.getpid())
-    await _until(lambda: _descendants(os.getpid()) <= before, "the sandbox processes to end")
-    assert _descendants(os.getpid()) <= before  # no process left behind
+    assert not os.path.exists(f"/proc/{killed}/stat") or killed not in live_descendants(os.getpid())
+    await _until(lambda: live_descendants(os.getpid()) <= before, "the sandbox processes to end")
+    assert live_descendants(os.getpid()) <= before  # no process left behind
 
 
 # ---------------------------------------------------------------------------- model server killed

@@ -64,27 +64,33 @@ def finished_keys(path: str | Path) -> set[tuple[str, int]]:
 RETRY_STOP_REASONS: tuple[str, ...] = ("llm_error",)
 
 
-def drop_retryable(path: str | Path, reasons: Iterable[str] = RETRY_STOP_REASONS) -> int:
+def drop_retryable(
+    path: str | Path, reasons: Iterable[str] = RETRY_STOP_REASONS, samples: range | None = None
+) -> int:
     """Remove from ``path`` the trajectories that ended with one of ``reasons``; return how many.
 
     Called when a run resumes, so that episodes lost to a transient failure (a model server that was
-    down) are run again instead of being skipped as done. The file is rewritten atomically (temporary
-    file + rename), and only when there is something to drop; other records are kept as they are.
+    down) are run again instead of being skipped as done. Only episodes whose sample number is in
+    ``samples`` (the samples this run will make; all when None) are removed: a record this run would not
+    make again is kept, so a later round of sampling into the same file (DataMind's reflection) never
+    loses an earlier round's record. The file is rewritten atomically (temporary file + rename), and only
+    when there is something to drop; other records are kept as they are.
     """
     path = Path(path)
     reasons = frozenset(reasons)
     if not reasons or not path.exists():
         return 0
-    dropped = sum(
-        1 for _, rec in iter_jsonl(path) if isinstance(rec, dict) and rec.get("stop_reason") in reasons
-    )
-    if dropped:
-        kept = (
-            rec
-            for _, rec in iter_jsonl(path)
-            if not (isinstance(rec, dict) and rec.get("stop_reason") in reasons)
+
+    def retry(rec: Any) -> bool:
+        return (
+            isinstance(rec, dict)
+            and rec.get("stop_reason") in reasons
+            and (samples is None or rec.get("sample", 0) in samples)
         )
-        write_jsonl_atomic(path, kept)
+
+    dropped = sum(1 for _, rec in iter_jsonl(path) if retry(rec))
+    if dropped:
+        write_jsonl_atomic(path, (rec for _, rec in iter_jsonl(path) if not retry(rec)))
         log.info("%s: %d trajectories ended with %s; running them again", path, dropped, sorted(reasons))
     return dropped
 
@@ -295,7 +301,7 @@ async def run_rollouts(
     cfg = config or AgentConfig()
     out = Path(out)
     summary = RolloutSummary(path=str(out))
-    summary.retried = drop_retryable(out, retry_stop_reasons)
+    summary.retried = drop_retryable(out, retry_stop_reasons, range(first_sample, first_sample + n_samples))
     done = finished_keys(out)
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     summary.executor = executor.name

@@ -46,6 +46,10 @@ SPEC_HELP = (
 _INPUTS = typer.Argument(
     None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively)."
 )
+_CONCURRENCY = typer.Option(32, "--concurrency", help="Requests / episodes in flight.")
+_STRUCTURED = typer.Option("auto", help="response_format mode: auto | json_schema | json_object | off.")
+_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars.")
+_JSON = typer.Option(False, "--json", help="Print summary.json instead of the funnel table.")
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
 _TEACHER = typer.Option(
     ..., "--teacher", help="Teacher model (queries, composition, trajectories). " + SPEC_HELP
@@ -189,9 +193,7 @@ def run_cmd(
     compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
     chains_per_file: int = typer.Option(3, help="Composition chains per file (each 2-5 categories long)."),
     max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
-    structured: str = typer.Option(
-        "auto", help="response_format mode: auto | json_schema | json_object | off."
-    ),
+    structured: str = _STRUCTURED,
     tokenizer: str = typer.Option(
         "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
     ),
@@ -199,8 +201,8 @@ def run_cmd(
     non_con: str = typer.Option(
         "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    progress: bool = _PROGRESS,
+    as_json: bool = _JSON,
 ) -> None:
     """Run every stage: queries → compose → sample → judge → reflect → filter → curate."""
     from datadojo.synth.datamind import run_pipeline
@@ -221,14 +223,12 @@ def queries_cmd(
     inputs: list[Path] = _INPUTS,
     teacher: str = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    concurrency: int = _CONCURRENCY,
     taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
     per_category: int = typer.Option(1, help="Questions asked per (file, category) request."),
-    structured: str = typer.Option(
-        "auto", help="response_format mode: auto | json_schema | json_object | off."
-    ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    structured: str = _STRUCTURED,
+    progress: bool = _PROGRESS,
+    as_json: bool = _JSON,
 ) -> None:
     """Stage 2: scan the files, then one query request per (file, applicable category)."""
     from datadojo.synth.datamind import stage_queries
@@ -242,16 +242,14 @@ def queries_cmd(
 def compose_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    concurrency: int = _CONCURRENCY,
     taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
     chains_per_file: int = typer.Option(3, help="Chains started per file."),
     max_chain: int = typer.Option(5, help="Longest chain (categories)."),
     seed: int = typer.Option(0, help="Seed of the chain plans."),
-    structured: str = typer.Option(
-        "auto", help="response_format mode: auto | json_schema | json_object | off."
-    ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    structured: str = _STRUCTURED,
+    progress: bool = _PROGRESS,
+    as_json: bool = _JSON,
 ) -> None:
     """Stage 3: compose chains of 2-5 categories from the queries in --out."""
     from datadojo.synth.datamind import stage_compose
@@ -269,15 +267,15 @@ def sample_cmd(
     round_: int = typer.Option(
         0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
     ),
-    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
+    concurrency: int = _CONCURRENCY,
     taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
     workflow: bool = typer.Option(
         True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
     ),
     max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
     seed: int = typer.Option(0, help="Seed of the per-episode sampling."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    progress: bool = _PROGRESS,
+    as_json: bool = _JSON,
 ) -> None:
     """Stage 4 / 6: N trajectories per query through the agent runner."""
     from datadojo.synth.datamind import stage_sample
@@ -294,12 +292,10 @@ def judge_cmd(
     n: int = typer.Option(3, "-n", help="Trajectories per query (as sampled)."),
     round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
     tolerance: float = typer.Option(0.03, help="Relative tolerance of the numeric pre-check (DataMind: 3%)."),
-    concurrency: int = typer.Option(32, "--concurrency", help="Requests / episodes in flight."),
-    structured: str = typer.Option(
-        "auto", help="response_format mode: auto | json_schema | json_object | off."
-    ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    concurrency: int = _CONCURRENCY,
+    structured: str = _STRUCTURED,
+    progress: bool = _PROGRESS,
+    as_json: bool = _JSON,
 ) -> None:
     """Stage 5: self-consistency verdicts (deterministic pre-check, then the judge where needed)."""
     from datadojo.synth.datamind import stage_judge
@@ -319,7 +315,7 @@ def curate_cmd(
     non_con: str = typer.Option(
         "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json instead of the funnel table."),
+    as_json: bool = _JSON,
 ) -> None:
     """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""
     from datadojo.synth.datamind import stage_curate

@@ -122,6 +122,19 @@ def _descendants(root: int, table: dict[int, tuple[str, int]]) -> list[int]:
     return found
 
 
+def live_descendants(root: int) -> set[int]:
+    """Every live (not zombie) process below ``root`` now, from ``/proc``.
+
+    What tests and benchmarks use to prove a run left no process behind (count before, count after).
+    """
+    table: dict[int, tuple[str, int]] = {}
+    for pid in _all_pids():
+        stat = _proc_stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X"):
+            table[pid] = (stat[0], stat[1])
+    return set(_descendants(root, table))
+
+
 def _chunk_list(msg: dict[str, Any]) -> list[tuple[str, str]]:
     """The ``(filename, code)`` chunks of a request."""
     return [(str(f), str(c)) for f, c in msg.get("chunks", [])]

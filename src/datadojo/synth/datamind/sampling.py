@@ -26,7 +26,6 @@ from typing import Any
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
-from datadojo.jsonl import iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths, StageUsage
@@ -38,7 +37,6 @@ __all__ = [
     "agent_config",
     "agent_task",
     "describe_attempts",
-    "drop_failed",
     "plain_prompt",
     "reflection_feedback",
     "sample_round",
@@ -48,35 +46,6 @@ log = logging.getLogger(__name__)
 
 #: Stop reasons of episodes that failed outside the teacher's answer; a rerun samples them again.
 FAILED_STOPS: frozenset[str] = frozenset({"llm_error", "env_error"})
-
-
-def drop_failed(paths: Paths, round_: int) -> int:
-    """Remove round ``round_``'s failed episodes (:data:`FAILED_STOPS`) from ``trajectories.jsonl`` so that
-    :func:`~datadojo.agent.runner.run_rollouts` samples them again; returns how many were removed.
-
-    The file is rewritten only when there is something to remove, via a temporary file and a rename.
-    """
-    if not paths.trajectories.exists():
-        return 0
-    records = [rec for _, rec in iter_jsonl(paths.trajectories)]
-
-    def failed(rec: Any) -> bool:
-        return (
-            isinstance(rec, dict)
-            and rec.get("stop_reason") in FAILED_STOPS
-            and int((rec.get("extra") or {}).get("round", 0)) == round_
-        )
-
-    kept = [rec for rec in records if not failed(rec)]
-    if len(kept) < len(records):
-        write_jsonl_atomic(paths.trajectories, kept)
-        log.info(
-            "%s: sampling %d failed round-%d episode(s) again",
-            paths.trajectories,
-            len(records) - len(kept),
-            round_,
-        )
-    return len(records) - len(kept)
 
 
 def agent_config(config: DataMindConfig) -> AgentConfig:
@@ -176,7 +145,6 @@ async def sample_round(
 ) -> tuple[RolloutSummary, StageUsage]:
     """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable)."""
     usage = StageUsage("sample" if round_ == 0 else "reflect")
-    drop_failed(paths, round_)
     summary = await run_rollouts(
         tasks,
         teacher,
@@ -189,6 +157,8 @@ async def sample_round(
         sandboxes=sandboxes,
         seed=config.seed,
         on_trajectory=on_trajectory,
+        # this round's failed episodes (server or sandbox, not the teacher's answer) are sampled again
+        retry_stop_reasons=FAILED_STOPS,
     )
     usage.add(
         "teacher",
