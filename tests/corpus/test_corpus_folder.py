@@ -128,6 +128,23 @@ def test_summaries_of_other_kinds(tmp_path: Path) -> None:
     assert meta["title"] == "T" and meta["resources"] == [{"name": "r", "path": "d/r.csv"}]
 
 
+def test_line_summaries_stop_at_max_bytes(tmp_path: Path) -> None:
+    """FASTA, GenBank and text summaries read at most ``max_bytes`` and say where they stopped."""
+    fa = tmp_path / "s.fasta"
+    fa.write_text(">a\nACGT\n>b\nGG\n", encoding="ascii")  # lines of 3, 5, 3 and 3 bytes
+    cut = summarize(sniff(fa), max_bytes=9)
+    assert cut["records"] == 1 and cut["length_max"] == 4 and cut["truncated_at_bytes"] == 9
+    assert "truncated_at_bytes" not in summarize(sniff(fa), max_bytes=14)
+    gb = tmp_path / "z.gb"
+    gb.write_text(_GENBANK, encoding="ascii")
+    assert summarize(sniff(gb), max_bytes=10)["truncated_at_bytes"] == 10
+    assert "truncated_at_bytes" not in summarize(sniff(gb))
+    readme = tmp_path / "README.md"
+    readme.write_text("# Title\none two\nthree\n", encoding="utf-8")
+    text = summarize(sniff(readme), max_bytes=17)
+    assert (text["lines"], text["words"], text["title"], text["truncated_at_bytes"]) == (2, 4, "Title", 17)
+
+
 def test_example_folder_profile() -> None:
     folder = profile_folder(EXAMPLES / "station_survey")
     paths = [e.path for e in folder.entries]

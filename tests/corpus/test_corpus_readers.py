@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+import datetime
+import decimal
 import io
 import json
 import os
 import sqlite3
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -528,6 +531,39 @@ def test_infer_column_type_edge_cases() -> None:
     assert infer_column_type(pd.Series([b"\x00\x01"], dtype=object)) == "binary"
     assert infer_column_type(pd.Series(["x" * 100, "y" * 90])) == "text"
     assert infer_column_type(pd.Series([[1], [2]], dtype=object)) == "nested"
+
+
+class _Shown:
+    """An object column value that is neither a number nor a date: judged by its text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        ([decimal.Decimal("1.5"), decimal.Decimal("2")], "string"),
+        ([uuid.UUID(int=5)], "string"),
+        (["a", _Shown("b")], "string"),
+        ([_Shown("a\x01b")], "binary"),
+        ([_Shown("2021-01-02"), "2021-03-04"], "datetime"),
+        ([_Shown("x" * 100), "y" * 90], "text"),
+        ([True, False], "boolean"),
+        ([True, 1], "float"),
+        ([1.0, float("nan"), 2.0], "integer"),
+        ([datetime.date(2020, 1, 1)], "datetime"),
+        (["a", datetime.date(2020, 1, 1)], "mixed"),
+    ],
+)
+def test_infer_column_type_of_object_values(values: list[object], kind: str) -> None:
+    """Strings and other objects' text go through the same checks (control characters, dates, length)."""
+    from datadojo.corpus import infer_column_type
+
+    assert infer_column_type(pd.Series(values, dtype=object)) == kind
 
 
 def test_file_kinds_extend_the_data_model_kinds() -> None:

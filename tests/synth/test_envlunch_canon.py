@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datadojo.synth.envlunch.canon import (
+    SHAPE_SOURCE,
     canon_value,
     canonical_from_json,
     canonical_pandas,
@@ -37,6 +39,32 @@ def test_value_rules() -> None:
     assert canon_value(pd.Timestamp("2020-05-01")) == "2020-05-01"
     assert canon_value(pd.Timestamp("2020-05-01 10:30:00")) == "2020-05-01 10:30:00"
     assert canon_value(b"ab") == "ab" and canon_value("Ab ") == "Ab "
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pd.Timestamp("2020-05-01"),
+        pd.Timestamp("2020-05-01 10:30:00"),
+        datetime.datetime(2021, 2, 3),
+        datetime.datetime(2021, 2, 3, 4, 5, 6, 7),
+        datetime.date(1999, 12, 31),
+        np.datetime64("2020-01-02T03:04:05"),
+        b"\xffab",
+        "Ab ",
+        None,
+        pd.NaT,
+        pd.NA,
+    ],
+)
+def test_sandbox_side_renders_text_dates_and_nulls_as_canon_value(value: object) -> None:
+    """SHAPE_SOURCE runs in the agent's sandbox without DataDojo, so it keeps its own copy of the
+    date / bytes / null rules of :func:`canon_value`; the two copies must give the same text."""
+    ns: dict[str, object] = {}
+    exec(SHAPE_SOURCE, ns)
+    plain = ns["_envlunch_plain"]
+    assert callable(plain)
+    assert plain(value) == canon_value(value)
 
 
 def test_shapes_scalar_series_frame() -> None:

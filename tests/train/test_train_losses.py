@@ -65,6 +65,18 @@ def test_dynamic_sampling_keeps_only_mixed_groups() -> None:
     assert keep.tolist() == [False] * 8 + [True] * 4
 
 
+def test_per_trajectory_inputs_are_checked() -> None:
+    """Rewards and correctness flags are one per trajectory; group ids, when given, one per trajectory too."""
+    with pytest.raises(ValueError, match=r"rewards must be 1-D \(one per trajectory\), got shape \(2, 2\)"):
+        group_advantages(torch.zeros(2, 2))
+    with pytest.raises(ValueError, match=r"correct must be 1-D \(one per trajectory\), got shape \(2, 2\)"):
+        dynamic_sampling_keep(torch.zeros(2, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"group_ids must have shape \(3,\)"):
+        group_advantages(t([1, 0, 1]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"group_ids must have shape \(2,\)"):
+        dynamic_sampling_keep(torch.tensor([True, False]), torch.tensor([0]))
+
+
 def test_normalization_weights_by_hand() -> None:
     mask = t([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
     groups = torch.tensor([0, 0, 1, 1])

@@ -13,12 +13,13 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
+from datadojo.cli._ui import progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender
@@ -248,15 +249,7 @@ def rollout(
             sandboxes: Any = lambda task: pool.session(task.files)  # noqa: E731
         else:
             backend, pool, sandboxes = spec, None, None
-        with Progress(
-            TextColumn("[bold]rollout"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[rate]}"),
-            console=console,
-            transient=False,
-        ) as progress:
+        with progress_bar(console, "[bold]rollout", TextColumn("{task.fields[rate]}")) as progress:
             bar = progress.add_task("rollout", total=total, rate="")
 
             def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:

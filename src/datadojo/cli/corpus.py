@@ -13,9 +13,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
+from datadojo.cli._ui import count_table
 
 __all__ = ["register"]
 
@@ -127,20 +127,23 @@ def scan_cmd(
         )
         return
     out_console = Console()
-    t = Table(title=f"Corpus scan → {out}")
-    t.add_column("accepted per format")
-    t.add_column("files", justify="right")
-    for kind, n in summary.accepted_by_kind.items():
-        t.add_row(kind, str(n))
-    t.add_row("[bold]total accepted", f"[bold]{summary.accepted}")
-    out_console.print(t)
-    r = Table()
-    r.add_column("rejections per reason")
-    r.add_column("files", justify="right")
-    for reason, n in summary.rejected_by_reason.items():
-        r.add_row(reason, str(n))
-    r.add_row("[bold]total rejected", f"[bold]{summary.rejected}")
-    out_console.print(r)
+    out_console.print(
+        count_table(
+            summary.accepted_by_kind,
+            "accepted per format",
+            "files",
+            title=f"Corpus scan → {out}",
+            total=("total accepted", summary.accepted),
+        )
+    )
+    out_console.print(
+        count_table(
+            summary.rejected_by_reason,
+            "rejections per reason",
+            "files",
+            total=("total rejected", summary.rejected),
+        )
+    )
     if nodes:
         out_console.print(node_table(nodes, "Per node (ray)"))
     out_console.print(

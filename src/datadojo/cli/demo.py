@@ -7,8 +7,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 from rich.table import Table
+
+from datadojo.cli._ui import progress_bar
 
 __all__ = ["register"]
 
@@ -59,10 +61,7 @@ def demo_command(
     except DemoError as exc:
         raise typer.BadParameter(str(exc)) from exc
     console.print(f"[bold]DataDojo demo[/] → {out}  (no model, no network)")
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=False,
-    ) as progress:  # fmt: skip
+    with progress_bar(console, "{task.description}") as progress:
         bars: dict[str, TaskID] = {}
         order = [name for name, _ in STAGES]
 

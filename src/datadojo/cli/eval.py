@@ -11,12 +11,13 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
+from datadojo.cli._ui import progress_bar
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.executor import ExecutorError
@@ -244,10 +245,7 @@ def eval_command(
     remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> Any:
-        with Progress(
-            TextColumn(f"[bold]{benchmark.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[rate]}"), console=console, transient=False,
-        ) as progress:  # fmt: skip
+        with progress_bar(console, f"[bold]{benchmark.name}", TextColumn("{task.fields[rate]}")) as progress:
             bar = progress.add_task("eval", total=None, rate="")
 
             def on_tasks(tasks: list[Task]) -> None:

@@ -15,8 +15,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 from rich.table import Table
+
+from datadojo.cli._ui import count_table, progress_bar
 
 __all__ = ["register"]
 
@@ -90,13 +92,8 @@ class _Bars:
     """One rich progress bar per stage, created when the stage first reports."""
 
     def __init__(self, enabled: bool) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]{task.description:<10}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            disable=not enabled,
+        self.progress = progress_bar(
+            Console(stderr=True), "[bold]{task.description:<10}", disable=not enabled
         )
         self.tasks: dict[str, TaskID] = {}
 
@@ -121,12 +118,9 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     console.print(t)
     per_category = summary["queries"]["per_category"]
     if per_category:
-        c = Table(title="queries per category (difficulty 1)")
-        c.add_column("category")
-        c.add_column("queries", justify="right")
-        for name, n in per_category.items():
-            c.add_row(name, str(n))
-        console.print(c)
+        console.print(
+            count_table(per_category, "category", "queries", title="queries per category (difficulty 1)")
+        )
     rows = usage_rows(summary)
     if rows:
         u = Table(title="LLM requests and tokens per stage and role")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from datadojo.cli._ui import progress_bar
 
 __all__ = ["register"]
 
@@ -147,13 +148,7 @@ def sailor(
         policy = load_backend(spec)
         judge_backend = load_backend(judge) if judge else policy
         total = len(folders) * len(seeds)
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as progress:
+        with progress_bar(console) as progress:
             bar = progress.add_task("exploring (folder × seed)", total=total)
 
             def on_unit(record: dict) -> None:

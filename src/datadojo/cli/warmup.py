@@ -15,10 +15,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
+from datadojo.cli._ui import progress_bar
 
 __all__ = ["register"]
 
@@ -33,17 +33,6 @@ warmup_app = typer.Typer(
     no_args_is_help=True,
 )
 console = Console()
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
 
 
 def _table(title: str, header: list[str], rows: Iterable[list[Any]], *, left: int = 1) -> Table:
@@ -112,7 +101,7 @@ def build(
         raise typer.BadParameter("no readable environment among the sources")
     console.print(f"{len(envs)} environments loaded")
     remote = cli_executor(executor, ray_address, 2)
-    with on_executor(remote, console), _progress() as prog:
+    with on_executor(remote, console), progress_bar(console) as prog:
         bar = prog.add_task("synthesising", total=n)
         try:
             report = build_tasks(
@@ -195,7 +184,7 @@ def solve(
     infos = _load_infos(tasks_path, limit)
     config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit or None, seed=seed)
     trajs = []
-    with _progress() as prog:
+    with progress_bar(console) as prog:
         bar = prog.add_task("solving", total=len(infos))
         for info in infos:
             res = run_solve([info], config)[0]
@@ -334,7 +323,7 @@ def probe(
     tasks = {t.id: t for t in read_tasks(tasks_path)}
     trajs = list(read_trajectories(trajectories))
     curves = []
-    with _progress() as prog:
+    with progress_bar(console) as prog:
         bar = prog.add_task("replaying in 64 worlds", total=len(trajs))
         for traj in trajs:
             try:

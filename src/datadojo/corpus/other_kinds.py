@@ -53,16 +53,33 @@ def summarize(sn: Sniffed, *, max_bytes: int = _MAX_BYTES) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _lines(path: Path, max_bytes: int) -> Iterator[str | None]:
-    """Yield decoded lines up to ``max_bytes``; the caller learns of truncation via the sentinel None."""
-    read = 0
-    with path.open("rb") as fh:
-        for raw in fh:
-            read += len(raw)
-            if read > max_bytes:
-                yield None
-                return
-            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+class _Lines:
+    """The decoded lines of a file up to ``max_bytes``; :meth:`note` records in a summary if it stopped early.
+
+    One reader for the line-based summaries (FASTA, GenBank, text), so each of them bounds what it reads
+    and reports the cut the same way.
+    """
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.truncated = False
+
+    def __iter__(self) -> Iterator[str]:
+        read = 0
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                read += len(raw)
+                if read > self.max_bytes:
+                    self.truncated = True
+                    return
+                yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+    def note(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out``, with ``truncated_at_bytes`` added when the file was longer than ``max_bytes``."""
+        if self.truncated:
+            out["truncated_at_bytes"] = self.max_bytes
+        return out
 
 
 def _fasta(path: Path, max_bytes: int) -> dict[str, Any]:
@@ -70,11 +87,8 @@ def _fasta(path: Path, max_bytes: int) -> dict[str, Any]:
     ids: list[str] = []
     letters: Counter[str] = Counter()
     current = -1
-    truncated = False
-    for line in _lines(path, max_bytes):
-        if line is None:
-            truncated = True
-            break
+    lines = _Lines(path, max_bytes)
+    for line in lines:
         if line.startswith(">"):
             lengths.append(0)
             current = len(lengths) - 1
@@ -93,9 +107,7 @@ def _fasta(path: Path, max_bytes: int) -> dict[str, Any]:
             length_max=max(lengths),
             length_mean=round(sum(lengths) / len(lengths), 1),
         )
-    if truncated:
-        out["truncated_at_bytes"] = max_bytes
-    return out
+    return lines.note(out)
 
 
 def _alphabet(letters: Counter[str]) -> str:
@@ -113,11 +125,8 @@ def _genbank(path: Path, max_bytes: int) -> dict[str, Any]:
     loci: list[dict[str, Any]] = []
     features: Counter[str] = Counter()
     in_features = False
-    truncated = False
-    for line in _lines(path, max_bytes):
-        if line is None:
-            truncated = True
-            break
+    lines = _Lines(path, max_bytes)
+    for line in lines:
         if line.startswith("LOCUS"):
             parts = line.split()
             length = next(
@@ -145,9 +154,7 @@ def _genbank(path: Path, max_bytes: int) -> dict[str, Any]:
         "loci": loci[:_FIRST_LINES],
         "feature_keys": dict(features.most_common(10)),
     }
-    if truncated:
-        out["truncated_at_bytes"] = max_bytes
-    return out
+    return lines.note(out)
 
 
 def _image_size(head: bytes, path: Path) -> tuple[str, int | None, int | None]:
@@ -208,11 +215,8 @@ def _text_like(path: Path, max_bytes: int) -> dict[str, Any]:
     n_lines = 0
     words = 0
     title = None
-    truncated = False
-    for line in _lines(path, max_bytes):
-        if line is None:
-            truncated = True
-            break
+    lines = _Lines(path, max_bytes)
+    for line in lines:
         n_lines += 1
         words += len(line.split())
         stripped = line.strip()
@@ -223,9 +227,7 @@ def _text_like(path: Path, max_bytes: int) -> dict[str, Any]:
     out: dict[str, Any] = {"lines": n_lines, "words": words, "first_lines": first}
     if title:
         out["title"] = title
-    if truncated:
-        out["truncated_at_bytes"] = max_bytes
-    return out
+    return lines.note(out)
 
 
 def _json_shape(value: Any, depth: int = 0) -> Any:

@@ -292,33 +292,29 @@ def infer_column_type(series: pd.Series) -> str:
     lengths = 0
     for v in sample:
         if type(v) is str:  # the common case first: most object columns hold only strings
-            if _CONTROL_RE.search(v):
-                return "binary"
-            kinds.add("string")
-            lengths += len(v)
-            if _DATE_RE.match(v):
-                date_like += 1
-            continue
-        if _is_nested(v):
+            text = v
+        elif _is_nested(v):
             return "nested"
-        if _is_binary(v):
+        elif _is_binary(v):
             return "binary"
-        if isinstance(v, bool | np.bool_):
+        elif isinstance(v, bool | np.bool_):
             kinds.add("boolean")
+            continue
         elif isinstance(v, int | float | np.integer | np.floating):
-            if isinstance(v, float | np.floating) and math.isnan(float(v)):
-                continue
-            kinds.add("number")
+            if not (isinstance(v, float | np.floating) and math.isnan(float(v))):
+                kinds.add("number")
+            continue
         elif isinstance(v, pd.Timestamp | np.datetime64) or hasattr(v, "isoformat"):
             kinds.add("datetime")
+            continue
         else:
-            text = str(v)
-            if _CONTROL_RE.search(text):
-                return "binary"
-            kinds.add("string")
-            lengths += len(text)
-            if _DATE_RE.match(text):
-                date_like += 1
+            text = str(v)  # any other object is judged by its text, as a string is
+        if _CONTROL_RE.search(text):
+            return "binary"
+        kinds.add("string")
+        lengths += len(text)
+        if _DATE_RE.match(text):
+            date_like += 1
     if not kinds:
         return "empty"
     if len(kinds) > 1:

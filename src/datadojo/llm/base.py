@@ -366,23 +366,18 @@ class ChatBackend(abc.ABC):
         :class:`LLMError` when the request finally fails and ``ValueError`` for malformed input.
         """
         base = params if params is not None else self.default_params
-        overrides: dict[str, Any] = {"n": n}
-        if stop is not None:
-            overrides["stop"] = stop
-        if temperature is not None:
-            overrides["temperature"] = temperature
-        if top_p is not None:
-            overrides["top_p"] = top_p
-        if max_tokens is not None:
-            overrides["max_tokens"] = max_tokens
-        if seed is not None:
-            overrides["seed"] = seed
-        if response_format is not None:
-            overrides["response_format"] = response_format
-        if logprobs is not None:
-            overrides["logprobs"] = logprobs
-        if top_logprobs is not None:
-            overrides["top_logprobs"] = top_logprobs
+        given: dict[str, Any] = {
+            "stop": stop,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "seed": seed,
+            "response_format": response_format,
+            "logprobs": logprobs,
+            "top_logprobs": top_logprobs,
+        }
+        # None means "not given here": keep the value of ``base``.
+        overrides = {"n": n, **{k: v for k, v in given.items() if v is not None}}
         sp = replace(base, **overrides)
         msgs = validate_messages(messages)
         t0 = time.perf_counter()

@@ -132,6 +132,17 @@ def _default_groups(group_ids: torch.Tensor | None, batch: int, device: torch.de
     return group_ids.to(device=device, dtype=torch.long)
 
 
+def _trajectory_groups(values: torch.Tensor, group_ids: torch.Tensor | None, what: str) -> torch.Tensor:
+    """The group id of each trajectory, for the data-side functions that take one value per trajectory.
+
+    ``values`` (named ``what`` in the error) must be 1-D; groups are as in :func:`_default_groups` (all
+    trajectories in one group when ``group_ids`` is None).
+    """
+    if values.dim() != 1:
+        raise ValueError(f"{what} must be 1-D (one per trajectory), got shape {tuple(values.shape)}")
+    return _default_groups(group_ids, values.shape[0], values.device)
+
+
 def normalization_weights(
     mask: torch.Tensor,
     mode: Normalization,
@@ -197,10 +208,8 @@ def group_advantages(
     for the same query. ``unbiased`` uses the sample standard deviation (Bessel's correction), as verl's and
     TRL's GRPO implementations do (``torch.std``); a group of one, or of equal rewards, gets advantage 0.
     """
-    if rewards.dim() != 1:
-        raise ValueError(f"rewards must be 1-D (one per trajectory), got shape {tuple(rewards.shape)}")
+    groups = _trajectory_groups(rewards, group_ids, "rewards")
     r = rewards.float()
-    groups = _default_groups(group_ids, r.shape[0], r.device)
     out = torch.zeros_like(r)
     for g in torch.unique(groups):
         idx = groups == g
@@ -221,10 +230,8 @@ def dynamic_sampling_keep(correct: torch.Tensor, group_ids: torch.Tensor | None 
     learning signal (every advantage is 0) and is dropped from the RL term. ``correct`` is one boolean per
     trajectory; the result is one boolean per trajectory (the same for every member of a group).
     """
-    if correct.dim() != 1:
-        raise ValueError(f"correct must be 1-D (one per trajectory), got shape {tuple(correct.shape)}")
+    groups = _trajectory_groups(correct, group_ids, "correct")
     c = correct.bool()
-    groups = _default_groups(group_ids, c.shape[0], c.device)
     keep = torch.zeros_like(c)
     for g in torch.unique(groups):
         idx = groups == g

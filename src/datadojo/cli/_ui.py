@@ -1,0 +1,65 @@
+"""What every command shows the same way: its progress bar and its tables of counts.
+
+One definition of each, so a user reads every command's progress and summary alike, and a change of
+look is made once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+__all__ = ["count_table", "progress_bar"]
+
+
+def progress_bar(
+    console: Console, label: str = "[bold]{task.description}", *extra: ProgressColumn, **options: Any
+) -> Progress:
+    """A progress bar: ``label`` (rich markup, may use ``{task.description}``), the bar, done/total, time.
+
+    ``extra`` columns follow the elapsed time (a rate, say); ``options`` go to :class:`rich.progress.Progress`
+    (``disable``, ``transient``).
+    """
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        *extra,
+        console=console,
+        **options,
+    )
+
+
+def count_table(
+    counts: Mapping[str, int],
+    what: str,
+    unit: str,
+    *,
+    title: str | None = None,
+    total: tuple[str, int] | None = None,
+) -> Table:
+    """A table of ``counts``: one row per key (column ``what``) with its count (column ``unit``).
+
+    ``total`` = ``(label, n)`` adds a last row in bold (the total is given, not summed: a caller's total
+    may count what no row lists).
+    """
+    table = Table(title=title)
+    table.add_column(what)
+    table.add_column(unit, justify="right")
+    for key, n in counts.items():
+        table.add_row(key, str(n))
+    if total is not None:
+        table.add_row(f"[bold]{total[0]}", f"[bold]{total[1]}")
+    return table
