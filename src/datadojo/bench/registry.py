@@ -62,9 +62,13 @@ def get_benchmark(name: str) -> Benchmark:
     return _INSTANCES[key]
 
 
-# the built-in benchmarks; ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
-for _cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL):
-    register_benchmark(_cls.name, _cls)
+def _register_builtins() -> None:
+    # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL):
+        register_benchmark(cls.name, cls)
+
+
+_register_builtins()
 
 
 # --- download sources (``datadojo bench download``) ------------------------------------------------------
