@@ -239,7 +239,7 @@ STOP_REASONS: tuple[str, ...] = ("answer", "max_turns", "invalid", "env_error", 
 
 
 def _versions() -> dict[str, str]:
-    from datadojo import __version__
+    from datadojo.version import __version__
 
     return {"datadojo": __version__, "python": platform.python_version()}
 

@@ -26,16 +26,7 @@ from datadojo.bench.download import (
 from datadojo.bench.spider import BIRD, Spider
 from datadojo.bench.tablebench import TableBench
 from datadojo.cli.app import app
-
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared" / "data"
-
-
-def _need(sub: str) -> Path:
-    path = SHARED / sub
-    if not path.exists():
-        pytest.skip(f"shared benchmark data absent: {path.resolve()}")
-    return path
+from datadojo.errors import UnknownNameError
 
 
 def _sha(path: Path) -> str:
@@ -93,14 +84,13 @@ class _Server:
 
 
 @pytest.fixture
-def shared_server():
-    root = _need("")
-    with _Server(root.resolve()) as srv:
+def shared_server(shared_data):
+    with _Server(shared_data().resolve()) as srv:
         yield srv
 
 
-def test_dabench_from_a_loopback_mirror(shared_server, tmp_path):
-    src = _need("dabench")
+def test_dabench_from_a_loopback_mirror(shared_server, shared_data, tmp_path):
+    src = shared_data("dabench")
     cache = tmp_path / "cache"
     result = download_benchmark("dabench", url=f"{shared_server.url}/dabench", cache_root=cache)
     tables = {
@@ -123,8 +113,8 @@ def test_dabench_from_a_loopback_mirror(shared_server, tmp_path):
     )  # the questions file is read from the cache to list the tables
 
 
-def test_pinned_checksum_is_verified(shared_server, tmp_path):
-    src = _need("tablebench") / "TableBench.jsonl"
+def test_pinned_checksum_is_verified(shared_server, shared_data, tmp_path):
+    src = shared_data("tablebench", "TableBench.jsonl")
     url = f"{shared_server.url}/tablebench"
     bad = "0" * 64
     with pytest.raises(DownloadError, match=f"checksum mismatch.*expected sha256 {bad}, got {_sha(src)}"):
@@ -140,8 +130,8 @@ def test_pinned_checksum_is_verified(shared_server, tmp_path):
         download_benchmark("tablebench", url=url, cache_root=tmp_path / "c", sha256={"other.jsonl": bad})
 
 
-def test_a_changed_upstream_file_is_refused_after_first_use(tmp_path):
-    src = _need("tablebench") / "TableBench.jsonl"
+def test_a_changed_upstream_file_is_refused_after_first_use(shared_data, tmp_path):
+    src = shared_data("tablebench", "TableBench.jsonl")
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     shutil.copy(src, mirror / "TableBench.jsonl")
@@ -155,8 +145,8 @@ def test_a_changed_upstream_file_is_refused_after_first_use(tmp_path):
 
 
 @pytest.mark.parametrize("ranges", [True, False])
-def test_a_partial_download_resumes(tmp_path, ranges):
-    src = _need("tablebench") / "TableBench.jsonl"
+def test_a_partial_download_resumes(shared_data, tmp_path, ranges):
+    src = shared_data("tablebench", "TableBench.jsonl")
     data = src.read_bytes()
     cache = tmp_path / "c"
     (cache / ".partial").mkdir(parents=True)
@@ -180,16 +170,15 @@ def _zip(path: Path, members: dict[str, Path | bytes]) -> Path:
     return path
 
 
-def _spider_subset(dbs: int = 2) -> tuple[list[dict], list[str]]:
-    spider = _need("spider")
+def _spider_subset(spider: Path, dbs: int = 2) -> tuple[list[dict], list[str]]:
     records = json.loads((spider / "dev.json").read_text())
     keep = sorted({r["db_id"] for r in records})[:dbs]
     return [r for r in records if r["db_id"] in keep], keep
 
 
-def test_a_zip_release_is_unpacked_in_the_official_layout(tmp_path):
-    spider = _need("spider")
-    records, dbs = _spider_subset()
+def test_a_zip_release_is_unpacked_in_the_official_layout(shared_data, tmp_path):
+    spider = shared_data("spider")
+    records, dbs = _spider_subset(spider)
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     members: dict[str, Path | bytes] = {"spider_data/dev.json": json.dumps(records).encode(),
@@ -215,9 +204,9 @@ def test_a_zip_release_is_unpacked_in_the_official_layout(tmp_path):
     assert again.files[0].status == "cached"
 
 
-def test_nested_archives_bird_layout(tmp_path):
-    spider = _need("spider")
-    records, dbs = _spider_subset(1)
+def test_nested_archives_bird_layout(shared_data, tmp_path):
+    spider = shared_data("spider")
+    records, dbs = _spider_subset(spider, 1)
     bird = [{"question_id": i, "db_id": r["db_id"], "question": r["question"], "evidence": "", "SQL": r["query"],
              "difficulty": "simple"} for i, r in enumerate(records)]  # fmt: skip
     inner = _zip(tmp_path / "dev_databases.zip", {
@@ -253,8 +242,8 @@ def test_listed_names_must_stay_inside_the_cache(tmp_path):
         listed_files("q.jsonl", "f", "t/")(tmp_path)
 
 
+@pytest.mark.requires_data("tablebench")
 def test_http_errors_and_env_override(tmp_path, monkeypatch, shared_server):
-    _need("tablebench")
     with pytest.raises(DownloadError, match="HTTP 404"):
         download_benchmark("tablebench", url=f"{shared_server.url}/nowhere", cache_root=tmp_path / "a")
     monkeypatch.setenv("DATADOJO_BENCH_URL_TABLEBENCH", f"{shared_server.url}/tablebench")
@@ -262,8 +251,8 @@ def test_http_errors_and_env_override(tmp_path, monkeypatch, shared_server):
     assert result.files[0].url == f"{shared_server.url}/tablebench/TableBench.jsonl"
 
 
+@pytest.mark.requires_data("tablebench")
 def test_cli_bench_download_and_list(tmp_path, shared_server, monkeypatch):
-    _need("tablebench")
     monkeypatch.setenv("DATADOJO_BENCH_CACHE", str(tmp_path / "root"))
     res = CliRunner().invoke(
         app, ["bench", "download", "tablebench", "--url", f"{shared_server.url}/tablebench"]
@@ -278,3 +267,55 @@ def test_cli_bench_download_and_list(tmp_path, shared_server, monkeypatch):
     pin = CliRunner().invoke(app, ["bench", "download", "tablebench", "--url", f"{shared_server.url}/tablebench",
                                    "--force", "--sha256", "TableBench.jsonl=" + "1" * 64])  # fmt: skip
     assert pin.exit_code == 2 and "checksum mismatch" in pin.output
+
+
+class _Tiny(DABench):
+    """A user's benchmark that declares its own source (the DABench loader, a one-question release)."""
+
+    name = "tiny-dabench"
+    source = BenchSource(
+        name="tiny-dabench",
+        base_url="http://invalid.example",  # never reached: the tests give a loopback mirror
+        files=(RemoteFile("da-dev-questions.jsonl"), RemoteFile("da-dev-labels.jsonl")),
+        discover=listed_files("da-dev-questions.jsonl", "file_name", "da-dev-tables/"),
+    )
+
+
+def test_a_user_benchmark_downloads_by_name_from_its_own_source(tmp_path, monkeypatch):
+    """``download_benchmark(name)`` finds the source the benchmark declares, through the registry's look-up
+    (the download module imports no registry) -- also for a benchmark registered after start-up."""
+    from datadojo.bench import registry
+    from datadojo.registry import Registry
+
+    factories: Registry = Registry("benchmark")
+    monkeypatch.setattr(registry, "_FACTORIES", factories)
+    monkeypatch.setattr(registry, "_INSTANCES", {})
+    registry.register_benchmark(_Tiny.name, _Tiny)
+    mirror = tmp_path / "mirror"
+    (mirror / "da-dev-tables").mkdir(parents=True)
+    (mirror / "da-dev-questions.jsonl").write_text(
+        json.dumps({"id": 7, "question": "How many rows?", "file_name": "t.csv"}) + "\n"
+    )
+    (mirror / "da-dev-labels.jsonl").write_text(json.dumps({"id": 7, "common_answers": [["n", "2"]]}) + "\n")
+    (mirror / "da-dev-tables" / "t.csv").write_text("a\n1\n2\n")
+    assert registry.source_names() == ["tiny-dabench"]
+    with _Server(mirror) as srv:
+        result = download_benchmark("Tiny-DABench", url=srv.url, cache_root=tmp_path / "c")
+    assert result.benchmark == "tiny-dabench"
+    assert sorted(f.name for f in result.files) == [
+        "da-dev-labels.jsonl",
+        "da-dev-questions.jsonl",
+        "da-dev-tables/t.csv",
+    ]
+    [task] = _Tiny().load(tmp_path / "c")
+    assert task.answer == {"n": "2"} and Path(task.files[0].path).read_text() == "a\n1\n2\n"
+
+
+def test_a_benchmark_without_a_source_says_why(tmp_path):
+    with pytest.raises(
+        UnknownNameError, match=r"no download source for 'databench' \(DataBench's test answers"
+    ):
+        download_benchmark("databench", cache_root=tmp_path / "c")
+    with pytest.raises(UnknownNameError, match=r"no download source for 'nope'; sources: bird, dabench"):
+        download_benchmark("nope", cache_root=tmp_path / "c")
+    assert not (tmp_path / "c").exists()

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from datadojo.errors import DataDojoError
+from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import Task
 
 if TYPE_CHECKING:
+    from datadojo.bench.download import BenchSource
     from datadojo.sandbox import SandboxConfig
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "BenchmarkError",
     "ItemScore",
     "ScoringRule",
+    "jsonl_records",
     "missing_prediction",
     "unique_id",
 ]
@@ -138,6 +141,20 @@ def unique_id(seen: dict[str, int], raw_id: str, where: str) -> str:
     return new
 
 
+def jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for each line of a benchmark's JSONL file.
+
+    A line that is not JSON, or not a JSON object, is a :class:`BenchmarkError` naming ``path:line``.
+    """
+    try:
+        for lineno, rec in iter_jsonl(path):
+            if not isinstance(rec, dict):
+                raise BenchmarkError(f"{path}:{lineno}: expected a JSON object")
+            yield lineno, rec
+    except JsonlError as exc:
+        raise BenchmarkError(str(exc)) from exc
+
+
 class Benchmark(abc.ABC):
     """A benchmark: ``load`` (local path → tasks), ``score`` (official rule), ``totals``, ``defaults``."""
 
@@ -147,6 +164,10 @@ class Benchmark(abc.ABC):
     defaults: BenchmarkDefaults = BenchmarkDefaults()
     #: The rules this benchmark can score with; the first is the default (see :class:`ScoringRule`).
     rules: tuple[ScoringRule, ...] = ()
+    #: Where ``datadojo bench download`` fetches the benchmark's files from (declared beside the loader
+    #: that reads them); ``None`` when it cannot, and then ``no_source`` may say why.
+    source: BenchSource | None = None
+    no_source: str = ""
     _rule_name: str | None = None
 
     @property
@@ -207,6 +228,16 @@ class Benchmark(abc.ABC):
         from datadojo.sandbox import SandboxConfig
 
         return SandboxConfig(preload=()) if self.defaults.language == "sql" else SandboxConfig()
+
+    def _no_options(self, options: dict[str, Any]) -> None:
+        """Refuse loader options this benchmark does not take (``TypeError`` naming them)."""
+        if options:
+            raise TypeError(f"{self.name}: unknown option(s) {', '.join(sorted(options))}")
+
+    def _file_or_folder(self, path: str | Path, name: str) -> Path:
+        """The benchmark's file ``name``: ``path`` itself, or ``path/name`` when ``path`` is a folder."""
+        p = Path(path)
+        return self._require(p / name if p.is_dir() else p, name)
 
     def _require(self, path: Path, what: str) -> Path:
         if not path.exists():

@@ -32,9 +32,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import (
+    Benchmark,
+    BenchmarkDefaults,
+    BenchmarkError,
+    ItemScore,
+    jsonl_records,
+    missing_prediction,
+)
 from datadojo.bench.base import ScoringRule as _Rule
-from datadojo.jsonl import JsonlError, iter_jsonl
+from datadojo.bench.download import BenchSource, RemoteFile, listed_files
 from datadojo.types import DataFile, Task
 
 __all__ = ["OFFICIAL", "OFFICIAL_DENOMINATOR", "DABench", "extract_answers", "gold_response", "is_equal"]
@@ -68,16 +75,6 @@ def is_equal(response: str | None, label: str) -> bool:
         return False
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        for lineno, rec in iter_jsonl(path):
-            if not isinstance(rec, dict):
-                raise BenchmarkError(f"{path}:{lineno}: expected a JSON object")
-            yield lineno, rec
-    except JsonlError as exc:
-        raise BenchmarkError(str(exc)) from exc
-
-
 class DABench(Benchmark):
     name = "dabench"
     description = "InfiAgent-DABench: closed-form questions over CSV files, answers as @name[value]"
@@ -87,6 +84,16 @@ class DABench(Benchmark):
         max_turns=10,
         language="python",
         answer_format="Give every requested value as @name[value], exactly in the format the question states.",
+    )
+    # the dev split in InfiAgent's repository: questions, labels, and the CSV tables the questions name
+    source = BenchSource(
+        name="dabench",
+        base_url="https://raw.githubusercontent.com/InfiAgent/InfiAgent/main/examples/DA-Agent/data",
+        files=(RemoteFile("da-dev-questions.jsonl"), RemoteFile("da-dev-labels.jsonl")),
+        discover=listed_files("da-dev-questions.jsonl", "file_name", "da-dev-tables/"),
+        homepage="https://github.com/InfiAgent/InfiAgent/tree/main/examples/DA-Agent",
+        licence="see source",
+        note="questions, labels, and the CSV tables the questions name",
     )
 
     def _paths(self, path: Path) -> tuple[Path, Path, Path]:
@@ -101,12 +108,11 @@ class DABench(Benchmark):
 
     def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:
         """DABench tasks from the official layout (module docstring); labels are optional (test split)."""
-        if options:
-            raise TypeError(f"dabench: unknown option(s) {', '.join(sorted(options))}")
+        self._no_options(options)
         questions, labels_path, tables = self._paths(Path(path))
         labels: dict[str, dict[str, str]] = {}
         if labels_path.exists():
-            for lineno, rec in _records(labels_path):
+            for lineno, rec in jsonl_records(labels_path):
                 try:
                     answers = {str(name): str(value) for name, value in rec["common_answers"]}
                 except (KeyError, TypeError, ValueError) as exc:
@@ -115,7 +121,7 @@ class DABench(Benchmark):
                     ) from exc
                 labels[str(rec.get("id"))] = answers
         seen: set[str] = set()
-        for lineno, rec in _records(questions):
+        for lineno, rec in jsonl_records(questions):
             where = f"{questions}:{lineno}"
             try:
                 qid, question, file_name = str(rec["id"]), str(rec["question"]), str(rec["file_name"])

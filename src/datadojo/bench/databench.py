@@ -30,9 +30,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import (
+    Benchmark,
+    BenchmarkDefaults,
+    BenchmarkError,
+    ItemScore,
+    jsonl_records,
+    missing_prediction,
+)
 from datadojo.bench.base import ScoringRule as _Rule
-from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
 __all__ = ["ANSWER_TYPES", "DataBench", "databench_compare"]
@@ -116,6 +122,10 @@ class DataBench(Benchmark):
             "rule-databench-official",
         ),
     )
+    no_source = (
+        "DataBench's test answers are released as test_qa.csv + answers.txt + semantics.txt, not in the "
+        "questions.jsonl layout DataDojo reads; see docs/evaluation.md"
+    )
     defaults = BenchmarkDefaults(
         max_turns=10,
         language="python",
@@ -129,41 +139,34 @@ class DataBench(Benchmark):
         self, path: str | Path, *, require_files: bool = True, lite: bool = False, **options: Any
     ) -> Iterator[Task]:
         """DataBench tasks (module docstring); ``lite`` selects ``sample.parquet`` and ``answer_lite``."""
-        if options:
-            raise TypeError(f"databench: unknown option(s) {', '.join(sorted(options))}")
-        p = Path(path)
-        src = self._require(p / "questions.jsonl" if p.is_dir() else p, "questions.jsonl")
+        self._no_options(options)
+        src = self._file_or_folder(path, "questions.jsonl")
         root = src.parent
         per_dataset: dict[str, int] = {}
-        try:
-            for lineno, rec in iter_jsonl(src):
-                where = f"{src}:{lineno}"
-                if not isinstance(rec, dict):
-                    raise BenchmarkError(f"{where}: expected a JSON object")
-                try:
-                    dataset, question, semantic = str(rec["dataset"]), str(rec["question"]), str(rec["type"])
-                    answer = rec["answer_lite" if lite else "answer"]
-                except KeyError as exc:
-                    raise BenchmarkError(f"{where}: missing field {exc}") from exc
-                if semantic.strip() not in ANSWER_TYPES:
-                    raise BenchmarkError(f"{where}: unknown answer type {semantic!r}")
-                k = per_dataset.get(dataset, 0)
-                per_dataset[dataset] = k + 1
-                table = root / dataset / ("sample.parquet" if lite else "all.parquet")
-                if require_files and not table.exists():
-                    raise BenchmarkError(f"{where}: table of dataset {dataset!r} not found: {table}")
-                yield Task(
-                    id=f"{dataset}/{k}",
-                    question=question,
-                    files=[DataFile(path=str(table), kind="parquet", name=f"{dataset}.parquet")],
-                    answer=answer,
-                    answer_kind=f"databench:{semantic.strip()}",
-                    source=self.name,
-                    category=semantic.strip(),
-                    extra={"dataset": dataset, "type": semantic.strip(), "lite": lite},
-                )
-        except JsonlError as exc:
-            raise BenchmarkError(str(exc)) from exc
+        for lineno, rec in jsonl_records(src):
+            where = f"{src}:{lineno}"
+            try:
+                dataset, question, semantic = str(rec["dataset"]), str(rec["question"]), str(rec["type"])
+                answer = rec["answer_lite" if lite else "answer"]
+            except KeyError as exc:
+                raise BenchmarkError(f"{where}: missing field {exc}") from exc
+            if semantic.strip() not in ANSWER_TYPES:
+                raise BenchmarkError(f"{where}: unknown answer type {semantic!r}")
+            k = per_dataset.get(dataset, 0)
+            per_dataset[dataset] = k + 1
+            table = root / dataset / ("sample.parquet" if lite else "all.parquet")
+            if require_files and not table.exists():
+                raise BenchmarkError(f"{where}: table of dataset {dataset!r} not found: {table}")
+            yield Task(
+                id=f"{dataset}/{k}",
+                question=question,
+                files=[DataFile(path=str(table), kind="parquet", name=f"{dataset}.parquet")],
+                answer=answer,
+                answer_kind=f"databench:{semantic.strip()}",
+                source=self.name,
+                category=semantic.strip(),
+                extra={"dataset": dataset, "type": semantic.strip(), "lite": lite},
+            )
 
     def score(self, task: Task, prediction: str | None) -> ItemScore:
         semantic = str(task.extra.get("type") or (task.answer_kind or "").removeprefix("databench:"))

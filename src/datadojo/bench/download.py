@@ -1,10 +1,15 @@
 """``datadojo bench download NAME``: fetch a benchmark's files from its public source into a local cache.
 
-Where from: each benchmark's :class:`BenchSource` (registered in :mod:`datadojo.bench.registry`) lists
-its files and their official URLs. ``url=`` (``--url``), or the environment variable
-``DATADOJO_BENCH_URL_<NAME>`` (e.g. ``DATADOJO_BENCH_URL_SPIDER``), replaces the source by a *mirror*: a
-base URL under which every file sits at its :attr:`RemoteFile.name` (what a local HTTP server over a
-folder of the released files gives). Nothing is ever downloaded except by this command.
+Where from: each benchmark declares its :class:`BenchSource` beside its loader (the class attribute
+:attr:`~datadojo.bench.base.Benchmark.source`), listing its files and their official URLs. ``url=``
+(``--url``), or the environment variable ``DATADOJO_BENCH_URL_<NAME>`` (e.g.
+``DATADOJO_BENCH_URL_SPIDER``), replaces the source by a *mirror*: a base URL under which every file sits
+at its :attr:`RemoteFile.name` (what a local HTTP server over a folder of the released files gives).
+Nothing is ever downloaded except by this command. No source pins a digest: DataDojo pins only digests
+checked against the real files, so the first download records them (trust on first use, below).
+
+This module is the mechanics (fetch, verify, unpack) and the types a source is made of; it imports no
+benchmark and not the registry, which sit above it.
 
 Where to: ``~/.cache/datadojo/bench/NAME`` (``$XDG_CACHE_HOME`` is honoured; ``$DATADOJO_BENCH_CACHE`` or
 ``cache_root=`` replace ``~/.cache/datadojo/bench``). The folder ends up in the benchmark's official
@@ -58,6 +63,7 @@ __all__ = [
     "download_benchmark",
     "fetch_file",
     "listed_files",
+    "set_source_lookup",
     "sha256_file",
 ]
 
@@ -398,6 +404,31 @@ def _is_done(root: Path, f: RemoteFile, entry: dict[str, Any] | None, expected: 
     return path.is_file() and sha256_file(path) == entry.get("sha256")
 
 
+# --- a source by name -----------------------------------------------------------------------------------
+#
+# The registry sits above this module: it maps names to benchmarks, and each benchmark declares its source
+# with this module's types. So this module never imports it; the registry hands its look-up over here
+# when it is imported, which ``datadojo/bench/__init__.py`` does before any module of the package runs.
+
+SourceLookup = Callable[[str], BenchSource]
+_LOOKUP: list[SourceLookup] = []
+
+
+def set_source_lookup(lookup: SourceLookup) -> None:
+    """Make ``lookup(name)`` how :func:`download_benchmark` finds a source it is not given.
+
+    :mod:`datadojo.bench.registry` installs its ``get_source`` (a benchmark's own source, or one
+    registered with ``register_source``); a later call replaces the earlier one.
+    """
+    _LOOKUP[:] = [lookup]
+
+
+def _lookup_source(name: str) -> BenchSource:
+    if not _LOOKUP:  # only when this module was loaded without its package (never through ``import``)
+        raise DownloadError(f"no source given for {name!r} and no benchmark registry loaded; pass source=")
+    return _LOOKUP[0](name)
+
+
 # --- a benchmark ----------------------------------------------------------------------------------------
 
 
@@ -417,12 +448,10 @@ def download_benchmark(
     ``url`` is a mirror's base URL (overrides ``$DATADOJO_BENCH_URL_<NAME>`` and the official URLs);
     ``cache_root`` the folder to fill (default :func:`cache_dir`); ``sha256`` pins digests by file name
     (over the source's pins); ``force`` downloads again files already in the cache; ``source`` replaces
-    the registered source (tests, custom benchmarks).
+    the benchmark's own source (tests, custom benchmarks).
     """
     if source is None:
-        from datadojo.bench.registry import get_source  # the registry imports this module's types
-
-        source = get_source(name)
+        source = _lookup_source(name)
     pins = {k: v.lower() for k, v in (sha256 or {}).items()}
     for k, v in pins.items():
         if not _HEX64.fullmatch(v):

@@ -31,6 +31,7 @@ from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
 from datadojo.bench.base import ScoringRule as _Rule
+from datadojo.bench.download import BenchSource, RemoteFile, listed_files
 from datadojo.types import DataFile, Task
 
 __all__ = ["ERROR_SCALE", "QRData", "qrdata_correct"]
@@ -80,13 +81,21 @@ class QRData(Benchmark):
         language="python",
         answer_format="Give only the final answer: the number, or the chosen option exactly as written.",
     )
+    # the benchmark folder of QRData's repository: QRData.json and the data files it names
+    source = BenchSource(
+        name="qrdata",
+        base_url="https://raw.githubusercontent.com/xxxiaol/QRData/main/benchmark",
+        files=(RemoteFile("QRData.json"),),
+        discover=listed_files("QRData.json", "data_files", "data/"),
+        homepage="https://github.com/xxxiaol/QRData",
+        licence="see source",
+        note="QRData.json and the CSV files it names",
+    )
 
     def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:
         """QRData tasks from ``QRData.json`` and its ``data/`` folder (module docstring)."""
-        if options:
-            raise TypeError(f"qrdata: unknown option(s) {', '.join(sorted(options))}")
-        p = Path(path)
-        src = self._require(p / "QRData.json" if p.is_dir() else p, "QRData.json")
+        self._no_options(options)
+        src = self._file_or_folder(path, "QRData.json")
         data_dir = src.parent / "data"
         try:
             records = json.loads(src.read_text(encoding="utf-8"))

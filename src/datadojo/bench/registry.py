@@ -3,19 +3,31 @@
 A registry rather than an import per benchmark so that the CLI, the reward (a task whose ``source`` names
 a benchmark is scored by that benchmark's rule) and user code find benchmarks the same way, and a user
 can add one without touching DataDojo.
+
+Download sources (``datadojo bench download``) are not listed here: each benchmark declares its own
+beside its loader (:attr:`Benchmark.source <datadojo.bench.base.Benchmark.source>`), and
+:func:`get_source` asks the benchmark. :func:`register_source` sets a source by hand (a benchmark that
+declares none, or ``replace=True`` to override one). Imports go one way: ``download`` (mechanics, types)
+← the benchmark modules ← this registry; the registry hands :func:`get_source` to
+:func:`datadojo.bench.download.set_source_lookup` so that ``download_benchmark(name)`` finds sources
+without importing it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from datadojo.bench.base import Benchmark
+from datadojo.bench.dabench import DABench
+from datadojo.bench.databench import DataBench
+from datadojo.bench.download import BenchSource, set_source_lookup
+from datadojo.bench.qrdata import QRData
+from datadojo.bench.scidata import SciData
+from datadojo.bench.shopsql import ShopSQL
+from datadojo.bench.spider import BIRD, Spider
+from datadojo.bench.tablebench import TableBench
 from datadojo.errors import UnknownNameError
 from datadojo.registry import Registry
-
-if TYPE_CHECKING:
-    from datadojo.bench.download import BenchSource
 
 __all__ = [
     "benchmark_names",
@@ -51,114 +63,50 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 def _register_builtins() -> None:
-    from datadojo.bench.dabench import DABench
-    from datadojo.bench.databench import DataBench
-    from datadojo.bench.qrdata import QRData
-    from datadojo.bench.scidata import SciData
-    from datadojo.bench.spider import BIRD, Spider
-    from datadojo.bench.tablebench import TableBench
-
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData):
+    # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL):
         register_benchmark(cls.name, cls)
-
-    from datadojo.bench.shopsql import ShopSQL  # the bundled text-to-SQL set (datadojo demo)
-
-    register_benchmark(ShopSQL.name, ShopSQL)
 
 
 _register_builtins()
 
 
 # --- download sources (``datadojo bench download``) ------------------------------------------------------
-#
-# Configuration, not code: where each benchmark's released files live. A mirror with the same file names
-# replaces a source with ``--url`` or ``$DATADOJO_BENCH_URL_<NAME>`` (see :mod:`datadojo.bench.download`).
-# No digest is pinned here: DataDojo pins only digests checked against the real files, so the first
-# download records its digests in the cache (trust on first use) and ``--sha256 FILE=HEX`` pins one.
 
-_SOURCES: Registry[BenchSource] = Registry("download source")
+_SOURCES: Registry[BenchSource] = Registry("download source")  # set by hand, over the benchmarks' own
+
+
+def _declared_source(name: str) -> BenchSource | None:
+    """The source benchmark ``name`` declares (``None``: no such benchmark, or it declares none)."""
+    return get_benchmark(name).source if name in _FACTORIES else None
 
 
 def register_source(source: BenchSource, *, replace: bool = False) -> None:
-    """Make ``source`` the download source of benchmark ``source.name`` (``replace=True`` to change one)."""
+    """Make ``source`` the download source of benchmark ``source.name`` (``replace=True`` to change one,
+    also one the benchmark declares itself)."""
+    declared = _declared_source(source.name)
+    if not replace and declared is not None and declared is not source:
+        raise ValueError(f"a download source named {source.name!r} is already registered; pass replace=True")
     _SOURCES.register(source.name, source, replace=replace)
 
 
 def source_names() -> list[str]:
     """Benchmarks with a download source, sorted."""
-    return _SOURCES.names()
+    declared = [n for n in benchmark_names() if _declared_source(n) is not None]
+    return sorted(set(declared) | set(_SOURCES.names()))
 
 
 def get_source(name: str) -> BenchSource:
-    """The download source of benchmark ``name``; :class:`UnknownNameError` says which benchmarks have one."""
-    key = name.lower()
-    if key not in _SOURCES:  # the message says why DataBench has none, so not _SOURCES.get's
-        why = (
-            " (DataBench's test answers are released as test_qa.csv + answers.txt + semantics.txt, not in the "
-            "questions.jsonl layout DataDojo reads; see docs/evaluation.md)"
-            if key == "databench"
-            else ""
-        )
-        raise UnknownNameError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
-    return _SOURCES.get(key)
+    """The download source of benchmark ``name``; :class:`UnknownNameError` says which benchmarks have one
+    (and, when the benchmark says why it has none, why)."""
+    if name in _SOURCES:
+        return _SOURCES.get(name)
+    source = _declared_source(name)
+    if source is not None:
+        return source
+    why = get_benchmark(name).no_source if name in _FACTORIES else ""
+    why = f" ({why})" if why else ""
+    raise UnknownNameError(f"no download source for {name!r}{why}; sources: {', '.join(source_names())}")
 
 
-def _register_builtin_sources() -> None:
-    from datadojo.bench.download import BenchSource, RemoteFile, listed_files
-
-    infiagent = "https://raw.githubusercontent.com/InfiAgent/InfiAgent/main/examples/DA-Agent/data"
-    for source in (
-        BenchSource(
-            name="dabench",
-            base_url=infiagent,
-            files=(RemoteFile("da-dev-questions.jsonl"), RemoteFile("da-dev-labels.jsonl")),
-            discover=listed_files("da-dev-questions.jsonl", "file_name", "da-dev-tables/"),
-            homepage="https://github.com/InfiAgent/InfiAgent/tree/main/examples/DA-Agent",
-            licence="see source",
-            note="questions, labels, and the CSV tables the questions name",
-        ),
-        BenchSource(
-            name="tablebench",
-            base_url="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench/resolve/main",
-            files=(RemoteFile("TableBench.jsonl"),),
-            homepage="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench",
-            licence="CC BY-SA 4.0 (data, as stated by the source)",
-        ),
-        BenchSource(
-            name="spider",
-            base_url="https://drive.usercontent.google.com",
-            files=(
-                RemoteFile(
-                    "spider_data.zip",
-                    url="https://drive.usercontent.google.com/download?id=1403EGqzIDoHMdQF4c9Bkyl7dZLZ5Wt6J"
-                    "&export=download&confirm=t",
-                    unpack=True,
-                    strip_top=True,
-                ),
-            ),
-            homepage="https://yale-lily.github.io/spider",
-            licence="CC BY-SA 4.0",
-            note="the official release (Google Drive): dev.json, tables.json, database/",
-        ),
-        BenchSource(
-            name="bird",
-            base_url="https://bird-bench.oss-cn-beijing.aliyuncs.com",
-            files=(RemoteFile("dev.zip", unpack=True, strip_top=True, nested=("dev_databases.zip",)),),
-            homepage="https://bird-bench.github.io/",
-            licence="CC BY-SA 4.0",
-            note="the dev split: dev.json and dev_databases/",
-        ),
-        BenchSource(
-            name="qrdata",
-            base_url="https://raw.githubusercontent.com/xxxiaol/QRData/main/benchmark",
-            files=(RemoteFile("QRData.json"),),
-            discover=listed_files("QRData.json", "data_files", "data/"),
-            homepage="https://github.com/xxxiaol/QRData",
-            licence="see source",
-            note="QRData.json and the CSV files it names",
-        ),
-    ):
-        register_source(source)
-
-
-_register_builtin_sources()
+set_source_lookup(get_source)

@@ -29,7 +29,7 @@ from typing import Any
 from datadojo.bench.base import BenchmarkError
 from datadojo.bench.spider import SPIDER_SET, SPIDER_TEST_SUITE, _SqlBenchmark
 from datadojo.sandbox.sql import run_sql
-from datadojo.types import DataFile, Task
+from datadojo.types import Task
 
 __all__ = ["SHOP_SQL_FILE", "ShopSQL", "shop_sql_set"]
 
@@ -68,8 +68,7 @@ class ShopSQL(_SqlBenchmark):
 
     def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:
         """The bundled questions over the database at ``path`` (the file, or a folder holding it)."""
-        if options:
-            raise TypeError(f"shop-sql: unknown option(s) {', '.join(sorted(options))}")
+        self._no_options(options)
         data = shop_sql_set()
         p = Path(path)
         db = p / data["database"] if p.is_dir() else p
@@ -77,15 +76,8 @@ class ShopSQL(_SqlBenchmark):
             self._require(db, f"the example database {data['database']}")
             self._check_tables(db, data["tables"])
         for q in data["questions"]:
-            yield Task(
-                id=q["id"],
-                question=q["question"],
-                files=[DataFile(path=str(db), kind="sqlite")],
-                answer=q["sql"],
-                answer_kind="sql",
-                source=self.name,
-                category=q["category"],
-                extra={"db_id": Path(data["database"]).stem},
+            yield self._sql_task(
+                q["id"], q["question"], db, q["sql"], q["category"], {"db_id": Path(data["database"]).stem}
             )
 
     def _check_tables(self, db: Path, tables: list[str]) -> None:

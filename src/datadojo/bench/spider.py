@@ -47,6 +47,7 @@ from typing import Any
 
 from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
 from datadojo.bench.base import ScoringRule as _Rule
+from datadojo.bench.download import BenchSource, RemoteFile
 from datadojo.compare.tables import compare_tables, denotations_equal
 from datadojo.sandbox.sql import run_sql
 from datadojo.types import DataFile, Task
@@ -281,6 +282,34 @@ class _SqlBenchmark(Benchmark):
                 return f"different results on test-suite database {other.name}"
         return None
 
+    def _records_file(self, path: str | Path, split: str, options: dict[str, Any]) -> Path:
+        """``<split>.json`` (``path`` is it or its folder), after refusing unknown loader ``options``."""
+        self._no_options(options)
+        p = Path(path)
+        return self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+
+    def _database(self, folder: Path, db_id: str, where: str, require_files: bool) -> Path:
+        """``folder/<db_id>/<db_id>.sqlite``; a missing one is an error naming ``where`` if files are required."""
+        db = folder / db_id / f"{db_id}.sqlite"
+        if require_files and not db.exists():
+            raise BenchmarkError(f"{where}: database {db_id!r} not found: {db}")
+        return db
+
+    def _sql_task(
+        self, task_id: str, question: str, db: Path, sql: str, category: str | None, extra: dict[str, Any]
+    ) -> Task:
+        """A text-to-SQL task over the SQLite database ``db``, answered by the gold query ``sql``."""
+        return Task(
+            id=task_id,
+            question=question,
+            files=[DataFile(path=str(db), kind="sqlite")],
+            answer=sql,
+            answer_kind="sql",
+            source=self.name,
+            category=category,
+            extra=extra,
+        )
+
     def totals(self, items: Sequence[tuple[Task, ItemScore]]) -> dict[str, float]:
         """EX (``accuracy``) plus DataMind's table comparison (``table_match``) and gold failures."""
         out = super().totals(items)
@@ -304,15 +333,29 @@ class Spider(_SqlBenchmark):
     name = "spider"
     description = "Spider: cross-database text-to-SQL on SQLite, execution accuracy"
     rules = (SPIDER_TEST_SUITE, SPIDER_SET)
+    # the official release (Google Drive): one zip holding dev.json, tables.json and database/
+    source = BenchSource(
+        name="spider",
+        base_url="https://drive.usercontent.google.com",
+        files=(
+            RemoteFile(
+                "spider_data.zip",
+                url="https://drive.usercontent.google.com/download?id=1403EGqzIDoHMdQF4c9Bkyl7dZLZ5Wt6J"
+                "&export=download&confirm=t",
+                unpack=True,
+                strip_top=True,
+            ),
+        ),
+        homepage="https://yale-lily.github.io/spider",
+        licence="CC BY-SA 4.0",
+        note="the official release (Google Drive): dev.json, tables.json, database/",
+    )
 
     def load(
         self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any
     ) -> Iterator[Task]:
         """Spider tasks (module docstring); ``split`` names the records file (``dev``, ``train_spider``)."""
-        if options:
-            raise TypeError(f"spider: unknown option(s) {', '.join(sorted(options))}")
-        p = Path(path)
-        src = self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+        src = self._records_file(path, split, options)
         root = src.parent
         stem = src.stem
         for i, rec in enumerate(_read_json_list(src)):
@@ -321,34 +364,29 @@ class Spider(_SqlBenchmark):
                 db_id, question, query = str(rec["db_id"]), str(rec["question"]), str(rec["query"])
             except KeyError as exc:
                 raise BenchmarkError(f"{where}: missing field {exc}") from exc
-            db = root / "database" / db_id / f"{db_id}.sqlite"
-            if require_files and not db.exists():
-                raise BenchmarkError(f"{where}: database {db_id!r} not found: {db}")
-            yield Task(
-                id=f"{stem}-{i}",
-                question=question,
-                files=[DataFile(path=str(db), kind="sqlite")],
-                answer=query,
-                answer_kind="sql",
-                source=self.name,
-                category=db_id,
-                extra={"db_id": db_id},
-            )
+            db = self._database(root / "database", db_id, where, require_files)
+            yield self._sql_task(f"{stem}-{i}", question, db, query, db_id, {"db_id": db_id})
 
 
 class BIRD(_SqlBenchmark):
     name = "bird"
     description = "BIRD: text-to-SQL with external knowledge over large SQLite databases, execution accuracy"
     rules = (BIRD_SET,)
+    # the dev split: dev.zip holds dev.json and dev_databases.zip, itself unpacked into dev_databases/
+    source = BenchSource(
+        name="bird",
+        base_url="https://bird-bench.oss-cn-beijing.aliyuncs.com",
+        files=(RemoteFile("dev.zip", unpack=True, strip_top=True, nested=("dev_databases.zip",)),),
+        homepage="https://bird-bench.github.io/",
+        licence="CC BY-SA 4.0",
+        note="the dev split: dev.json and dev_databases/",
+    )
 
     def load(
         self, path: str | Path, *, require_files: bool = True, split: str = "dev", **options: Any
     ) -> Iterator[Task]:
         """BIRD tasks from ``<split>.json`` and ``<split>_databases/`` (module docstring)."""
-        if options:
-            raise TypeError(f"bird: unknown option(s) {', '.join(sorted(options))}")
-        p = Path(path)
-        src = self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+        src = self._records_file(path, split, options)
         root = src.parent
         db_root = root / f"{src.stem}_databases"
         seen: set[str] = set()
@@ -362,17 +400,13 @@ class BIRD(_SqlBenchmark):
             if qid in seen:
                 raise BenchmarkError(f"{where}: duplicate question_id {rec.get('question_id')}")
             seen.add(qid)
-            db = db_root / db_id / f"{db_id}.sqlite"
-            if require_files and not db.exists():
-                raise BenchmarkError(f"{where}: database {db_id!r} not found: {db}")
+            db = self._database(db_root, db_id, where, require_files)
             evidence = str(rec.get("evidence") or "").strip()
-            yield Task(
-                id=qid,
-                question=f"{question}\n\nExternal knowledge: {evidence}" if evidence else question,
-                files=[DataFile(path=str(db), kind="sqlite")],
-                answer=sql,
-                answer_kind="sql",
-                source=self.name,
-                category=rec.get("difficulty"),
-                extra={"db_id": db_id, "evidence": evidence, "question_only": question},
+            yield self._sql_task(
+                qid,
+                f"{question}\n\nExternal knowledge: {evidence}" if evidence else question,
+                db,
+                sql,
+                rec.get("difficulty"),
+                {"db_id": db_id, "evidence": evidence, "question_only": question},
             )

@@ -58,12 +58,13 @@ from datadojo.bench.base import (
     BenchmarkError,
     ItemScore,
     ScoringRule,
+    jsonl_records,
     missing_prediction,
     unique_id,
 )
+from datadojo.bench.download import BenchSource, RemoteFile
 from datadojo.compare.text import normalize_text, rouge_l
 from datadojo.fs import write_text_atomic
-from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import DataFile, Task
 
 __all__ = [
@@ -234,48 +235,45 @@ def _text_equal(p: str, r: str) -> bool:
     return normalize_text(p) == normalize_text(r)
 
 
-def em_score(prediction: str, reference: str) -> float:
-    """``readme`` rule EM of one answer (module docstring): per-element credit, numbers at reference precision."""
-    refs, preds = _elements(reference), _elements(prediction)
-    plain = [r for r in refs if _IS_NUMBER.match(r) and not r.endswith("%")]
-    places = min((len(r.split(".", 1)[1]) if "." in r else 0) for r in plain) if plain else 0
+def _element_credit(refs: list[str], preds: list[str], numbers_equal: Callable[[str, str], bool]) -> float:
+    """``readme`` rule credit: element i of the prediction against element i of the reference, each worth
+    ``1 / len(refs)``; a numeric reference element by ``numbers_equal(ref, pred)``, text normalised."""
     credit = 0.0
-    for i, r in enumerate(refs):
-        if i >= len(preds):
-            break
-        p = preds[i]
-        if _IS_NUMBER.match(r):
-            try:
-                if r.endswith("%"):
-                    ok = _to_decimal(r) == _to_decimal(p)
-                else:
-                    ok = _round(_to_decimal(r), places) == _round(_to_decimal(p), places)
-            except (DecimalException, ValueError):
-                ok = False
-        else:
-            ok = _text_equal(p, r)
+    # a prediction with fewer elements gets no credit for the missing ones
+    for r, p in zip(refs, preds, strict=False):
+        ok = numbers_equal(r, p) if _IS_NUMBER.match(r) else _text_equal(p, r)
         credit += ok / len(refs)
     return credit
+
+
+def em_score(prediction: str, reference: str) -> float:
+    """``readme`` rule EM of one answer (module docstring): per-element credit, numbers at reference precision."""
+    refs = _elements(reference)
+    plain = [r for r in refs if _IS_NUMBER.match(r) and not r.endswith("%")]
+    places = min((len(r.split(".", 1)[1]) if "." in r else 0) for r in plain) if plain else 0
+
+    def same(r: str, p: str) -> bool:
+        try:
+            if r.endswith("%"):
+                return _to_decimal(r) == _to_decimal(p)
+            return _round(_to_decimal(r), places) == _round(_to_decimal(p), places)
+        except (DecimalException, ValueError):
+            return False
+
+    return _element_credit(refs, _elements(prediction), same)
 
 
 def em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) -> float:
     """``readme`` rule EM_with_error_N: like EM, but a number within ``error_pct`` % of the reference counts."""
-    refs, preds = _elements(reference), _elements(prediction)
-    credit = 0.0
-    for i, r in enumerate(refs):
-        if i >= len(preds):
-            break
-        p = preds[i]
-        if _IS_NUMBER.match(r):
-            try:
-                vr, vp = _to_decimal(r), _to_decimal(p)
-            except (DecimalException, ValueError):
-                continue
-            ok = vp == vr if vr == 0 else abs(vr - vp) / abs(vr) <= Decimal(str(error_pct)) / 100
-        else:
-            ok = _text_equal(p, r)
-        credit += ok / len(refs)
-    return credit
+
+    def within(r: str, p: str) -> bool:
+        try:
+            vr, vp = _to_decimal(r), _to_decimal(p)
+        except (DecimalException, ValueError):
+            return False
+        return vp == vr if vr == 0 else abs(vr - vp) / abs(vr) <= Decimal(str(error_pct)) / 100
+
+    return _element_credit(_elements(reference), _elements(prediction), within)
 
 
 def write_table_csv(table: dict[str, Any], target: Path) -> Path:
@@ -308,6 +306,14 @@ class TableBench(Benchmark):
             "name, or several of them separated by commas; for analysis questions, a short sentence."
         ),
     )
+    # the release on Hugging Face: one JSONL file holding every question and its table
+    source = BenchSource(
+        name="tablebench",
+        base_url="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench/resolve/main",
+        files=(RemoteFile("TableBench.jsonl"),),
+        homepage="https://huggingface.co/datasets/Multilingual-Multimodal-NLP/TableBench",
+        licence="CC BY-SA 4.0 (data, as stated by the source)",
+    )
 
     def load(
         self,
@@ -318,43 +324,36 @@ class TableBench(Benchmark):
         **options: Any,
     ) -> Iterator[Task]:
         """TableBench tasks (module docstring); ``tables_dir`` writes each table there as ``<id>.csv``."""
-        if options:
-            raise TypeError(f"tablebench: unknown option(s) {', '.join(sorted(options))}")
-        p = Path(path)
-        src = self._require(p / "TableBench.jsonl" if p.is_dir() else p, "TableBench.jsonl")
+        self._no_options(options)
+        src = self._file_or_folder(path, "TableBench.jsonl")
         out_dir = Path(tables_dir) if tables_dir is not None else None
         seen: dict[str, int] = {}
-        try:
-            for lineno, rec in iter_jsonl(src):
-                where = f"{src}:{lineno}"
-                if not isinstance(rec, dict):
-                    raise BenchmarkError(f"{where}: expected a JSON object")
-                try:
-                    raw_id, qtype, qsub = str(rec["id"]), str(rec["qtype"]), str(rec["qsubtype"])
-                    question, answer, table = str(rec["question"]), rec["answer"], rec["table"]
-                except KeyError as exc:
-                    raise BenchmarkError(f"{where}: missing field {exc}") from exc
-                if qtype == "Visualization":
-                    continue
-                if not (isinstance(table, dict) and "columns" in table and "data" in table):
-                    raise BenchmarkError(f"{where}: 'table' must be an object with 'columns' and 'data'")
-                task_id = unique_id(seen, raw_id, where)
-                files = []
-                if out_dir is not None:
-                    csv_path = write_table_csv(table, out_dir / f"{_safe_name(task_id)}.csv")
-                    files.append(DataFile(path=str(csv_path), kind="csv", name="table.csv"))
-                yield Task(
-                    id=task_id,
-                    question=question,
-                    files=files,
-                    answer=str(answer),
-                    answer_kind="tablebench",
-                    source=self.name,
-                    category=qtype,
-                    extra={"qtype": qtype, "qsubtype": qsub, "table": table},
-                )
-        except JsonlError as exc:
-            raise BenchmarkError(str(exc)) from exc
+        for lineno, rec in jsonl_records(src):
+            where = f"{src}:{lineno}"
+            try:
+                raw_id, qtype, qsub = str(rec["id"]), str(rec["qtype"]), str(rec["qsubtype"])
+                question, answer, table = str(rec["question"]), rec["answer"], rec["table"]
+            except KeyError as exc:
+                raise BenchmarkError(f"{where}: missing field {exc}") from exc
+            if qtype == "Visualization":
+                continue
+            if not (isinstance(table, dict) and "columns" in table and "data" in table):
+                raise BenchmarkError(f"{where}: 'table' must be an object with 'columns' and 'data'")
+            task_id = unique_id(seen, raw_id, where)
+            files = []
+            if out_dir is not None:
+                csv_path = write_table_csv(table, out_dir / f"{_safe_name(task_id)}.csv")
+                files.append(DataFile(path=str(csv_path), kind="csv", name="table.csv"))
+            yield Task(
+                id=task_id,
+                question=question,
+                files=files,
+                answer=str(answer),
+                answer_kind="tablebench",
+                source=self.name,
+                category=qtype,
+                extra={"qtype": qtype, "qsubtype": qsub, "table": table},
+            )
 
     def score(self, task: Task, prediction: str | None) -> ItemScore:
         if task.answer is None:

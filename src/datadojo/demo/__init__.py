@@ -2,6 +2,7 @@
 
 * :mod:`.examples` — find the ``examples`` folder, generate its data when absent;
 * :mod:`.pipeline` — the stages (:func:`run_demo`), timed, with progress;
+* :mod:`.result` — what the demo did (:class:`DemoResult`, a :class:`StageResult` per stage);
 * :mod:`.page` — ``OUT/report.html``, the page that links everything.
 
 From Python::

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from datadojo.demo.pipeline import DemoResult
+from datadojo.demo.result import DemoResult
 from datadojo.eval.report import _CSS, _e, _pct, _table
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl

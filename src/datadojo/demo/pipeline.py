@@ -36,11 +36,12 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from datadojo.demo.examples import EXAMPLE_SOURCES, DemoError, ExampleData, ensure_example_data, find_examples
+from datadojo.demo.result import DemoResult, StageResult
 
 __all__ = ["STAGES", "DemoConfig", "DemoProgress", "DemoResult", "StageResult", "next_commands", "run_demo"]
 
@@ -82,46 +83,6 @@ class DemoConfig:
         for name in ("n_tasks", "solver_candidates", "workers", "concurrency"):
             if getattr(self, name) < 1:
                 raise DemoError(f"{name} must be >= 1, got {getattr(self, name)}")
-
-
-@dataclass
-class StageResult:
-    """One stage: how long it took, its headline (one line), its figures and the file it links to."""
-
-    name: str
-    title: str
-    seconds: float
-    headline: str
-    figures: dict[str, Any] = field(default_factory=dict)
-    link: str | None = None
-
-
-@dataclass
-class DemoResult:
-    """What the demo did: its folder, report, stages in order, total time, machine and next commands."""
-
-    out: Path
-    report: Path
-    stages: list[StageResult]
-    seconds: float
-    machine: dict[str, Any]
-    next_commands: list[dict[str, str]]
-    config: dict[str, Any]
-
-    def stage(self, name: str) -> StageResult:
-        return next(s for s in self.stages if s.name == name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": "done",
-            "out": str(self.out),
-            "report": str(self.report),
-            "seconds": self.seconds,
-            "machine": self.machine,
-            "config": self.config,
-            "stages": [asdict(s) for s in self.stages],
-            "next_commands": self.next_commands,
-        }
 
 
 def _machine() -> dict[str, Any]:
