@@ -59,34 +59,26 @@ def test_registry_lookups_raise_unknown_name_without_quotes(lookup: object, star
     assert str(info.value).startswith(start)  # KeyError would have wrapped it in quotes
 
 
-def test_every_public_error_class_has_the_root() -> None:
-    from datadojo.bench.base import BenchmarkError
-    from datadojo.bench.download import DownloadError
-    from datadojo.corpus.tables import LoadError
-    from datadojo.eval.harness import EvalError
-    from datadojo.jsonl import JsonlError
-    from datadojo.llm.base import LLMError
-    from datadojo.llm.structured import StructuredOutputError
-    from datadojo.messages import MessagesError
-    from datadojo.reward.judge import JudgeError
-    from datadojo.sandbox.isolation import IsolationUnavailable
-    from datadojo.sandbox.protocol import ProtocolError
-    from datadojo.sandbox.session import SandboxError
-    from datadojo.synth.envlunch.environment import EnvError
-    from datadojo.train.config import ConfigError
-    from datadojo.train.export import ExportError
-    from datadojo.train.tokenize import TemplateError
+def test_a_value_error_bug_in_a_whole_run_keeps_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commands no longer wrap their whole run in ``except ValueError``: a bug is not an input error."""
+    import datadojo.cli.score as score_cli
 
-    classes = [
-        BenchmarkError,
-        DownloadError,
-        LoadError,
-        EvalError,
-        JsonlError,
-        LLMError,
-        StructuredOutputError,
-    ]
-    classes += [MessagesError, JudgeError, IsolationUnavailable, ProtocolError, SandboxError]
-    classes += [EnvError, ConfigError, ExportError, TemplateError]
-    assert all(issubclass(c, DataDojoError) for c in classes)
-    assert issubclass(JsonlError, ValueError) and issubclass(SandboxError, RuntimeError)  # old bases kept
+    def bug(*_a: object, **_k: object) -> None:
+        raise ValueError("a bug, not bad input")
+
+    class Bench:
+        def load(self, *_a: object, **_k: object) -> list[object]:
+            return []
+
+    monkeypatch.setattr(score_cli, "get_benchmark", lambda _name: Bench())
+    monkeypatch.setattr(score_cli, "score_predictions", bug)
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": "1", "answer": "2"}\n')
+    result = CliRunner().invoke(
+        app, ["score", "dabench", "--predictions", str(preds), "--data", str(tmp_path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, ValueError)
+    assert "error:" not in result.stderr

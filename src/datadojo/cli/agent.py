@@ -178,10 +178,7 @@ def ask(
         finally:
             await backend.aclose()
 
-    try:
-        traj = asyncio.run(main())
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    traj = asyncio.run(main())
     if out is not None:
         with JsonlAppender(out) as w:
             w.write(traj)
@@ -288,8 +285,6 @@ def rollout(
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
         raise typer.Exit(130) from None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
     except ExecutorError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc

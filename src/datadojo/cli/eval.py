@@ -20,7 +20,6 @@ from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor
 from datadojo.cli._ui import progress_bar
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.eval.report import behaviour_rows, official_value
-from datadojo.executor import ExecutorError
 from datadojo.llm.base import SamplingParams
 from datadojo.types import Task, Trajectory
 
@@ -200,7 +199,7 @@ def eval_command(
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
-    from datadojo.eval.harness import EvalConfig, EvalError, run_eval
+    from datadojo.eval.harness import EvalConfig, run_eval
 
     if agent not in ("model", "oracle"):
         raise typer.BadParameter("expected model or oracle", param_hint="--agent")
@@ -287,7 +286,7 @@ def eval_command(
             "[red]interrupted[/red]: trajectories written so far are kept; rerun the command to resume."
         )
         raise typer.Exit(130) from None
-    except (EvalError, ExecutorError, ValueError, OSError) as exc:  # bad settings, files, records: named
+    except OSError as exc:  # a file that cannot be read or written (bad settings and records: DataDojoError)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
@@ -315,7 +314,7 @@ def report_command(
 
     try:
         html_path, md_path = write_report(run_dir, max_trajectories=max_trajectories)
-    except (FileNotFoundError, ValueError) as exc:
+    except FileNotFoundError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(f"report: {html_path}\nsummary: {md_path}")
@@ -366,7 +365,7 @@ def bench_download(
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds without data before a request fails."),
 ) -> None:
     """Download NAME from its official public source (or a mirror) into the cache, verifying SHA-256 digests."""
-    from datadojo.bench.download import DownloadError, download_benchmark
+    from datadojo.bench.download import download_benchmark
 
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,} B"),
@@ -390,7 +389,7 @@ def bench_download(
             )
         except KeyError as exc:
             raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
-        except (DownloadError, ValueError, OSError) as exc:
+        except OSError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
     table = Table(title=f"{result.benchmark}: {len(result.files)} file(s)", show_header=True)

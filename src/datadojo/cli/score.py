@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from datadojo.bench import BenchmarkError, benchmark_names, get_benchmark
+from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.bench.base import RULES_DOC
 from datadojo.cli.inputs import check_input_file
 from datadojo.eval.report import official_value
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
             check_input_file(predictions, "predictions JSONL", "--predictions")
             preds = read_predictions(predictions)
             report = score_predictions(benchmark, tasks, preds)
-        except (BenchmarkError, ValueError, FileNotFoundError) as exc:
+        except OSError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
         if as_json:

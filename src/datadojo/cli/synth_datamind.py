@@ -144,15 +144,14 @@ def _execute(
     specs: tuple[str | None, ...] = (),
 ) -> None:
     """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel."""
-    from datadojo.llm import LLMError, load_backend
+    from datadojo.llm import load_backend
     from datadojo.synth.datamind import DataMindRun
-    from datadojo.synth.datamind.taxonomy import TaxonomyError
 
     bars = _Bars(progress)
     try:
         run = DataMindRun(inputs, out, config, progress=bars)
         backends = [load_backend(s) for s in specs if s]
-    except (TaxonomyError, ValueError, OSError) as exc:
+    except OSError as exc:  # a folder that cannot be made or read: the message names it
         raise _fail(exc) from exc
 
     async def main() -> dict[str, Any]:
@@ -166,7 +165,7 @@ def _execute(
     try:
         with bars.progress:
             summary = asyncio.run(main())
-    except (LLMError, ValueError, OSError) as exc:
+    except OSError as exc:
         raise _fail(exc) from exc
     _print_summary(summary, as_json)
 

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from datadojo.errors import DataDojoError
+
 __all__ = ["EXAMPLE_SOURCES", "DemoError", "ExampleData", "ensure_example_data", "find_examples"]
 
 #: What the demo uses under ``examples/data``: a CSV, a workbook, a SQLite database, a dataset folder.
@@ -22,7 +24,7 @@ EXAMPLE_SOURCES: tuple[str, ...] = ("sales.csv", "budget.xlsx", "shop.sqlite", "
 GENERATOR = "make_examples.py"
 
 
-class DemoError(ValueError):
+class DemoError(DataDojoError, ValueError):
     """The demo cannot run or continue; the message names the folder, file or stage at fault."""
 
 

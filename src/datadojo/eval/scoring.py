@@ -32,11 +32,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from datadojo.bench.base import Benchmark, ItemScore, ScoringRule
+from datadojo.errors import DataDojoError
 from datadojo.eval.metrics import EvalSummary, TrialRecord, summarize
 from datadojo.jsonl import JsonlError, iter_jsonl
 from datadojo.types import Task, Trajectory
 
-__all__ = ["Prediction", "ScoreReport", "ScoredItem", "read_predictions", "score_predictions"]
+__all__ = ["Prediction", "ScoreReport", "ScoredItem", "ScoringError", "read_predictions", "score_predictions"]
+
+
+class ScoringError(DataDojoError, ValueError):
+    """A predictions file or a task set that cannot be scored; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def _answer_text(value: Any, where: str) -> str | None:
         return str(value)
     if isinstance(value, list | dict):
         return json.dumps(value, ensure_ascii=False)
-    raise ValueError(
+    raise ScoringError(
         f"{where}: 'answer' must be text, a number, a list or an object, got {type(value).__name__}"
     )
 
@@ -76,14 +81,16 @@ def read_predictions(path: str | Path) -> list[Prediction]:
         for lineno, rec in iter_jsonl(path, skip_partial_tail=False):  # an input: a torn record is an error
             where = f"{path}:{lineno}"
             if not isinstance(rec, dict):
-                raise ValueError(f"{where}: expected a JSON object with 'id' and 'answer' (or a trajectory)")
+                raise ScoringError(
+                    f"{where}: expected a JSON object with 'id' and 'answer' (or a trajectory)"
+                )
             if "task_id" in rec:
                 try:
                     traj = Trajectory.model_validate(rec)
                 except ValidationError as exc:
                     first = exc.errors()[0]
                     loc = ".".join(str(x) for x in first["loc"]) or "(record)"
-                    raise ValueError(
+                    raise ScoringError(
                         f"{where}: not a valid trajectory: field {loc!r}: {first['msg']}"
                     ) from exc
                 tokens = sum(t.tokens.prompt + t.tokens.completion for t in traj.turns)
@@ -93,31 +100,31 @@ def read_predictions(path: str | Path) -> list[Prediction]:
                 )  # fmt: skip
             else:
                 if "id" not in rec:
-                    raise ValueError(
+                    raise ScoringError(
                         f"{where}: missing 'id' (records are {{'id', 'answer'}} or trajectories)"
                     )
                 if "answer" not in rec:
-                    raise ValueError(f"{where}: missing 'answer' (use null for no answer)")
+                    raise ScoringError(f"{where}: missing 'answer' (use null for no answer)")
                 rid = rec["id"]
                 if not isinstance(rid, str | int) or isinstance(rid, bool) or str(rid).strip() == "":
-                    raise ValueError(f"{where}: 'id' must be a non-empty string or an integer, got {rid!r}")
+                    raise ScoringError(f"{where}: 'id' must be a non-empty string or an integer, got {rid!r}")
                 task_id = str(rid)
                 sample = rec.get("sample")
                 if sample is None:
                     sample = auto.get(task_id, 0)
                 elif not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
-                    raise ValueError(f"{where}: 'sample' must be a non-negative integer, got {sample!r}")
+                    raise ScoringError(f"{where}: 'sample' must be a non-negative integer, got {sample!r}")
                 auto[task_id] = max(auto.get(task_id, 0), sample + 1)
                 pred = Prediction(task_id, _answer_text(rec["answer"], where), sample, lineno)
             key = (pred.task_id, pred.trial)
             if key in where_of:
-                raise ValueError(
+                raise ScoringError(
                     f"{where}: task {pred.task_id!r} trial {pred.trial} was already given on line {where_of[key]}"
                 )
             where_of[key] = lineno
             out.append(pred)
     except JsonlError as exc:
-        raise ValueError(str(exc)) from exc
+        raise ScoringError(str(exc)) from exc
     return out
 
 
@@ -179,7 +186,7 @@ def score_predictions(
     """Score ``predictions`` for ``tasks`` with ``benchmark``'s scoring rule (module docstring)."""
     task_list = list(tasks)
     if not task_list:
-        raise ValueError(f"{benchmark.name}: no tasks to score")
+        raise ScoringError(f"{benchmark.name}: no tasks to score")
     by_id = {t.id: t for t in task_list}
     preds: dict[str, dict[int, Prediction]] = {}
     unknown: list[str] = []

@@ -22,6 +22,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "Executor",
     "ExecutorError",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(DataDojoError, RuntimeError):
     """The executor cannot run the work (no worker left, Ray missing or unreachable, a bad spec)."""
 
 

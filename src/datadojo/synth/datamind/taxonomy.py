@@ -25,6 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "CATEGORY_NAMES",
     "Category",
@@ -59,7 +61,7 @@ CATEGORY_NAMES: tuple[str, ...] = (
 )
 
 
-class TaxonomyError(ValueError):
+class TaxonomyError(DataDojoError, ValueError):
     """A taxonomy file that cannot be used; the message names the file and the category or field."""
 
 
