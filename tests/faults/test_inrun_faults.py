@@ -23,8 +23,8 @@ from datadojo.jsonl import append_jsonl, read_trajectories
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import Sandbox, SandboxConfig, SandboxPool
-from datadojo.sandbox.worker import live_descendants
 from datadojo.types import DataFile, Task
+from helpers.procs import leftover_descendants, live_descendants
 
 REPO = Path(__file__).resolve().parents[2]
 SALES = REPO / "examples" / "data" / "sales.csv"
@@ -97,8 +97,7 @@ async def test_sandbox_worker_killed_mid_cell(tmp_path: Path) -> None:
         assert (await sb.run("print('fresh')")).output == "fresh\n"
     await pool.close()
     assert not os.path.exists(f"/proc/{killed}/stat") or killed not in live_descendants(os.getpid())
-    await _until(lambda: live_descendants(os.getpid()) <= before, "the sandbox processes to end")
-    assert live_descendants(os.getpid()) <= before  # no process left behind
+    assert not await leftover_descendants(before)  # no process left behind
 
 
 # ---------------------------------------------------------------------------- model server killed

@@ -8,7 +8,6 @@ another set of kill points; ``DATADOJO_FAULT_POINTS=K`` draws K single-kill plan
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from datadojo.jsonl import append_jsonl
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.train.toy import synthetic_trajectory
 from datadojo.types import DataFile, Task
+from helpers.digests import file_digest, tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data"
@@ -30,14 +30,6 @@ pytestmark = pytest.mark.timeout(900)
 
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-
-
-def _tree_digest(root: Path) -> list[tuple[str, str]]:
-    return sorted(
-        (p.relative_to(root).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest())
-        for p in root.rglob("*")
-        if p.is_file()
-    )
 
 
 def _exercise(run: FaultRun, tmp_path: Path, salt: str) -> None:
@@ -53,7 +45,7 @@ def _exercise(run: FaultRun, tmp_path: Path, salt: str) -> None:
 # ------------------------------------------------------------------------------------ deterministic stages
 def test_warmup_build(tmp_path: Path) -> None:
     def normalise(out: Path) -> Any:
-        return (out / "tasks.jsonl").read_text(), _tree_digest(out / "tasks.copies")
+        return (out / "tasks.jsonl").read_text(), tree_digest(out / "tasks.copies")
 
     run = FaultRun(
         argv=lambda out: [
@@ -101,7 +93,7 @@ def test_export(tmp_path: Path, target: str) -> None:
         dest = out / "trl.jsonl" if target == "trl" else out / "lf"
         return ["export", target, "--data", str(data), "--out", str(dest)]
 
-    run = FaultRun(argv=argv, normalise=lambda out: _tree_digest(out))
+    run = FaultRun(argv=argv, normalise=tree_digest)
     _exercise(run, tmp_path, f"export-{target}")
 
 
@@ -209,7 +201,7 @@ def test_train_sft(tmp_path: Path) -> None:
     def normalise(out: Path) -> Any:
         # the loss curve (one record per step, in order) and the final weights; timings are per run
         curve = [(r["step"], r["sft_loss"], r["lr"]) for r in _records(out / "metrics.jsonl")]
-        weights = hashlib.sha256((out / "final" / "model.safetensors").read_bytes()).hexdigest()
+        weights = file_digest(out / "final" / "model.safetensors")
         return curve, weights, json.loads((out / "summary.json").read_text())["steps"]
 
     run = FaultRun(

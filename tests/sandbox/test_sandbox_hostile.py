@@ -18,15 +18,12 @@ Limits are small so the module stays fast: wall 3 s, CPU 2 s, 512 MB address spa
 
 from __future__ import annotations
 
-import asyncio
 import csv
-import hashlib
 import os
 import re
 import secrets
 import shutil
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +32,8 @@ import pytest
 import pytest_asyncio
 
 from datadojo.sandbox import ExecResult, Limits, PolicyConfig, Sandbox, SandboxConfig, SandboxPool
+from helpers.digests import tree_digest
+from helpers.procs import leftover_descendants, live_descendants, pids_of_uid, wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 
@@ -57,6 +56,7 @@ SECRET_VALUE = "s3cr3t-" + secrets.token_hex(8)
 HOST_CANARY = Path("/etc/datadojo_hostile_pwned")
 ESCAPE_NAME = f"escape-{secrets.token_hex(6)}.txt"  # unique, so a file left by anything else cannot match
 NOTE_SLACK = 400  # notes such as "[timeout: ...]" may follow the truncated observation
+WAIT_POLLS = 100  # 5 s of 50 ms polls for leftover processes to go: a failure says which, before the timeout
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -549,68 +549,11 @@ HOSTILE: list[Case] = [
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _tree_hashes(root: Path) -> dict[str, tuple[str, int]]:
-    """Relative path -> (sha256, mode) of every file under ``root``."""
-    return {
-        str(p.relative_to(root)): (_sha(p), p.stat().st_mode)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
-
-
-def _procs_of_uid(uid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    found.append(int(name))
-            except OSError:
-                continue
-    return found
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()
-        if fields and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
-
-
-async def _wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
-
-
 @dataclass
 class Env:
     data: Path
     files: list[Path]
-    hashes: dict[str, tuple[str, int]]
+    hashes: dict[str, str]
     pools: dict[bool, SandboxPool]
     uids: set[int]
 
@@ -623,9 +566,9 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         shutil.copy2(EXAMPLES / name, data / name)
     shutil.copytree(EXAMPLES / "station_survey", data / "station_survey")
     files = [data / "sales.csv", data / "shop.sqlite", data / "station_survey"]
-    hashes = _tree_hashes(data)
+    hashes = tree_digest(data, modes=True)
     os.environ[SECRET_NAME] = SECRET_VALUE
-    baseline = _descendants(os.getpid())
+    baseline = live_descendants(os.getpid())
     pools = {
         True: SandboxPool(BASE, size=1, warm=1),
         False: SandboxPool(replace(BASE, policy=PolicyConfig(enabled=False)), size=1, warm=1),
@@ -637,9 +580,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
             await pool.close()
         os.environ.pop(SECRET_NAME, None)
         # Nothing this module started may outlive the pools.
-        assert await _wait_until(lambda: not (_descendants(os.getpid()) - baseline)), (
-            f"processes left behind by the sandbox pools: {sorted(_descendants(os.getpid()) - baseline)}"
-        )
+        left = await leftover_descendants(baseline, polls=WAIT_POLLS)
+        assert not left, f"processes left behind by the sandbox pools: {sorted(left)}"
 
 
 def _unmet(requirement: str, sb: Sandbox) -> str | None:
@@ -698,15 +640,15 @@ async def test_hostile(env: Env, case: Case) -> None:
         assert after.status == "ok" and "alive 42\n" in after.output, f"{case.id}: after: {after}"
         if uid is not None:
             # between cells the worker keeps exactly one idle, pre-forked child under the cell uid
-            assert await _wait_until(lambda: len(_procs_of_uid(uid)) <= 1), (
-                f"{case.id}: processes of the sandbox uid {uid} still running: {_procs_of_uid(uid)}"
+            assert await wait_until(lambda: len(pids_of_uid(uid)) <= 1, polls=WAIT_POLLS), (
+                f"{case.id}: processes of the sandbox uid {uid} still running: {pids_of_uid(uid)}"
             )
     if uid is not None:
         # the pool resets the sandbox for the next trajectory: every process of the cell is gone, and only
         # the fresh idle child under the cell uid is left (a sandbox that is closed leaves nothing at all;
         # test_zz_after_the_corpus checks that once the pools close)
-        assert await _wait_until(lambda: len(_procs_of_uid(uid)) <= 1), (
-            f"{case.id}: processes of uid {uid} survived the trajectory: {_procs_of_uid(uid)}"
+        assert await wait_until(lambda: len(pids_of_uid(uid)) <= 1, polls=WAIT_POLLS), (
+            f"{case.id}: processes of uid {uid} survived the trajectory: {pids_of_uid(uid)}"
         )
 
 
@@ -720,12 +662,16 @@ async def test_corpus_is_large_enough() -> None:
 
 async def test_zz_after_the_corpus(env: Env) -> None:
     """Runs last (file order): originals intact, no stray processes, and the pool still serves."""
-    assert _tree_hashes(env.data) == env.hashes, "an original data file changed, appeared or vanished"
+    assert tree_digest(env.data, modes=True) == env.hashes, (
+        "an original data file changed, appeared or vanished"
+    )
     assert not HOST_CANARY.exists()
     for uid in env.uids:
         # a pool keeps its reset sandbox warm: at most its one idle child per uid (none once the pools
         # close, which the fixture asserts)
-        assert await _wait_until(lambda u=uid: len(_procs_of_uid(u)) <= 1), f"processes of uid {uid} remain"
+        assert await wait_until(lambda u=uid: len(pids_of_uid(u)) <= 1, polls=WAIT_POLLS), (
+            f"processes of uid {uid} remain"
+        )
     with (env.data / "sales.csv").open(newline="") as fh:
         expected_units = sum(int(row["units"]) for row in csv.DictReader(fh))
     with sqlite3.connect(f"file:{env.data / 'shop.sqlite'}?mode=ro", uri=True) as conn:
@@ -738,4 +684,4 @@ async def test_zz_after_the_corpus(env: Env) -> None:
             assert sql.status == "ok" and f"{expected_customers}" in sql.output, (policy, sql)
             follow = await sb.run("print(len(df))")
             assert follow.status == "ok" and follow.output.strip().isdigit()
-    assert _tree_hashes(env.data) == env.hashes
+    assert tree_digest(env.data, modes=True) == env.hashes

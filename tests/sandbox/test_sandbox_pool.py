@@ -9,19 +9,12 @@ from pathlib import Path
 import pytest
 
 from datadojo.sandbox import PolicyConfig, SandboxConfig, SandboxError, SandboxPool
+from helpers.procs import alive, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 FAST = SandboxConfig(preload=())
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 async def test_prewarmed_sessions_and_bounded_concurrency(tmp_path: Path) -> None:
@@ -93,11 +86,9 @@ async def test_close_stops_every_worker() -> None:
         assert (await sb.run("print(1)")).output == "1\n"
         pids.append(sb._worker.proc.pid)  # type: ignore[union-attr]
     await pool.close()
-    for _ in range(600):  # reaping may lag on a busy machine: wait for it, bounded only to end a failure
-        if not any(_alive(pid) for pid in pids):
-            break
-        await asyncio.sleep(0.05)
-    assert pids and not any(_alive(pid) for pid in pids)
+    # reaping may lag on a busy machine: wait for it, bounded only to end a failure
+    assert await wait_until(lambda: not any(alive(pid) for pid in pids))
+    assert pids
     with pytest.raises(SandboxError, match="closed"):
         async with pool.session():
             pass

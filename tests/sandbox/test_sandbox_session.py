@@ -9,7 +9,6 @@ that each sandbox starts in a fraction of a second.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,8 @@ from datadojo.sandbox import Limits, PolicyConfig, Sandbox, SandboxConfig, Sandb
 from datadojo.sandbox import install as install_mod
 from datadojo.sandbox import isolation as isolation_mod
 from datadojo.types import DataFile
+from helpers.digests import file_digest, tree_digest
+from helpers.procs import pids_of_uid, pids_with_cmdline, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,39 +35,6 @@ MARGIN = 300  # notes such as "[timeout: ...]" may follow an observation truncat
 def config(isolation: str, **kwargs: object) -> SandboxConfig:
     kwargs.setdefault("preload", ())
     return SandboxConfig(isolation=isolation, **kwargs)  # type: ignore[arg-type]
-
-
-def _pids_with(needle: bytes) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as fh:
-                    if needle in fh.read():
-                        found.append(int(name))
-            except OSError:
-                pass
-    return found
-
-
-def _pids_of_uid(uid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    found.append(int(name))
-            except OSError:
-                pass
-    return found
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture
@@ -287,7 +255,7 @@ async def test_environment_and_workspace(iso: str, data: Path, monkeypatch: pyte
 
 @pytest.mark.parametrize("iso", ISOLATIONS)
 async def test_originals_cannot_be_changed(iso: str, data: Path) -> None:
-    before = {p.name: _digest(p) for p in data.iterdir()}
+    before = tree_digest(data)
     attacks = [
         "open('sales.csv', 'a').write('tampered')",
         "import os\nos.chmod('sales.csv', 0o666)\nopen('sales.csv', 'w').write('tampered')",
@@ -300,7 +268,7 @@ async def test_originals_cannot_be_changed(iso: str, data: Path) -> None:
         for code in attacks:
             await sb.run(code)
         assert (await sb.run("print('alive')")).output == "alive\n"
-    assert {p.name: _digest(p) for p in data.iterdir()} == before
+    assert tree_digest(data) == before
 
 
 @pytest.mark.parametrize("mode", ["chunked", "persistent"])
@@ -311,11 +279,9 @@ async def test_no_process_outlives_its_cell(iso: str, mode: str) -> None:
     async with await Sandbox.create([], config(iso, mode=mode, policy=NO_POLICY)) as sb:
         r = await sb.run(code)
         assert r.output == "spawned\n"
-        for _ in range(200):  # the sleeper would live for hours: polling only waits out a slow reap
-            if not _pids_with(f"sleep\0{marker}".encode()):
-                break
-            await asyncio.sleep(0.05)
-        assert _pids_with(f"sleep\0{marker}".encode()) == []
+        sleeper = f"sleep\0{marker}".encode()
+        # the sleeper would live for hours: polling only waits out a slow reap
+        assert await wait_until(lambda: not pids_with_cmdline(sleeper)), pids_with_cmdline(sleeper)
         assert (await sb.run("print(1)")).output == "1\n"
 
 
@@ -344,7 +310,7 @@ async def test_fork_bomb_is_contained() -> None:
         assert r.status in ("timeout", "killed")
         assert (await sb.run("print('ok')")).output == "ok\n"
         if sb.cell_uid is not None:
-            assert len(_pids_of_uid(sb.cell_uid)) <= 1  # at most the spare child waiting for the next cell
+            assert len(pids_of_uid(sb.cell_uid)) <= 1  # at most the spare child waiting for the next cell
 
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="needs bubblewrap")
@@ -397,7 +363,7 @@ async def test_sql(iso: str, data: Path) -> None:
         assert r.status == "error" and "read-only" in r.output
         r = await sb.run("SELECT 1", language="sql", db="../etc/passwd")
         assert r.status == "error" and "no database" in r.output
-    assert _digest(data / "shop.sqlite") == _digest(EXAMPLES / "shop.sqlite")
+    assert file_digest(data / "shop.sqlite") == file_digest(EXAMPLES / "shop.sqlite")
     async with await Sandbox.create([data / "sales.csv"], config(iso)) as sb:
         r = await sb.run("SELECT 1", language="sql")
         assert r.status == "error" and "no SQLite file" in r.output

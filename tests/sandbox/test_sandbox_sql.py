@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,13 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datadojo.sandbox.sql import MAX_CELL_CHARS, SqlResult, format_table, run_sql, split_statements
-
-REPO = Path(__file__).resolve().parents[2]
-SPIDER = REPO / ".." / "shared" / "data" / "spider" / "database"
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+from helpers.digests import file_digest
 
 
 @pytest.fixture
@@ -110,12 +104,12 @@ def test_cells_are_escaped_and_capped(db: Path) -> None:
     ],
 )
 def test_writes_are_refused_and_file_unchanged(db: Path, query: str, what: str) -> None:
-    before = _sha(db)
+    before = file_digest(db)
     r = run_sql(str(db), query)
     assert r.error is not None and r.text == r.error
     assert r.error.startswith("SQL error: ")
     assert what in r.error and "read-only" in r.error, r.error
-    assert _sha(db) == before
+    assert file_digest(db) == before
     assert sorted(p.name for p in db.parent.iterdir()) == ["shop.sqlite"]  # no journal/wal/other files
 
 
@@ -123,10 +117,10 @@ def test_writes_are_refused_and_file_unchanged(db: Path, query: str, what: str) 
     "query", ["UPDATE sqlite_master SET sql = 'x'", "WITH x AS (SELECT 1) UPDATE sqlite_master SET sql = 'x'"]
 )
 def test_schema_writes_refused(db: Path, query: str) -> None:
-    before = _sha(db)
+    before = file_digest(db)
     r = run_sql(str(db), query)
     assert r.error is not None and "sqlite_master" in r.error
-    assert _sha(db) == before
+    assert file_digest(db) == before
 
 
 @pytest.mark.parametrize(
@@ -153,9 +147,9 @@ def test_reading_queries_allowed(db: Path, query: str) -> None:
 def test_multiple_statements_refused(db: Path) -> None:
     r = run_sql(str(db), "SELECT 1; SELECT 2;")
     assert r.error == "SQL error: only one statement per call is allowed (found 2); send them one at a time"
-    before = _sha(db)
+    before = file_digest(db)
     r2 = run_sql(str(db), "SELECT 1; DROP TABLE customers")
-    assert r2.error is not None and _sha(db) == before
+    assert r2.error is not None and file_digest(db) == before
 
 
 def test_trailing_semicolon_comments_and_quoted_semicolons(db: Path) -> None:
@@ -240,11 +234,11 @@ def test_statement_without_result_set(db: Path) -> None:
 
 def test_readonly_even_when_file_is_writable(db: Path) -> None:
     assert os.access(db, os.W_OK)
-    before = _sha(db)
+    before = file_digest(db)
     for q in ["DELETE FROM customers", "PRAGMA query_only = 0", "UPDATE customers SET score = 0"]:
         assert run_sql(str(db), q).error is not None
     assert run_sql(str(db), "SELECT count(*) FROM customers").rows == [(500,)]
-    assert _sha(db) == before
+    assert file_digest(db) == before
 
 
 def test_format_table_direct() -> None:
@@ -260,11 +254,11 @@ def test_format_table_direct() -> None:
 )
 @given(st.text(max_size=200))
 def test_arbitrary_query_text_never_raises_and_never_writes(db: Path, query: str) -> None:
-    before = _sha(db)
+    before = file_digest(db)
     r = run_sql(str(db), query, timeout_s=0.5, row_limit=5)
     assert isinstance(r.text, str)
     assert (r.error is None) or r.error.startswith("SQL error: ")
-    assert _sha(db) == before
+    assert file_digest(db) == before
 
 
 @given(st.text())
@@ -273,16 +267,12 @@ def test_split_statements_never_crashes(text: str) -> None:
     assert all(p.strip() for p in parts)
 
 
-def _spider_dbs() -> list[Path]:
-    return sorted(SPIDER.glob("*/*.sqlite"))[:5] if SPIDER.is_dir() else []
-
-
-def test_spider_databases() -> None:
-    dbs = _spider_dbs()
-    if not dbs:
-        pytest.skip(f"Spider databases absent: {SPIDER}")
+def test_spider_databases(shared_data: Callable[..., Path]) -> None:
+    spider = shared_data("spider", "database")
+    dbs = sorted(spider.glob("*/*.sqlite"))[:5]
+    assert dbs, f"no Spider databases (*/*.sqlite) under {spider}"
     for path in dbs:
-        before = _sha(path)
+        before = file_digest(path)
         tables = run_sql(str(path), "SELECT name FROM sqlite_master WHERE type = 'table'")
         assert tables.error is None, (path, tables.error)
         assert tables.n_rows >= 1
@@ -292,4 +282,4 @@ def test_spider_databases() -> None:
         assert len(r.rows) == min(3, r.n_rows)
         refused = run_sql(str(path), f'DELETE FROM "{name}"')
         assert refused.error is not None and "read-only" in refused.error
-        assert _sha(path) == before, f"{path} changed"
+        assert file_digest(path) == before, f"{path} changed"

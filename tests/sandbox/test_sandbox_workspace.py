@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -11,16 +10,9 @@ import pytest
 
 from datadojo.sandbox.workspace import INPUTS_MOUNT, Workspace, as_data_file
 from datadojo.types import DataFile
+from helpers.digests import tree_digest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture
@@ -33,7 +25,7 @@ def data(tmp_path: Path) -> Path:
 
 
 def test_copy_placement_is_read_only_and_independent(tmp_path: Path, data: Path) -> None:
-    before = {name: _digest(data / name) for name in ("sales.csv", "station_survey")}
+    before = tree_digest(data)
     ws = Workspace.create(placement="copy", parent=tmp_path / "root")
     placed = ws.add_files(
         [data / "sales.csv", DataFile(path=str(data / "station_survey"), kind="dir", name="survey")]
@@ -46,7 +38,7 @@ def test_copy_placement_is_read_only_and_independent(tmp_path: Path, data: Path)
     assert (ws.path / "survey").is_dir() and (ws.path / "survey").stat().st_mode & 0o777 == 0o555
     os.chmod(copy, 0o644)  # whatever happens to the copy, the original stays as it was
     copy.write_text("changed")
-    assert {name: _digest(data / name) for name in before} == before
+    assert tree_digest(data) == before
     ws.cleanup()
     assert not ws.root.exists()
     ws.cleanup()  # twice is fine
