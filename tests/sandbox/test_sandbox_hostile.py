@@ -678,10 +678,15 @@ async def test_zz_after_the_corpus(env: Env) -> None:
         expected_customers = conn.execute("SELECT count(*) FROM customers").fetchone()[0]
     for policy, pool in env.pools.items():
         async with pool.session(env.files) as sb:
-            res = await sb.run("import pandas as pd\ndf = pd.read_csv('sales.csv')\nint(df['units'].sum())")
+            # the standard library only: importing pandas inside the small wall limit would make the verdict
+            # hinge on the machine's speed (the corpus is about containment, not about pandas)
+            res = await sb.run(
+                "import csv\nrows = list(csv.DictReader(open('sales.csv', newline='')))\n"
+                "sum(int(r['units']) for r in rows)"
+            )
             assert res.status == "ok" and res.output == f"{expected_units}\n", (policy, res)
             sql = await sb.run("SELECT count(*) AS n FROM customers", language="sql")
             assert sql.status == "ok" and f"{expected_customers}" in sql.output, (policy, sql)
-            follow = await sb.run("print(len(df))")
+            follow = await sb.run("print(len(rows))")
             assert follow.status == "ok" and follow.output.strip().isdigit()
     assert tree_digest(env.data, modes=True) == env.hashes
