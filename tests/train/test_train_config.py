@@ -68,15 +68,15 @@ def test_bad_sft_files_name_the_key_and_file(tmp_path: Path, text: str, match: s
 
 def test_rl_validation() -> None:
     with pytest.raises(ConfigError, match="updates_per_step"):
-        RLConfig(tasks_per_step=2, updates_per_step=4).validate()
+        RLConfig(tasks_per_step=2, updates_per_step=4)
     with pytest.raises(ConfigError, match="group_size"):
-        RLConfig(group_size=1).validate()
+        RLConfig(group_size=1)
     with pytest.raises(ConfigError, match="gamma"):
-        RLConfig(gamma_mode="fixed").validate()
+        RLConfig(gamma_mode="fixed")
     with pytest.raises(ConfigError, match="tis"):
-        RLConfig(tis_low=0.0).validate()
+        RLConfig(tis_low=0.0)
     with pytest.raises(ConfigError):
-        OptimConfig(lr=0).validate()
+        OptimConfig(lr=0)
     assert RLConfig().replace(total_steps=None, seed=3).seed == 3  # None = flag not given
 
 
