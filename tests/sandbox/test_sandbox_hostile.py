@@ -28,7 +28,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -628,7 +628,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     baseline = _descendants(os.getpid())
     pools = {
         True: SandboxPool(BASE, size=1, warm=1),
-        False: SandboxPool(replace(BASE, policy=PolicyConfig(enabled=False)), size=1, warm=1),
+        False: SandboxPool(BASE.replace(policy=PolicyConfig(enabled=False)), size=1, warm=1),
     }
     try:
         yield Env(data, files, hashes, pools, set())
