@@ -16,8 +16,8 @@ Every configuration class derives from :class:`Settings`:
 * :meth:`Settings.to_dict` is what ``dataclasses.asdict`` gave (nested settings as dicts);
 * an invalid value raises :class:`ConfigError` (a :class:`~datadojo.errors.DataDojoError`, so the CLI prints
   one line, and a ``ValueError``, so ``except ValueError`` keeps working), naming the class and field. A
-  validator that raises a :class:`~datadojo.errors.DataDojoError` of its own (``EvalError``…) has it
-  re-raised unchanged.
+  validator that raises an error class of its own (``ConfigError``, ``EvalError``, ``DemoError``…) has it
+  re-raised unchanged; a plain ``ValueError`` from a validator becomes a ``ConfigError`` with its message.
 
 Layer 0: imports pydantic, the standard library and :mod:`datadojo.errors` only.
 """
@@ -42,13 +42,13 @@ class ConfigError(DataDojoError, ValueError):
 
 
 def _error_from(cls: type, exc: ValidationError) -> Exception:
-    """One exception for a failed validation: a validator's own DataDojoError as is, else a ConfigError."""
+    """One exception for a failed validation: a validator's own error class as is, else a ConfigError."""
     name = cls.__name__
     parts: list[str] = []
     for err in exc.errors(include_url=False):
         cause = (err.get("ctx") or {}).get("error")
-        if isinstance(cause, DataDojoError):
-            return cause
+        if isinstance(cause, BaseException) and type(cause) not in (ValueError, AssertionError):
+            return cause  # a validator's own error class (ConfigError, EvalError, DemoError...): as raised
         loc = ".".join(str(p) for p in err["loc"])
         if isinstance(cause, BaseException):  # a validator's message, written to be read as is
             text = str(cause)
