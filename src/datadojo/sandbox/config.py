@@ -1,10 +1,10 @@
 """Configuration of the sandbox: per-execution :class:`Limits` and the :class:`SandboxConfig` around them.
 
-Both are :class:`datadojo.config.Settings` (frozen pydantic models) so that one configuration can be shared
-by a whole pool and hashed into a run's provenance. Defaults follow DataMind §4 ("per-trajectory sandboxed environments enforce CPU/memory
-caps", "an automatic package-installation mechanism") with numbers picked for the paper's workload:
-tables of at most a few thousand rows, where a cell that runs longer than a minute or needs more than a few
-GiB is a bug in the agent's code, not a legitimate analysis.
+Both are :class:`datadojo.config.Settings` (frozen pydantic models) so that one configuration can be
+shared by a whole pool and hashed into a run's provenance. Defaults follow DataMind §4 ("per-trajectory
+sandboxed environments enforce CPU/memory caps", "an automatic package-installation mechanism") with
+numbers picked for the paper's workload: tables of at most a few thousand rows, where a cell that runs
+longer than a minute or needs more than a few GiB is a bug in the agent's code, not a legitimate analysis.
 """
 
 from __future__ import annotations
