@@ -135,18 +135,12 @@ class SailorConfig(Settings):
             raise ValueError(f"SailorConfig.{name} must be <= {hi}, got {value}")
         return value
 
-    @field_validator(*_POSITIVE_INTS, mode="before")
+    @field_validator(*_POSITIVE_INTS, *_NON_NEGATIVE_INTS, mode="before")
     @classmethod
-    def _positive(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"SailorConfig.{info.field_name} must be a positive integer, got {value!r}")
-        return value
-
-    @field_validator(*_NON_NEGATIVE_INTS, mode="before")
-    @classmethod
-    def _non_negative(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"SailorConfig.{info.field_name} must be a non-negative integer, got {value!r}")
+    def _integer(cls, value: Any, info: ValidationInfo) -> Any:
+        lo, kind = (1, "positive") if info.field_name in _POSITIVE_INTS else (0, "non-negative")
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+            raise ValueError(f"SailorConfig.{info.field_name} must be a {kind} integer, got {value!r}")
         return value
 
     @model_validator(mode="after")
