@@ -144,10 +144,13 @@ def test_no_cycle_between_packages() -> None:
 
 def test_compare_is_a_leaf() -> None:
     graph = package_graph()
-    assert graph["compare"] <= {"types", "protocol", "errors", "jsonl", "llm"}
+    assert graph["compare"] <= {"types", "protocol", "errors", "config", "jsonl", "llm"}
     assert "protocol" not in graph["types"] and not graph["protocol"] - {"types", "errors", "registry"}
     # fs removes a killed writer's stale temporary files through tmpfiles, itself a leaf (stdlib only)
-    assert not (graph["errors"] | graph["fs"] | graph["registry"] | graph["lazy"]) - {"errors", "tmpfiles"}
+    assert not (graph["errors"] | graph["fs"] | graph["registry"] | graph["lazy"] | graph["config"]) - {
+        "errors",
+        "tmpfiles",
+    }
     assert not graph.get("tmpfiles", set())
 
 

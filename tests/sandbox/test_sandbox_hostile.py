@@ -25,7 +25,7 @@ import secrets
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -571,7 +571,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     baseline = live_descendants(os.getpid())
     pools = {
         True: SandboxPool(BASE, size=1, warm=1),
-        False: SandboxPool(replace(BASE, policy=PolicyConfig(enabled=False)), size=1, warm=1),
+        False: SandboxPool(BASE.replace(policy=PolicyConfig(enabled=False)), size=1, warm=1),
     }
     try:
         yield Env(data, files, hashes, pools, set())

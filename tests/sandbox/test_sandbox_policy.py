@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -270,22 +268,22 @@ def test_disabled_policy_allows_everything() -> None:
 
 def test_blocked_modules_are_configurable() -> None:
     assert check_code("import sqlite3") == []
-    strict = dataclasses.replace(PolicyConfig(), blocked_modules=DEFAULT_BLOCKED_MODULES | {"sqlite3"})
+    strict = PolicyConfig().replace(blocked_modules=DEFAULT_BLOCKED_MODULES | {"sqlite3"})
     (v,) = check_code("import sqlite3", strict)
     assert v.rule == "blocked_name" and "'sqlite3'" in v.message
-    loose = dataclasses.replace(PolicyConfig(), blocked_modules=DEFAULT_BLOCKED_MODULES - {"socket"})
+    loose = PolicyConfig().replace(blocked_modules=DEFAULT_BLOCKED_MODULES - {"socket"})
     assert check_code("import socket", loose) == []
 
 
 def test_blocked_calls_are_configurable() -> None:
-    cfg = dataclasses.replace(PolicyConfig(), blocked_calls=PolicyConfig().blocked_calls - {"eval"})
+    cfg = PolicyConfig().replace(blocked_calls=PolicyConfig().blocked_calls - {"eval"})
     assert check_code("eval('1')", cfg) == []
-    cfg2 = dataclasses.replace(PolicyConfig(), blocked_calls=PolicyConfig().blocked_calls | {"time.sleep"})
+    cfg2 = PolicyConfig().replace(blocked_calls=PolicyConfig().blocked_calls | {"time.sleep"})
     assert _rules("import time\ntime.sleep(1)", cfg2) == [("blocked_name", 2)]
 
 
 def test_dynamic_getattr_switch() -> None:
-    cfg = dataclasses.replace(PolicyConfig(), allow_dynamic_getattr=True)
+    cfg = PolicyConfig().replace(allow_dynamic_getattr=True)
     assert check_code("getattr(np, fn_name)(x)", cfg) == []
     assert _rules("getattr(np, fn_name)(x)") == [("dynamic_attribute", 1)]
     # a literal blocked name is still refused with the switch on
@@ -294,11 +292,11 @@ def test_dynamic_getattr_switch() -> None:
 
 def test_path_rules_switch_and_roots() -> None:
     assert check_code("open('/tmp/x', 'w')") != []
-    tmp_ok = dataclasses.replace(PolicyConfig(), allowed_write_roots=("/dev/null", "/tmp"))
+    tmp_ok = PolicyConfig().replace(allowed_write_roots=("/dev/null", "/tmp"))
     assert check_code("open('/tmp/x', 'w')", tmp_ok) == []
     assert check_code("open('/tmp/../etc/x', 'w')", tmp_ok) != []  # normalised before the prefix test
     assert check_code("open('/tmpfoo/x', 'w')", tmp_ok) != []  # a root matches whole components only
-    no_paths = dataclasses.replace(PolicyConfig(), check_paths=False)
+    no_paths = PolicyConfig().replace(check_paths=False)
     assert check_code("open('/etc/x', 'w')", no_paths) == []
 
 
@@ -310,7 +308,7 @@ def test_workspace_absolute_paths_allowed() -> None:
 
 
 def test_network_url_switch() -> None:
-    cfg = dataclasses.replace(PolicyConfig(), block_network_urls=False)
+    cfg = PolicyConfig().replace(block_network_urls=False)
     assert check_code("pd.read_csv('https://x/a.csv')", cfg) == []
 
 

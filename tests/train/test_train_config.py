@@ -68,15 +68,15 @@ def test_bad_sft_files_name_the_key_and_file(tmp_path: Path, text: str, match: s
 
 def test_rl_validation() -> None:
     with pytest.raises(ConfigError, match="updates_per_step"):
-        RLConfig(tasks_per_step=2, updates_per_step=4).validate()
+        RLConfig(tasks_per_step=2, updates_per_step=4)
     with pytest.raises(ConfigError, match="group_size"):
-        RLConfig(group_size=1).validate()
+        RLConfig(group_size=1)
     with pytest.raises(ConfigError, match="gamma"):
-        RLConfig(gamma_mode="fixed").validate()
+        RLConfig(gamma_mode="fixed")
     with pytest.raises(ConfigError, match="tis"):
-        RLConfig(tis_low=0.0).validate()
+        RLConfig(tis_low=0.0)
     with pytest.raises(ConfigError):
-        OptimConfig(lr=0).validate()
+        OptimConfig(lr=0)
     assert RLConfig().replace(total_steps=None, seed=3).seed == 3  # None = flag not given
 
 
@@ -102,3 +102,29 @@ def test_svg_plot_has_one_panel_per_metric_and_gaps() -> None:
 def test_write_curves_is_atomic(tmp_path: Path) -> None:
     out = write_curves([{"step": 1, "x": 2.0}], tmp_path / "c.svg", ["x"])
     assert out.read_text().startswith("<svg") and [p.name for p in tmp_path.iterdir()] == ["c.svg"]
+
+
+def test_shared_run_fields_are_declared_once() -> None:
+    from datadojo.config import field_help
+    from datadojo.train.config import RunConfig
+
+    for name in RunConfig.model_fields:
+        # the same help text (and checks) in both trainers; only the default may differ
+        assert field_help(SFTConfig, name) == field_help(RLConfig, name) == field_help(RunConfig, name)
+    assert (SFTConfig().output_dir, RLConfig().output_dir) == ("runs/sft", "runs/rl")
+    assert (SFTConfig().optim.lr, RLConfig().optim.lr) == (1e-5, 1e-6)
+    with pytest.raises(ConfigError, match="save_every must be >= 0"):
+        RLConfig(save_every=-1)  # RunConfig's check, inherited with RL's own default
+    with pytest.raises(ConfigError, match=r"RLConfig\.mixed_precision: .*'bf16'"):
+        RLConfig(mixed_precision="fp8")  # allowed values come from the Literal
+
+
+def test_train_cli_help_comes_from_the_config_fields() -> None:
+    from typer.testing import CliRunner
+
+    from datadojo.cli.app import app
+    from datadojo.config import choices
+
+    out = CliRunner().invoke(app, ["train", "rl", "--help"], env={"COLUMNS": "400"}).output
+    assert "Rollouts per task (G) (default 4)." in out
+    assert f"one of {', '.join(choices(RLConfig, 'gamma_mode'))}" in out

@@ -189,7 +189,7 @@ def test_grpo_warmup_preset_with_kl_to_the_initial_policy_and_resume(
         micro_batch_size=4,
         save_every=1,
     )
-    cfg.optim.lr = 1e-3
+    cfg = cfg.replace(optim=cfg.optim.replace(lr=1e-3))
     assert (cfg.policy_loss, cfg.kl_coef, cfg.entropy_coef, cfg.dynamic_sampling) == (
         "grpo",
         0.01,

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
+from datadojo.config import Settings
 from datadojo.llm.base import SamplingParams
 
 __all__ = ["AgentConfig"]
 
 
-@dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(Settings):
     """How one agent episode runs.
 
     * ``max_turns`` — the turn budget T: DataMind stops after T = 10 rounds (§3.1, "Problem
@@ -38,21 +39,22 @@ class AgentConfig:
     dialect: str = "datamind"
     reserve_final_turn: bool = False
     max_invalid_turns: int = 3
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
+    sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
     language: Literal["auto", "python", "sql"] | None = None
     strict_parse: bool = False
     profile_chars: int = 6000
     system_template: str | None = None
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> AgentConfig:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.max_invalid_turns < 1:
             raise ValueError(f"max_invalid_turns must be >= 1, got {self.max_invalid_turns}")
         if self.profile_chars < 0:
             raise ValueError(f"profile_chars must be >= 0, got {self.profile_chars}")
+        return self
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["sampling"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["sampling"].items()}
-        return d
+    def to_dict(self, *, json: bool = True) -> dict[str, Any]:
+        """The settings as JSON types (sampling's tuples as lists), as run records store them."""
+        return super().to_dict(json=json)

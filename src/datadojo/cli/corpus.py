@@ -68,8 +68,7 @@ def scan_cmd(
     With `--executor ray` the files are read and profiled on the cluster's nodes (one worker per CPU),
     which must see them at the same paths; the records and OUT are those of a local scan.
     """
-    from pydantic import ValidationError
-
+    from datadojo.config import ConfigError
     from datadojo.corpus import FilterConfig, ScanConfig, scan_corpus
     from datadojo.jsonl import JsonlError
 
@@ -86,8 +85,8 @@ def scan_cmd(
             dedupe=dedupe,
         )
         config = ScanConfig(filters=filters, profile_chars=profile_chars, include_hidden=include_hidden)
-    except ValidationError as exc:
-        raise typer.BadParameter(str(exc).splitlines()[-1] if str(exc) else "invalid settings") from exc
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     console = Console(stderr=True)
     remote = cli_executor(executor, ray_address, 2)
     bar = Progress(
@@ -186,14 +185,13 @@ def overlap_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Header-overlap ratio between a training corpus and a benchmark (DataMind Appendix H)."""
-    from pydantic import ValidationError
-
+    from datadojo.config import ConfigError
     from datadojo.corpus import OverlapConfig, collect_headers, header_overlap
 
     try:
         cfg = OverlapConfig(unit=unit, match=match, threshold=threshold)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise typer.BadParameter(str(exc).splitlines()[-1]) from exc
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     report = header_overlap(collect_headers(train), collect_headers(bench), cfg)
     if as_json:
         typer.echo(report.model_dump_json())

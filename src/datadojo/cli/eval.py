@@ -106,16 +106,14 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
 
 def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeout: float | None) -> Any:
     """The benchmark's sandbox with the user's mode, isolation and per-call timeout (``None``: keep)."""
-    from dataclasses import replace
-
     changes: dict[str, Any] = {}
     if mode is not None:
         changes["mode"] = mode
     if isolation is not None:
         changes["isolation"] = isolation
     if timeout is not None:
-        changes["limits"] = replace(base.limits, wall_s=timeout, cpu_s=timeout)
-    return replace(base, **changes)
+        changes["limits"] = base.limits.replace(wall_s=timeout, cpu_s=timeout)
+    return base.replace(**changes)
 
 
 def eval_command(

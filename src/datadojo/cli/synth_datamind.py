@@ -67,15 +67,13 @@ def _fail(exc: BaseException) -> typer.Exit:
 
 
 def _config(**kwargs: Any) -> Any:
-    from pydantic import ValidationError
-
+    from datadojo.config import ConfigError
     from datadojo.synth.datamind import DataMindConfig
 
     try:
         return DataMindConfig(**{k: v for k, v in kwargs.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise typer.BadParameter(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _check_inputs(inputs: list[Path] | None, required: bool) -> list[Path]:

@@ -15,6 +15,9 @@ from typing import Any
 
 import typer
 
+from datadojo.config import choices, field_help
+from datadojo.train.config import RLConfig, SFTConfig
+
 __all__ = ["register"]
 
 train_app = typer.Typer(
@@ -37,6 +40,24 @@ def _print(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=1) + "\n")
 
 
+def _help(model: type[SFTConfig | RLConfig], name: str, *, path: str | None = None) -> str:
+    """A flag's help: the config field's own text (``path``: a nested field such as ``optim.lr``), its
+    allowed values when it has a fixed set, and the configuration's default, so the text lives once."""
+    owner: Any = model
+    for part in (path or name).split(".")[:-1]:
+        owner = owner.model_fields[part].annotation
+    leaf = (path or name).split(".")[-1]
+    text = field_help(owner, leaf).rstrip(".")
+    try:
+        text += f"; one of {', '.join(choices(owner, leaf))}"
+    except ValueError:
+        pass
+    default = model().to_dict()
+    for part in (path or name).split("."):
+        default = default[part]
+    return f"{text} (default {default})." if default not in (None, "") else f"{text}."
+
+
 def _model_path(model: str | None, config_model: str) -> str | None:
     spec = model or config_model
     if spec and spec.startswith("hf:"):
@@ -49,36 +70,30 @@ def sft(
     data: Path = typer.Option(
         ..., "--data", "-d", help="Trajectories JSONL (e.g. curated expert trajectories)."
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Local checkpoint folder (or hf:PATH)."),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Run folder (config, metrics, checkpoints, final model)."
-    ),
+    model: str | None = typer.Option(None, "--model", "-m", help=_help(SFTConfig, "model")),
+    out: Path | None = typer.Option(None, "--out", "-o", help=_help(SFTConfig, "output_dir")),
     config: Path | None = typer.Option(None, "--config", "-c", help="SFTConfig as .json or .toml."),
-    epochs: float | None = typer.Option(None, "--epochs", help="Epochs over the data (default 3)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimiser steps (overrides --epochs)."),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help="Trajectories per optimiser step (all devices)."
-    ),
+    epochs: float | None = typer.Option(None, "--epochs", help=_help(SFTConfig, "epochs")),
+    max_steps: int | None = typer.Option(None, "--max-steps", help=_help(SFTConfig, "max_steps")),
+    batch_size: int | None = typer.Option(None, "--batch-size", help=_help(SFTConfig, "batch_size")),
     micro_batch_size: int | None = typer.Option(
-        None, "--micro-batch-size", help="Trajectories per forward pass."
+        None, "--micro-batch-size", help=_help(SFTConfig, "micro_batch_size")
     ),
-    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate."),
-    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per trajectory (longer: cut)."),
-    save_every: int | None = typer.Option(
-        None, "--save-every", help="Checkpoint every N steps (0: at the end)."
-    ),
-    seed: int | None = typer.Option(None, "--seed"),
+    lr: float | None = typer.Option(None, "--lr", help=_help(SFTConfig, "lr", path="optim.lr")),
+    max_length: int | None = typer.Option(None, "--max-length", help=_help(SFTConfig, "max_length")),
+    save_every: int | None = typer.Option(None, "--save-every", help=_help(SFTConfig, "save_every")),
+    seed: int | None = typer.Option(None, "--seed", help=_help(SFTConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume", help="Refuse to continue an existing run folder."),
 ) -> None:
     """Fine-tune on trajectories, training only the agent's tokens (prompts and observations masked)."""
     from datadojo.cli.inputs import load_trajectories
-    from datadojo.train.config import ConfigError, SFTConfig, load_config
+    from datadojo.train.config import ConfigError, load_config
 
     trajectories = load_trajectories(data, "--data")  # a bad file is refused before a model is loaded
 
     try:
         cfg = load_config(config, SFTConfig) if config else SFTConfig()
-        optim = cfg.optim if lr is None else type(cfg.optim)(**{**cfg.optim.__dict__, "lr": lr})
+        optim = cfg.optim if lr is None else cfg.optim.replace(lr=lr)
         cfg = cfg.replace(
             model=_model_path(model, cfg.model),
             output_dir=str(out) if out else None,
@@ -104,16 +119,14 @@ def sft(
 @train_app.command("rl")
 def rl(
     tasks: Path = typer.Option(..., "--tasks", "-t", help="Tasks JSONL to roll out on."),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="Local checkpoint folder of the policy (or hf:PATH)."
-    ),
+    model: str | None = typer.Option(None, "--model", "-m", help=_help(RLConfig, "model")),
     experts: Path | None = typer.Option(
         None,
         "--experts",
         "-e",
         help="Expert trajectories JSONL for the SFT term (by task_id); needed when γ > 0.",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run folder."),
+    out: Path | None = typer.Option(None, "--out", "-o", help=_help(RLConfig, "output_dir")),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="RLConfig as .json or .toml (over the preset)."
     ),
@@ -129,33 +142,37 @@ def rl(
     sampler: str | None = typer.Option(
         None,
         "--sampler",
-        help="hf (the training model, in process; default) or openai:NAME@URL (a vLLM server).",
+        help=_help(RLConfig, "sampler"),
     ),
-    steps: int | None = typer.Option(None, "--steps", help="RL steps (total_steps)."),
-    tasks_per_step: int | None = typer.Option(None, "--tasks-per-step"),
-    group_size: int | None = typer.Option(None, "--group-size", help="Rollouts per task (G)."),
+    steps: int | None = typer.Option(None, "--steps", help=_help(RLConfig, "total_steps")),
+    tasks_per_step: int | None = typer.Option(
+        None, "--tasks-per-step", help=_help(RLConfig, "tasks_per_step")
+    ),
+    group_size: int | None = typer.Option(None, "--group-size", help=_help(RLConfig, "group_size")),
     updates_per_step: int | None = typer.Option(
-        None, "--updates-per-step", help="Optimiser updates per step."
+        None, "--updates-per-step", help=_help(RLConfig, "updates_per_step")
     ),
-    micro_batch_size: int | None = typer.Option(None, "--micro-batch-size"),
-    max_turns: int | None = typer.Option(None, "--max-turns"),
-    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Tokens per action turn."),
-    max_length: int | None = typer.Option(None, "--max-length", help="Training tokens per trajectory."),
-    lr: float | None = typer.Option(None, "--lr"),
-    gamma_mode: str | None = typer.Option(None, "--gamma-mode", help="cosine, linear or fixed."),
-    gamma: float | None = typer.Option(None, "--gamma", help="γ for --gamma-mode fixed."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="Episodes (sandboxes) in flight."),
-    save_every: int | None = typer.Option(None, "--save-every"),
-    publish_every: int | None = typer.Option(
-        None, "--publish-every", help="Save the policy for a server every N steps."
+    micro_batch_size: int | None = typer.Option(
+        None, "--micro-batch-size", help=_help(RLConfig, "micro_batch_size")
     ),
-    seed: int | None = typer.Option(None, "--seed"),
+    max_turns: int | None = typer.Option(None, "--max-turns", help=_help(RLConfig, "max_turns")),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", help=_help(RLConfig, "max_new_tokens")
+    ),
+    max_length: int | None = typer.Option(None, "--max-length", help=_help(RLConfig, "max_length")),
+    lr: float | None = typer.Option(None, "--lr", help=_help(RLConfig, "lr", path="optim.lr")),
+    gamma_mode: str | None = typer.Option(None, "--gamma-mode", help=_help(RLConfig, "gamma_mode")),
+    gamma: float | None = typer.Option(None, "--gamma", help=_help(RLConfig, "gamma_value")),
+    concurrency: int | None = typer.Option(None, "--concurrency", help=_help(RLConfig, "concurrency")),
+    save_every: int | None = typer.Option(None, "--save-every", help=_help(RLConfig, "save_every")),
+    publish_every: int | None = typer.Option(None, "--publish-every", help=_help(RLConfig, "publish_every")),
+    seed: int | None = typer.Option(None, "--seed", help=_help(RLConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume"),
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
     from datadojo.cli.inputs import load_tasks, load_trajectories
     from datadojo.llm.base import SamplingParams
-    from datadojo.train.config import ConfigError, RLConfig
+    from datadojo.train.config import ConfigError
     from datadojo.train.rewards import datamind_reward_fn, make_reward_fn
     from datadojo.train.rollouts import AgentRollouts, in_process_sampler
 
@@ -167,7 +184,7 @@ def rl(
             from datadojo.train.config import load_config
 
             base = load_config(config, RLConfig, base=base)
-        optim = base.optim if lr is None else type(base.optim)(**{**base.optim.__dict__, "lr": lr})
+        optim = base.optim if lr is None else base.optim.replace(lr=lr)
         cfg = base.replace(
             model=_model_path(model, base.model),
             output_dir=str(out) if out else None,

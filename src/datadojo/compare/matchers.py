@@ -40,8 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import model_validator
+
 from datadojo.compare.tables import compare_tables
 from datadojo.compare.text import ParsedNumber, find_numbers, normalize_text, parse_number
+from datadojo.config import Settings
 from datadojo.protocol.boxed import unwrap_boxed
 from datadojo.types import Task
 
@@ -70,8 +73,7 @@ _FALSE = frozenset({"no", "false", "n", "incorrect"})
 _PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\b\s*(?:is\b)?\s*[:=]?\s*", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class MatchConfig:
+class MatchConfig(Settings):
     """Tolerances of the matcher.
 
     ``rel_tol`` 3% is DataMind's judge rule (§3.2, §4). ``abs_tol`` (1e-6, DABench's float tolerance)
@@ -85,11 +87,13 @@ class MatchConfig:
     ordered_lists: bool = False
     exact_integers: bool = False
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> MatchConfig:
         if not (0 <= self.rel_tol < 1):
             raise ValueError(f"rel_tol must be in [0, 1), got {self.rel_tol}")
         if self.abs_tol < 0:
             raise ValueError(f"abs_tol must be >= 0, got {self.abs_tol}")
+        return self
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,12 @@ import math
 import re
 from dataclasses import dataclass
 
+from pydantic import model_validator
+
 from datadojo.compare.matchers import MatchConfig, _bipartite, match_answer
 from datadojo.compare.text import normalize_text
 from datadojo.compare.units import Unit, normalise_unit_text, read_unit
+from datadojo.config import Settings
 from datadojo.protocol.boxed import unwrap_boxed
 
 __all__ = [
@@ -56,8 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ScientificConfig:
+class ScientificConfig(Settings):
     """Settings of :func:`match_scientific` (module docstring)."""
 
     rel_tol: float = 0.01
@@ -66,12 +68,14 @@ class ScientificConfig:
     max_extra_values: int = 2
     categorical_max_words: int = 6
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> ScientificConfig:
         MatchConfig(rel_tol=self.rel_tol, abs_tol=self.abs_tol)  # the same checks as the matcher's
         if self.max_extra_values < 0:
             raise ValueError(f"max_extra_values must be >= 0, got {self.max_extra_values}")
         if self.categorical_max_words < 1:
             raise ValueError(f"categorical_max_words must be >= 1, got {self.categorical_max_words}")
+        return self
 
     @property
     def match_config(self) -> MatchConfig:

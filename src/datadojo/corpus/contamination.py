@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from datadojo.config import Settings
 from datadojo.corpus.readers import load
 from datadojo.corpus.sniff import TABULAR_KINDS, sniff
 from datadojo.corpus.tables import LoadError
@@ -66,14 +67,16 @@ class HeaderSet:
         return cls(source, frozenset(n for n in map(normalize_column, names) if n))
 
 
-class OverlapConfig(BaseModel):
+class OverlapConfig(Settings):
     """How :func:`header_overlap` counts (see the module docstring for the choices)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    unit: Literal["table", "column"] = "table"
-    match: Literal["exact", "jaccard", "containment"] = "exact"
-    threshold: float = Field(0.8, gt=0.0, le=1.0)
+    unit: Literal["table", "column"] = Field(
+        "table", description="table: share of benchmark tables; column: share of benchmark column names"
+    )
+    match: Literal["exact", "jaccard", "containment"] = Field(
+        "exact", description="how two headers match: the same names, or Jaccard / containment >= threshold"
+    )
+    threshold: float = Field(0.8, gt=0.0, le=1.0, description="similarity needed for jaccard / containment")
     min_columns: int = Field(2, ge=1)
 
 

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from datadojo.config import Settings
 from datadojo.corpus.readers import load_sniffed
 from datadojo.corpus.sniff import TABULAR_KINDS, Sniffed, sniff
 from datadojo.corpus.tables import LOAD_ERROR_REASONS, LoadedFile, LoadError, ReadOptions, Table
@@ -60,10 +61,8 @@ REJECT_REASONS: tuple[str, ...] = (
 )
 
 
-class FilterConfig(BaseModel):
+class FilterConfig(Settings):
     """Settings of the DataMind filters; defaults follow §3.1 (20 ≤ rows ≤ 1,000)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_rows: int | None = Field(20, ge=0, description="fewest data rows (DataMind §3.1: 20)")
     max_rows: int | None = Field(1000, ge=0, description="most data rows (DataMind §3.1: 1,000)")
@@ -71,12 +70,16 @@ class FilterConfig(BaseModel):
         20, ge=0, description="fewest rows for SQLite (largest table by default)"
     )
     sqlite_max_rows: int | None = Field(None, ge=0, description="most rows for SQLite; None = no upper bound")
-    row_scope: Literal["largest", "every", "total"] = "largest"
+    row_scope: Literal["largest", "every", "total"] = Field(
+        "largest",
+        description="which rows of a multi-table file (SQLite, workbook) the bounds apply to: the largest "
+        "table, every table, or the total",
+    )
     reject_nested: bool = True
     reject_binary: bool = True
     max_anomalous_columns: int = Field(0, ge=0)
     max_missing_ratio: float | None = Field(None, ge=0.0, le=1.0)
-    dedupe: bool = True
+    dedupe: bool = Field(True, description="reject exact duplicate files (same content hash)")
     kinds: tuple[str, ...] = TABULAR_KINDS
     encodings: tuple[str, ...] = ("utf-8", "cp1252")
     profile_rows: int = Field(1000, ge=1, description="rows kept per table when no upper bound applies")

@@ -19,7 +19,6 @@ Typical calls::
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +108,7 @@ def load(
     ``empty``, ``binary`` (NUL bytes, e.g. a binary renamed ``.csv``), ``encoding``, ``corrupt``,
     ``ragged``, ``not_tabular``, ``no_tables``, ``unsupported`` or ``too_large``.
     """
-    opts = replace(options or ReadOptions(), **overrides) if overrides else (options or ReadOptions())
+    opts = (options or ReadOptions()).replace(**overrides) if overrides else (options or ReadOptions())
     return load_sniffed(sniff(Path(path)), kind=kind, options=opts)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from datadojo.config import Settings
 from datadojo.corpus.filters import DuplicateFilter, FilterConfig, Verdict, filter_file
 from datadojo.corpus.folder import walk_folder
 from datadojo.corpus.other_kinds import summarize
@@ -83,7 +84,7 @@ class CorpusRecord(_Model):
     seconds: float = 0.0
 
 
-class ScanConfig(_Model):
+class ScanConfig(Settings):
     """Settings of a corpus scan: the filters, the profile budget, what to walk."""
 
     filters: FilterConfig = Field(default_factory=FilterConfig)

@@ -18,7 +18,9 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
+from pydantic import model_validator
 
+from datadojo.config import Settings
 from datadojo.errors import DataDojoError
 
 __all__ = [
@@ -83,8 +85,7 @@ class LoadError(DataDojoError, ValueError):
         super().__init__(f"{self.path}: {where}: {message}" if where else f"{self.path}: {message}")
 
 
-@dataclass(frozen=True)
-class ReadOptions:
+class ReadOptions(Settings):
     """How :func:`datadojo.corpus.readers.load` reads a file.
 
     ``encodings`` are tried in order for text formats without a byte-order mark; the default stops at
@@ -109,7 +110,8 @@ class ReadOptions:
     json_max_bytes: int = 256 * 1024 * 1024
     xlsx_scan_max_bytes: int = 64 * 1024 * 1024
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> ReadOptions:
         if not self.encodings:
             raise ValueError("ReadOptions.encodings must name at least one encoding")
         for name in ("max_rows", "count_limit"):
@@ -118,6 +120,7 @@ class ReadOptions:
                 raise ValueError(f"ReadOptions.{name} must be >= 0, got {value}")
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise ValueError(f"ReadOptions.delimiter must be one character, got {self.delimiter!r}")
+        return self
 
     def keep_more(self, n_kept: int) -> bool:
         """True while a reader should still store rows (``n_kept`` rows stored so far)."""

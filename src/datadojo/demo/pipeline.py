@@ -40,6 +40,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import model_validator
+
+from datadojo.config import Settings
 from datadojo.demo.examples import EXAMPLE_SOURCES, DemoError, ExampleData, ensure_example_data, find_examples
 from datadojo.demo.result import DemoResult, StageResult
 
@@ -65,8 +68,7 @@ DEMO_OUTPUTS: tuple[str, ...] = ("profiles", "warmup", "text2sql", "report.html"
 WARMUP_SOURCES: tuple[str, ...] = ("shop.sqlite", "sales.csv")
 
 
-@dataclass(frozen=True)
-class DemoConfig:
+class DemoConfig(Settings):
     """What the demo runs. ``n_tasks`` warm-up tasks (EnvLunch §4 uses 1,600; a demo needs a handful),
     ``solver_candidates`` compositions per task for the reference solver (a count, so results do not depend
     on machine speed), ``workers`` processes for the task build, ``concurrency`` sandboxes at once."""
@@ -79,10 +81,12 @@ class DemoConfig:
     workers: int = 2
     concurrency: int = 2
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> DemoConfig:
         for name in ("n_tasks", "solver_candidates", "workers", "concurrency"):
             if getattr(self, name) < 1:
                 raise DemoError(f"{name} must be >= 1, got {getattr(self, name)}")
+        return self
 
 
 def _machine() -> dict[str, Any]:
@@ -456,7 +460,7 @@ def run_demo(config: DemoConfig | None = None, *, progress: DemoProgress | None 
         machine=machine,
         next_commands=next_commands(ex.data, out),
         config={
-            **{k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+            **config.to_dict(json=True),  # paths as strings
             "examples": str(ex.root),
         },
     )

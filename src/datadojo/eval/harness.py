@@ -47,15 +47,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
 from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
 from datadojo.bench.spider import extract_sql
+from datadojo.config import Settings
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
@@ -63,7 +66,7 @@ from datadojo.executor import Executor
 from datadojo.fs import write_json_atomic as _write_json_atomic
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
-from datadojo.llm.structured import STRUCTURED_MODES, StructuredMode
+from datadojo.llm.structured import StructuredMode
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
 from datadojo.types import Task, Trajectory
 
@@ -109,8 +112,7 @@ def default_ks(n_trials: int) -> tuple[int, ...]:
     return tuple(sorted({k for k in (1, 3, 5, 10, 20, 50, 100) if k <= n_trials} | {n_trials}))
 
 
-@dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(Settings):
     """One evaluation run. ``None`` settings take the benchmark's defaults.
 
     ``n_trials`` defaults to DataMind's three trials (§5.1); ``sampling`` to the benchmark's
@@ -135,7 +137,7 @@ class EvalConfig:
     dialect: str | None = None
     sampling: SamplingParams | None = None
     reserve_final_turn: bool = False
-    loader_options: dict[str, Any] = field(default_factory=dict)
+    loader_options: dict[str, Any] = Field(default_factory=dict)
     ks: tuple[int, ...] | None = None
     seed: int | None = None
     sandbox: Any = None
@@ -143,9 +145,8 @@ class EvalConfig:
     judge: str | None = None
     judge_structured: StructuredMode = "auto"
 
-    def __post_init__(self) -> None:
-        if self.agent not in ("model", "oracle"):
-            raise EvalError(f"agent must be 'model' or 'oracle', got {self.agent!r}")
+    @model_validator(mode="after")
+    def _check(self) -> EvalConfig:
         if self.agent == "model" and not self.model:
             raise EvalError(
                 "agent 'model' needs a model spec (--model), e.g. openai:MODEL@http://host:8000/v1"
@@ -158,10 +159,7 @@ class EvalConfig:
             raise EvalError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.max_turns is not None and self.max_turns < 1:
             raise EvalError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.judge_structured not in STRUCTURED_MODES:
-            raise EvalError(
-                f"judge_structured must be one of {', '.join(STRUCTURED_MODES)}, got {self.judge_structured!r}"
-            )
+        return self
 
     def agent_config(self, benchmark: Benchmark) -> AgentConfig:
         """The agent loop's settings: explicit ones, else the benchmark's defaults."""

@@ -1,18 +1,20 @@
 """Configuration of the sandbox: per-execution :class:`Limits` and the :class:`SandboxConfig` around them.
 
-Both are frozen dataclasses so that one configuration can be shared by a whole pool and hashed into a
-run's provenance. Defaults follow DataMind §4 ("per-trajectory sandboxed environments enforce CPU/memory
-caps", "an automatic package-installation mechanism") with numbers picked for the paper's workload:
-tables of at most a few thousand rows, where a cell that runs longer than a minute or needs more than a few
-GiB is a bug in the agent's code, not a legitimate analysis.
+Both are :class:`datadojo.config.Settings` (frozen pydantic models) so that one configuration can be
+shared by a whole pool and hashed into a run's provenance. Defaults follow DataMind §4 ("per-trajectory
+sandboxed environments enforce CPU/memory caps", "an automatic package-installation mechanism") with
+numbers picked for the paper's workload: tables of at most a few thousand rows, where a cell that runs
+longer than a minute or needs more than a few GiB is a bug in the agent's code, not a legitimate analysis.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from datadojo.config import Settings
 from datadojo.sandbox.policy import PolicyConfig
 
 __all__ = [
@@ -45,8 +47,7 @@ DEFAULT_INSTALL_ALLOWLIST: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Settings):
     """Resource limits for one execution (one cell, including the replay of earlier chunks).
 
     ``cpu_s``: CPU seconds (all threads), ``RLIMIT_CPU`` in a chunked cell, measured by the worker in a
@@ -62,6 +63,8 @@ class Limits:
     a timeout message are still appended after the tail).
     """
 
+    model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
+
     cpu_s: float = 30.0
     wall_s: float = 60.0
     memory_mb: int = 4096
@@ -72,15 +75,31 @@ class Limits:
     observation_head_chars: int | None = None
     observation_tail_chars: int | None = None
 
-    def __post_init__(self) -> None:
-        for name in ("cpu_s", "wall_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"Limits.{name} must be a positive number of seconds, got {value!r}")
-        for name in ("memory_mb", "max_procs", "max_file_mb", "max_output_bytes", "max_observation_chars"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+    @field_validator("cpu_s", "wall_s", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any, info: ValidationInfo) -> Any:
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise ValueError(f"Limits.{info.field_name} must be a positive number of seconds, got {value!r}")
+        return value
+
+    @field_validator(
+        "memory_mb", "max_procs", "max_file_mb", "max_output_bytes", "max_observation_chars", mode="before"
+    )
+    @classmethod
+    def _positive(cls, value: Any, info: ValidationInfo) -> Any:
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ValueError(f"Limits.{info.field_name} must be a positive integer, got {value!r}")
+        return value
+
+    @field_validator("observation_head_chars", "observation_tail_chars", mode="before")
+    @classmethod
+    def _non_negative(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise ValueError(f"Limits.{info.field_name} must be a non-negative integer, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Limits:
         if self.max_observation_chars < 64:
             raise ValueError(
                 f"Limits.max_observation_chars must be at least 64, got {self.max_observation_chars}"
@@ -91,21 +110,14 @@ class Limits:
                 "Limits.observation_head_chars and observation_tail_chars must be set together, got "
                 f"head={head!r}, tail={tail!r}"
             )
-        if head is not None:
-            for name, value in (("observation_head_chars", head), ("observation_tail_chars", tail)):
-                if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-                    raise ValueError(f"Limits.{name} must be a non-negative integer, got {value!r}")
-            if head + tail < 64:  # type: ignore[operator]
-                raise ValueError(
-                    f"Limits.observation_head_chars + observation_tail_chars must be at least 64, got {head + tail}"  # type: ignore[operator]
-                )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        if head is not None and head + tail < 64:  # type: ignore[operator]
+            raise ValueError(
+                f"Limits.observation_head_chars + observation_tail_chars must be at least 64, got {head + tail}"  # type: ignore[operator]
+            )
+        return self
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
+class SandboxConfig(Settings):
     """Everything that decides how a sandbox runs code; one object is shared by a whole pool.
 
     ``mode``: ``chunked`` (DataMind §4: keep the text of the chunks that succeeded and re-run them, silently,
@@ -128,10 +140,12 @@ class SandboxConfig:
     starting a new worker; turn it off to give every trajectory a brand-new worker.
     """
 
-    limits: Limits = field(default_factory=Limits)
+    model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
+
+    limits: Limits = Field(default_factory=Limits)
     mode: Mode = "chunked"
     isolation: Isolation = "auto"
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     preload: tuple[str, ...] = ("numpy", "pandas")
     auto_install: bool = False
     install_allowlist: tuple[str, ...] = DEFAULT_INSTALL_ALLOWLIST
@@ -145,21 +159,30 @@ class SandboxConfig:
     prereplay: bool = True
     reuse: bool = True
 
-    def __post_init__(self) -> None:
-        if self.mode not in ("chunked", "persistent"):
-            raise ValueError(f"SandboxConfig.mode must be 'chunked' or 'persistent', got {self.mode!r}")
-        if self.isolation not in ("auto", "bwrap", "none"):
-            raise ValueError(
-                f"SandboxConfig.isolation must be 'auto', 'bwrap' or 'none', got {self.isolation!r}"
+    @field_validator("limits", "policy", mode="before")
+    @classmethod
+    def _instance(cls, value: Any, info: ValidationInfo) -> Any:
+        want = Limits if info.field_name == "limits" else PolicyConfig
+        if not isinstance(value, want):
+            raise TypeError(
+                f"SandboxConfig.{info.field_name} must be a {want.__name__}, got {type(value).__name__}"
             )
-        if not isinstance(self.limits, Limits):
-            raise TypeError(f"SandboxConfig.limits must be a Limits, got {type(self.limits).__name__}")
-        for name in self.preload:
+        return value
+
+    @field_validator("preload")
+    @classmethod
+    def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
             if not name or not all(part.isidentifier() for part in name.split(".")):
                 raise ValueError(f"SandboxConfig.preload: {name!r} is not a module name")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> SandboxConfig:
         if self.sql_row_limit <= 0:
             raise ValueError(f"SandboxConfig.sql_row_limit must be positive, got {self.sql_row_limit}")
         if not self.sql_timeout_s > 0:
             raise ValueError(f"SandboxConfig.sql_timeout_s must be positive, got {self.sql_timeout_s}")
         if not self.start_timeout_s > 0:
             raise ValueError(f"SandboxConfig.start_timeout_s must be positive, got {self.start_timeout_s}")
+        return self

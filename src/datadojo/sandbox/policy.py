@@ -39,6 +39,10 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import ConfigDict
+
+from datadojo.config import Settings
+
 __all__ = [
     "DEFAULT_ALLOWED_NAMES",
     "DEFAULT_BLOCKED_ATTRIBUTES",
@@ -200,13 +204,14 @@ _READER_NAMES = frozenset({"open", "urlopen", "loadtxt", "genfromtxt", "fromfile
 _OS_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"})
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(Settings):
     """What the static policy refuses. Every field can be replaced to tighten or loosen it.
 
     ``allowed_write_roots`` are absolute paths (besides the workspace) that may be written, e.g. ``/tmp``
     when the sandbox mounts a private tmpfs there; by default only ``/dev/null``.
     """
+
+    model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
     enabled: bool = True
     blocked_modules: frozenset[str] = DEFAULT_BLOCKED_MODULES

@@ -5,34 +5,35 @@ the papers are silent (marked "ours"). A configuration round-trips through a dic
 (:func:`load_config`); an unknown key is an error naming the key and the file, so a typo never silently
 leaves a default in place. Nothing here imports torch: the CLI can build and validate configurations
 before paying for it.
+
+Both are :class:`datadojo.config.Settings` (frozen pydantic models, validated on construction and on
+:meth:`~RunConfig.replace`); the settings they share are declared once, in :class:`RunConfig`, with their
+help text (which ``datadojo train`` shows for its flags). A subclass that needs another default for a shared
+setting takes the field from :class:`RunConfig` with :func:`_default` (same type, checks and help).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from datadojo.errors import DataDojoError
+from pydantic import Field, model_validator
+from pydantic.fields import FieldInfo
+
+from datadojo.config import ConfigError, Settings
 from datadojo.train.schedules import GAMMA_END, GAMMA_START, GammaSchedule
 
-__all__ = ["ConfigError", "OptimConfig", "RLConfig", "SFTConfig", "load_config"]
+__all__ = ["ConfigError", "OptimConfig", "RLConfig", "RunConfig", "SFTConfig", "load_config"]
 
-C = TypeVar("C", bound="_Config")
+C = TypeVar("C", bound="RunConfig")
 
 MixedPrecision = Literal["auto", "no", "bf16", "fp16"]
 LrScheduler = Literal["constant", "constant_with_warmup", "cosine", "linear"]
 
 
-class ConfigError(DataDojoError, ValueError):
-    """A configuration value or file that cannot be used; the message names the field (and file)."""
-
-
-@dataclass
-class OptimConfig:
+class OptimConfig(Settings):
     """AdamW settings shared by both trainers.
 
     EnvLunch §4 trains with Adam at lr 1e-6, β = (0.9, 0.98), weight decay 0.01 (our RL defaults, see
@@ -41,87 +42,101 @@ class OptimConfig:
     SFT settings of LLaMA-Factory recipes for 7B coder models.
     """
 
-    lr: float = 1e-5
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
+    lr: float = Field(1e-5, description="Peak learning rate.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW β1, β2.")
+    weight_decay: float = Field(0.0, description="AdamW weight decay.")
     eps: float = 1e-8
-    scheduler: LrScheduler = "cosine"
-    warmup_ratio: float = 0.03
-    max_grad_norm: float = 1.0
+    scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule.")
+    warmup_ratio: float = Field(0.03, description="Share of the steps spent warming up.")
+    max_grad_norm: float = Field(1.0, description="Gradient clipping norm (0 = no clipping).")
 
-    def validate(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> OptimConfig:
         if not self.lr > 0:
             raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+        if not all(0 <= b < 1 for b in self.betas):
             raise ConfigError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
         if self.weight_decay < 0:
             raise ConfigError(f"optim.weight_decay must be >= 0, got {self.weight_decay}")
-        if self.scheduler not in ("constant", "constant_with_warmup", "cosine", "linear"):
-            raise ConfigError(f"optim.scheduler {self.scheduler!r} is not constant, cosine or linear")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"optim.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.max_grad_norm < 0:
             raise ConfigError(f"optim.max_grad_norm must be >= 0 (0 = no clipping), got {self.max_grad_norm}")
+        return self
 
 
-class _Config:
-    """Dict / file round-trips with strict keys (shared by the two configurations)."""
+class RunConfig(Settings):
+    """What every training run has: the model, the run folder, batching, the optimiser, checkpoints, precision.
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+    ``micro_batch_size`` — trajectories per forward pass per device (a memory knob only: the loss is
+    normalised over the whole batch, so the result does not depend on it). ``max_length`` — tokens per
+    trajectory; longer ones are cut at the tail. ``end_of_turn`` — the text that ends an assistant turn in
+    the chat template, when it cannot be found from the tokenizer.
+    """
+
+    model: str = Field("", description="Local checkpoint folder (or hf:PATH).")
+    output_dir: str = Field("runs/run", description="Run folder (config, metrics, checkpoints, final model).")
+    micro_batch_size: int = Field(1, description="Trajectories per forward pass per device.")
+    max_length: int | None = Field(16384, description="Tokens per trajectory (longer: cut at the tail).")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="AdamW settings.")
+    seed: int = Field(0, description="Random seed (data order, sampling, initialisation).")
+    save_every: int = Field(500, description="Checkpoint every N steps (0: at the end).")
+    keep_checkpoints: int = Field(2, description="Checkpoints kept (older ones are deleted).")
+    mixed_precision: MixedPrecision = Field(
+        "auto", description="Mixed precision (auto: bf16 where supported)."
+    )
+    gradient_checkpointing: bool = Field(False, description="Recompute activations to save memory.")
+    end_of_turn: str | None = Field(None, description="Text that ends an assistant turn (default: found).")
+
+    @model_validator(mode="after")
+    def _check_run(self) -> RunConfig:
+        if self.micro_batch_size < 1:
+            raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if self.max_length is not None and self.max_length < 2:
+            raise ConfigError(f"max_length must be >= 2, got {self.max_length}")
+        if self.save_every < 0:
+            raise ConfigError(f"save_every must be >= 0 (0 = only at the end), got {self.save_every}")
+        if self.keep_checkpoints < 1:
+            raise ConfigError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+        return self
 
     @classmethod
     def from_dict(cls: type[C], data: dict[str, Any], *, where: str = "config") -> C:
-        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        """A configuration from a dict (a parsed file): strict keys, ``optim`` merged over its default."""
+        known = cls.model_fields
         kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in known:
-                raise ConfigError(f"{where}: unknown key {key!r}; known keys: {', '.join(sorted(known))}")
-            if key == "optim":
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{where}: 'optim' must be a table of optimiser settings")
-                okeys = {f.name for f in fields(OptimConfig)}
-                bad = sorted(set(value) - okeys)
-                if bad:
-                    raise ConfigError(
-                        f"{where}: unknown key optim.{bad[0]}; known: {', '.join(sorted(okeys))}"
-                    )
-                default = known["optim"].default_factory()  # type: ignore[misc]
-                value = dataclasses.replace(
-                    default, **{k: tuple(v) if k == "betas" else v for k, v in value.items()}
-                )
-            kwargs[key] = value
         try:
-            obj = cls(**kwargs)
-            obj.validate()  # type: ignore[attr-defined]
-        except (TypeError, ConfigError) as exc:
+            for key, value in data.items():
+                if key not in known:
+                    raise ConfigError(f"unknown key {key!r}; known keys: {', '.join(sorted(known))}")
+                if key == "optim":
+                    if not isinstance(value, dict):
+                        raise ConfigError("'optim' must be a table of optimiser settings")
+                    okeys = OptimConfig.model_fields
+                    bad = sorted(set(value) - set(okeys))
+                    if bad:
+                        raise ConfigError(f"unknown key optim.{bad[0]}; known: {', '.join(sorted(okeys))}")
+                    default = known["optim"].get_default(call_default_factory=True)
+                    value = default.replace(**{k: tuple(v) if k == "betas" else v for k, v in value.items()})
+                kwargs[key] = value
+            return cls(**kwargs)
+        except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        return obj
 
     def replace(self: C, **changes: Any) -> C:
         """A copy with ``changes`` applied (``None`` values are ignored: unset CLI flags), validated."""
-        changes = {k: v for k, v in changes.items() if v is not None}
-        obj = dataclasses.replace(self, **changes)  # type: ignore[type-var]
-        obj.validate()  # type: ignore[attr-defined]
-        return obj
+        return super().replace(**{k: v for k, v in changes.items() if v is not None})
 
 
-def _common_checks(cfg: SFTConfig | RLConfig) -> None:
-    if cfg.micro_batch_size < 1:
-        raise ConfigError(f"micro_batch_size must be >= 1, got {cfg.micro_batch_size}")
-    if cfg.max_length is not None and cfg.max_length < 2:
-        raise ConfigError(f"max_length must be >= 2, got {cfg.max_length}")
-    if cfg.save_every < 0:
-        raise ConfigError(f"save_every must be >= 0 (0 = only at the end), got {cfg.save_every}")
-    if cfg.keep_checkpoints < 1:
-        raise ConfigError(f"keep_checkpoints must be >= 1, got {cfg.keep_checkpoints}")
-    if cfg.mixed_precision not in ("auto", "no", "bf16", "fp16"):
-        raise ConfigError(f"mixed_precision must be auto, no, bf16 or fp16, got {cfg.mixed_precision!r}")
-    cfg.optim.validate()
+def _default(name: str, default: Any = None, *, factory: Any = None) -> Any:
+    """:class:`RunConfig`'s field ``name`` (type, checks, help) with another default, for a subclass."""
+    base = RunConfig.model_fields[name]
+    if factory is not None:
+        return FieldInfo.merge_field_infos(base, default_factory=factory)
+    return FieldInfo.merge_field_infos(base, default=default)
 
 
-@dataclass
-class SFTConfig(_Config):
+class SFTConfig(RunConfig):
     """Supervised fine-tuning (the cold start, DataMind §4 / §5.4) with environment tokens masked.
 
     * ``epochs`` — DataMind sweeps 0–3 cold-start epochs (§5.4, Figure 8); we default to 3. ``max_steps``
@@ -135,36 +150,30 @@ class SFTConfig(_Config):
     * void trajectories are always dropped (DataMind §4), and counted in the run summary.
     """
 
-    model: str = ""
-    output_dir: str = "runs/sft"
-    epochs: float = 3.0
-    max_steps: int | None = None
-    batch_size: int = 32
-    micro_batch_size: int = 1
-    max_length: int | None = 16384
-    normalization: Literal["token", "sequence_sum"] = "token"
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    seed: int = 0
-    save_every: int = 500
-    keep_checkpoints: int = 2
-    mixed_precision: MixedPrecision = "auto"
-    gradient_checkpointing: bool = False
-    end_of_turn: str | None = None
+    output_dir: str = _default("output_dir", "runs/sft")
+    epochs: float = Field(3.0, description="Epochs over the data (DataMind §5.4 sweeps 0-3).")
+    max_steps: int | None = Field(None, description="Optimiser steps (overrides epochs).")
+    batch_size: int = Field(32, description="Trajectories per optimiser step (all devices).")
+    normalization: Literal["token", "sequence_sum"] = Field(
+        "token", description="SFT loss normalisation: mean over agent tokens, or §4's per-sequence sum."
+    )
 
-    def validate(self) -> None:
-        _common_checks(self)
+    @model_validator(mode="after")
+    def _check(self) -> SFTConfig:
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.max_steps is None and not self.epochs > 0:
             raise ConfigError(f"epochs must be > 0 (or give max_steps), got {self.epochs}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.normalization not in ("token", "sequence_sum"):
-            raise ConfigError(f"normalization must be token or sequence_sum, got {self.normalization!r}")
+        return self
 
 
-@dataclass
-class RLConfig(_Config):
+def _rl_optim() -> OptimConfig:
+    return OptimConfig(lr=1e-6, betas=(0.9, 0.98), weight_decay=0.01, scheduler="constant", warmup_ratio=0.0)
+
+
+class RLConfig(RunConfig):
     """Online RL with rollouts through the agent runtime: DataMind's mixed SFT + DAPO, or EnvLunch's GRPO.
 
     Defaults are DataMind's (§4, §5.1): ``policy_loss="dapo"`` with ε_low = 0.2 / ε_high = 0.28, groups of
@@ -183,20 +192,24 @@ class RLConfig(_Config):
     itself, in process) or a model spec (``openai:NAME@URL``).
     """
 
-    model: str = ""
-    output_dir: str = "runs/rl"
-    policy_loss: str = "dapo"
-    total_steps: int = 100
-    tasks_per_step: int = 32
-    group_size: int = 4
-    updates_per_step: int = 8
-    micro_batch_size: int = 2
-    gamma_mode: Literal["cosine", "linear", "fixed"] = "cosine"
+    output_dir: str = _default("output_dir", "runs/rl")
+    micro_batch_size: int = _default("micro_batch_size", 2)
+    max_length: int | None = _default("max_length", 32768)
+    optim: OptimConfig = _default("optim", factory=_rl_optim)
+    save_every: int = _default("save_every", 10)
+    policy_loss: str = Field("dapo", description="Policy loss: dapo (DataMind) or grpo (EnvLunch).")
+    total_steps: int = Field(100, description="RL steps.")
+    tasks_per_step: int = Field(32, description="Tasks rolled out per step (DataMind's RL batch: 32).")
+    group_size: int = Field(4, description="Rollouts per task (G).")
+    updates_per_step: int = Field(8, description="Optimiser updates per step (each takes whole groups).")
+    gamma_mode: Literal["cosine", "linear", "fixed"] = Field(
+        "cosine", description="Schedule of γ, the SFT weight."
+    )
     gamma_start: float = GAMMA_START
     gamma_end: float = GAMMA_END
     gamma_steps: int | None = None
     gamma_warmup: int = 0
-    gamma_value: float | None = None
+    gamma_value: float | None = Field(None, description="γ for gamma_mode fixed.")
     dynamic_sampling: bool = True
     void_masking: bool = True
     eps_low: float = 0.2
@@ -208,29 +221,21 @@ class RLConfig(_Config):
     normalization: Literal["token", "group", "sequence"] | None = None
     sft_normalization: Literal["token", "sequence_sum"] = "token"
     advantage_eps: float = 1e-6
-    max_turns: int = 10
+    max_turns: int = Field(10, description="Rounds per episode (T).")
     dialect: str = "datamind"
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 8192
-    max_length: int | None = 32768
-    concurrency: int = 8
-    sampler: str = "hf"
-    publish_every: int = 0
-    optim: OptimConfig = field(
-        default_factory=lambda: OptimConfig(
-            lr=1e-6, betas=(0.9, 0.98), weight_decay=0.01, scheduler="constant", warmup_ratio=0.0
-        )
+    max_new_tokens: int = Field(8192, description="Tokens per action turn.")
+    concurrency: int = Field(8, description="Episodes (sandboxes) in flight.")
+    sampler: str = Field(
+        "hf", description="hf (the training model, in process) or openai:NAME@URL (a vLLM server)."
     )
-    seed: int = 0
-    save_every: int = 10
-    keep_checkpoints: int = 2
-    mixed_precision: MixedPrecision = "auto"
-    gradient_checkpointing: bool = False
-    end_of_turn: str | None = None
+    publish_every: int = Field(
+        0, description="Save the policy for a generation server every N steps (0: never)."
+    )
 
-    def validate(self) -> None:
-        _common_checks(self)
+    @model_validator(mode="after")
+    def _check(self) -> RLConfig:
         for name in ("total_steps", "tasks_per_step", "updates_per_step", "max_turns", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -251,12 +256,6 @@ class RLConfig(_Config):
             raise ConfigError(f"need 0 < tis_low <= 1 <= tis_high, got {self.tis_low}, {self.tis_high}")
         if self.kl_coef < 0 or self.entropy_coef < 0:
             raise ConfigError("kl_coef and entropy_coef must be >= 0")
-        if self.normalization not in (None, "token", "group", "sequence"):
-            raise ConfigError(f"normalization must be token, group or sequence, got {self.normalization!r}")
-        if self.sft_normalization not in ("token", "sequence_sum"):
-            raise ConfigError(
-                f"sft_normalization must be token or sequence_sum, got {self.sft_normalization!r}"
-            )
         if not self.temperature > 0 or not 0 < self.top_p <= 1:
             raise ConfigError(
                 f"rollout sampling needs temperature > 0 and top_p in (0, 1], got {self.temperature}, {self.top_p}"
@@ -267,6 +266,7 @@ class RLConfig(_Config):
             self.gamma_schedule()
         except ValueError as exc:
             raise ConfigError(f"gamma: {exc}") from None
+        return self
 
     def gamma_schedule(self) -> GammaSchedule:
         """The γ schedule these fields describe (``gamma_steps`` defaults to ``total_steps``)."""

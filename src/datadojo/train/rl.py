@@ -154,7 +154,6 @@ class RLTrainer:
         model: Any = None,
         tokenizer: Any = None,
     ) -> None:
-        config.validate()
         self.config = config
         self.spec: LossSpec = get_policy_loss(config.policy_loss)
         self.normalization = config.normalization or self.spec.normalization

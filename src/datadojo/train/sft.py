@@ -111,7 +111,6 @@ class SFTTrainer:
     """
 
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None) -> None:
-        config.validate()
         self.config = config
         self.run_dir = Path(config.output_dir)
         self.accelerator = make_accelerator(config.mixed_precision, seed=config.seed)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from datadojo.config import Settings
 from datadojo.corpus import FilterConfig
 
 __all__ = ["STRATEGIES", "DataMindConfig"]
@@ -15,10 +16,8 @@ __all__ = ["STRATEGIES", "DataMindConfig"]
 STRATEGIES: tuple[str, ...] = ("con-select", "random-select", "non-select", "non-con")
 
 
-class DataMindConfig(BaseModel):
+class DataMindConfig(Settings):
     """Every knob of ``datadojo synth datamind``. Paper values cite DataMind §3.1–3.2; the rest are ours."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     taxonomy: str | None = Field(None, description="taxonomy JSON file (default: the bundled one)")
     filters: FilterConfig = Field(

@@ -28,10 +28,13 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, model_validator
+
+from datadojo.config import Settings
 from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.synth.envlunch.environment import (
@@ -49,8 +52,7 @@ from datadojo.types import Task
 __all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "load_environments"]
 
 
-@dataclass(frozen=True)
-class BuildConfig:
+class BuildConfig(Settings):
     """How many tasks, from which mix, with how much effort."""
 
     n: int = 1600
@@ -59,15 +61,17 @@ class BuildConfig:
     attempts: int = 25
     max_rounds: int = 6
     workers: int = 1
-    synth: SynthConfig = field(default_factory=SynthConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> BuildConfig:
         if self.n < 0:
             raise ValueError(f"n must be >= 0, got {self.n}")
         if not 0.0 <= self.sql_fraction <= 1.0:
             raise ValueError(f"sql_fraction must be in [0, 1], got {self.sql_fraction}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        return self
 
 
 @dataclass

@@ -331,13 +331,11 @@ def _replay(
 
 
 def _replay_sandbox(root: str, worlds: list[str], actions: list[str], limit: int) -> dict[str, Any]:
-    from dataclasses import replace
-
     from datadojo.sandbox import Limits, SandboxConfig, run_cells
     from datadojo.sandbox.policy import PolicyConfig
 
     policy = PolicyConfig()
-    policy = replace(policy, blocked_calls=policy.blocked_calls - {"exec", "compile"})
+    policy = policy.replace(blocked_calls=policy.blocked_calls - {"exec", "compile"})
     config = SandboxConfig(
         policy=policy,
         limits=Limits(

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from datadojo.config import Settings
 from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
 from datadojo.synth.envlunch.canon import (
@@ -55,8 +56,7 @@ Backend = Literal["sql", "pandas"]
 MAX_TARGET_ROWS = 30
 
 
-@dataclass(frozen=True)
-class SynthConfig:
+class SynthConfig(Settings):
     """Synthesis settings; defaults from EnvLunch §3 where it gives them (K, levels), ours otherwise."""
 
     seed: int = 0

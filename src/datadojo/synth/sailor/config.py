@@ -8,14 +8,42 @@ why we picked its default, and recorded in ``summary.json`` under ``config`` so 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import ValidationInfo, field_validator, model_validator
+
+from datadojo.config import Settings
 
 __all__ = ["SailorConfig"]
 
+# the checks of each numeric field (the messages name the field and the bound)
+_NUMBERS = ("lam", "beta", "fpu_bonus", "fpu_reduction")
+_UNIT_INTERVAL = ("calibration", "tau_pre", "token_weight", "substantive_score")
+_POSITIVE_NUMBERS = ("prior_temperature", "max_wall_s", "exec_timeout_s")
+_NON_NEGATIVE_NUMBERS = ("temperature", "top_p")
+_POSITIVE_INTS = (
+    "max_nodes",
+    "max_depth",
+    "max_requests",
+    "max_strategies",
+    "k_min",
+    "k_max",
+    "top_logprobs",
+    "trajectories_per_seed",
+    "max_tokens",
+)
+_NON_NEGATIVE_INTS = (
+    "min_depth",
+    "min_substantive_chars",
+    "max_reverify",
+    "obs_head",
+    "obs_tail",
+    "excerpt_chars",
+    "profile_chars",
+)
 
-@dataclass(frozen=True)
-class SailorConfig:
+
+class SailorConfig(Settings):
     """How one exploration tree is grown, verified and turned into data.
 
     **DF-FPU selection** (§4.1): ``UCT(v,w) = Q̂(w) + lam·ρ_w·sqrt(log(1+N(v))/(1+N(w))) + beta·d_w``.
@@ -58,7 +86,7 @@ class SailorConfig:
 
     lam: float = 1.0
     beta: float = 0.1
-    fpu_mode: str = "sibling"
+    fpu_mode: Literal["sibling", "constant"] = "sibling"
     fpu_bonus: float = 0.1
     fpu_reduction: float = 0.0
     calibration: float = 0.5
@@ -88,63 +116,39 @@ class SailorConfig:
     top_p: float = 0.95
     max_tokens: int = 2048
 
-    def __post_init__(self) -> None:
-        if self.fpu_mode not in ("sibling", "constant"):
-            raise ValueError(f"SailorConfig.fpu_mode must be 'sibling' or 'constant', got {self.fpu_mode!r}")
+    @field_validator(*_NUMBERS, *_UNIT_INTERVAL, *_POSITIVE_NUMBERS, *_NON_NEGATIVE_NUMBERS, mode="before")
+    @classmethod
+    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"SailorConfig.{name} must be a finite number, got {value!r}")
+        lo, hi, strict_lo = None, None, False
+        if name in _UNIT_INTERVAL:
+            lo, hi = 0.0, 1.0
+        elif name in _POSITIVE_NUMBERS:
+            lo, strict_lo = 0.0, True
+        elif name in _NON_NEGATIVE_NUMBERS:
+            lo = 0.0
+        if lo is not None and (value < lo or (strict_lo and value == lo)):
+            raise ValueError(f"SailorConfig.{name} must be {'>' if strict_lo else '>='} {lo}, got {value}")
+        if hi is not None and value > hi:
+            raise ValueError(f"SailorConfig.{name} must be <= {hi}, got {value}")
+        return value
 
-        def finite(
-            name: str, lo: float | None = None, hi: float | None = None, *, strict_lo: bool = False
-        ) -> None:
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-                raise ValueError(f"SailorConfig.{name} must be a finite number, got {value!r}")
-            if lo is not None and (value < lo or (strict_lo and value == lo)):
-                raise ValueError(
-                    f"SailorConfig.{name} must be {'>' if strict_lo else '>='} {lo}, got {value}"
-                )
-            if hi is not None and value > hi:
-                raise ValueError(f"SailorConfig.{name} must be <= {hi}, got {value}")
+    @field_validator(*_POSITIVE_INTS, *_NON_NEGATIVE_INTS, mode="before")
+    @classmethod
+    def _integer(cls, value: Any, info: ValidationInfo) -> Any:
+        lo, kind = (1, "positive") if info.field_name in _POSITIVE_INTS else (0, "non-negative")
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+            raise ValueError(f"SailorConfig.{info.field_name} must be a {kind} integer, got {value!r}")
+        return value
 
-        for name in ("lam", "beta", "fpu_bonus", "fpu_reduction"):
-            finite(name)
-        for name in ("calibration", "tau_pre", "token_weight", "substantive_score"):
-            finite(name, 0.0, 1.0)
-        for name in ("prior_temperature", "max_wall_s", "exec_timeout_s"):
-            finite(name, 0.0, strict_lo=True)
-        for name in ("temperature", "top_p"):
-            finite(name, 0.0)
-        for name in (
-            "max_nodes",
-            "max_depth",
-            "max_requests",
-            "max_strategies",
-            "k_min",
-            "k_max",
-            "top_logprobs",
-            "trajectories_per_seed",
-            "max_tokens",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SailorConfig.{name} must be a positive integer, got {value!r}")
-        for name in (
-            "min_depth",
-            "min_substantive_chars",
-            "max_reverify",
-            "obs_head",
-            "obs_tail",
-            "excerpt_chars",
-            "profile_chars",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"SailorConfig.{name} must be a non-negative integer, got {value!r}")
+    @model_validator(mode="after")
+    def _check(self) -> SailorConfig:
         if self.k_min > self.k_max:
             raise ValueError(f"SailorConfig.k_min ({self.k_min}) must be <= k_max ({self.k_max})")
         if self.min_depth > self.max_depth:
             raise ValueError(
                 f"SailorConfig.min_depth ({self.min_depth}) must be <= max_depth ({self.max_depth})"
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self
