@@ -73,6 +73,11 @@ def test_train_sft_errors_are_clear(tmp_path: Path, toy_ckpt: Path) -> None:
     bad.write_text("epoch = 3\n")
     res = runner.invoke(app, ["train", "sft", "--data", str(data), "--config", str(bad)])
     assert res.exit_code == 2 and "unknown key 'epoch'" in res.output and "cfg.toml" in res.output
+    good = tmp_path / "good.jsonl"
+    append_jsonl(good, [synthetic_trajectory("g")])
+    res = runner.invoke(app, ["train", "sft", "--model", str(tmp_path / "nope"), "--data", str(good)])
+    assert res.exit_code == 2 and "cannot load checkpoint" in res.output and "nope" in res.output
+    assert "Traceback" not in res.output
 
 
 CODE_REPLY = "<think>Count the rows.</think>\n<code>\nimport pandas as pd\nprint(len(pd.read_csv('sales.csv')))\n</code>"

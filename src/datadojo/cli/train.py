@@ -111,7 +111,7 @@ def sft(
         from datadojo.train.sft import train_sft
 
         summary = train_sft(cfg, trajectories, resume=not no_resume)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
+    except (OSError, ImportError) as exc:  # a file the OS refuses; the training extra not installed
         raise _fail(exc) from exc
     _print(summary.to_dict())
 
@@ -241,7 +241,7 @@ def rl(
             summary = trainer.train(resume=not no_resume)
         finally:
             trainer.source.close()
-    except (ValueError, FileNotFoundError, ImportError) as exc:
+    except (OSError, ImportError) as exc:  # a file the OS refuses; the training extra not installed
         raise _fail(exc) from exc
     _print(summary.to_dict())
 
@@ -262,7 +262,7 @@ def export_llamafactory_cmd(
     trajectories = load_trajectories(data, "--data")
     try:
         report = export_llamafactory(trajectories, out, name=name, observation_role=observation_role)  # type: ignore[arg-type]
-    except (ValueError, FileNotFoundError) as exc:
+    except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
         raise _fail(exc) from exc
     _print(report.to_dict())
 
@@ -280,7 +280,7 @@ def export_trl_cmd(
     trajectories = load_trajectories(data, "--data")
     try:
         report = export_trl(trajectories, out, with_masks=with_masks)
-    except (ValueError, FileNotFoundError) as exc:
+    except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
         raise _fail(exc) from exc
     _print(report.to_dict())
 
@@ -311,7 +311,7 @@ def export_verl_cmd(
             dialect=dialect,
             tasks_path=tasks,
         )
-    except (ValueError, FileNotFoundError) as exc:
+    except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
         raise _fail(exc) from exc
     _print(report.to_dict())
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from datadojo.errors import DataDojoError
 from datadojo.fs import write_json_atomic
 from datadojo.train.losses import token_entropy, token_logprobs
 from datadojo.train.tokenize import TokenizedTrajectory
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "TokenBatch",
+    "TrainingError",
     "begin_run",
     "collate",
     "forward_logprobs",
@@ -73,17 +75,22 @@ def load_model_and_tokenizer(
             path, local_files_only=True, trust_remote_code=trust_remote_code, **{dtype_kw: torch.float32}
         )
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot load checkpoint {path!r} (offline, local files only): {exc}") from exc
+        raise TrainingError(f"cannot load checkpoint {path!r} (offline, local files only): {exc}") from exc
     if not getattr(tok, "chat_template", None):
-        raise ValueError(f"{path}: the tokenizer has no chat template; set one in tokenizer_config.json")
+        raise TrainingError(f"{path}: the tokenizer has no chat template; set one in tokenizer_config.json")
     if tok.pad_token_id is None:
         if tok.eos_token is None:
-            raise ValueError(f"{path}: the tokenizer has neither a pad nor an eos token")
+            raise TrainingError(f"{path}: the tokenizer has neither a pad nor an eos token")
         tok.pad_token = tok.eos_token
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     return model, tok
+
+
+class TrainingError(DataDojoError, ValueError):
+    """A training run that cannot start or go on: a checkpoint that cannot be loaded, a tokenizer without a
+    chat template, a task list or output folder that does not fit the run; the message names it."""
 
 
 @dataclass
@@ -206,7 +213,7 @@ def begin_run(
         start = int(state["step"])
         log.info("resuming from %s (step %d)", latest[0], start)
     elif ckpt.list():
-        raise ValueError(f"{run_dir}: holds checkpoints; resume, or choose a new output folder")
+        raise TrainingError(f"{run_dir}: holds checkpoints; resume, or choose a new output folder")
     if acc.is_main_process:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(run_dir / "config.json", cfg_dict, indent=1, ensure_ascii=True)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.config import ConfigError
+from datadojo.errors import UnknownNameError
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -104,8 +106,8 @@ def make_reward_fn(name: str, *, tasks_path: str | Path | None = None) -> Reward
         return datamind_reward_fn()
     if name == "envlunch":
         if tasks_path is None:
-            raise ValueError(
+            raise ConfigError(
                 "the envlunch reward needs the task file (its counterfactual copies live next to it)"
             )
         return envlunch_reward_fn(tasks_path)
-    raise ValueError(f"unknown reward {name!r}; use one of {', '.join(REWARD_NAMES)}")
+    raise UnknownNameError(f"unknown reward {name!r}; use one of {', '.join(REWARD_NAMES)}")

@@ -54,6 +54,7 @@ from datadojo.train.losses import (
 from datadojo.train.metrics import MetricsLog
 from datadojo.train.modeling import (
     TokenBatch,
+    TrainingError,
     begin_run,
     build_optimizer,
     collate,
@@ -164,14 +165,14 @@ class RLTrainer:
         ids = [t.id for t in self.tasks]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
-            raise ValueError(f"task id {dup!r} appears more than once in the task list")
+            raise TrainingError(f"task id {dup!r} appears more than once in the task list")
         if len(self.tasks) < config.tasks_per_step:
-            raise ValueError(
+            raise TrainingError(
                 f"tasks_per_step ({config.tasks_per_step}) exceeds the number of tasks ({len(self.tasks)})"
             )
         world = self.accelerator.num_processes
         if config.tasks_per_step % world or config.tasks_per_step // world < config.updates_per_step:
-            raise ValueError(
+            raise TrainingError(
                 f"tasks_per_step ({config.tasks_per_step}) must be a multiple of the number of processes ({world}) "
                 f"giving each at least updates_per_step ({config.updates_per_step}) tasks"
             )
@@ -179,7 +180,9 @@ class RLTrainer:
         self.source: RolloutSource = source if hasattr(source, "generate") else source(self.accelerator)  # type: ignore[operator]
         if model is None or tokenizer is None:
             if not config.model:
-                raise ValueError("RLConfig.model must name a local checkpoint (or pass model and tokenizer)")
+                raise TrainingError(
+                    "RLConfig.model must name a local checkpoint (or pass model and tokenizer)"
+                )
             model, tokenizer = load_model_and_tokenizer(
                 config.model, gradient_checkpointing=config.gradient_checkpointing
             )
@@ -192,7 +195,7 @@ class RLTrainer:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.experts = self._tokenize_experts(experts)
         if config.uses_sft and not self.experts:
-            raise ValueError(
+            raise TrainingError(
                 "the mixed objective (γ > 0) needs expert trajectories for its SFT term; pass experts, "
                 "or use a fixed γ of 0 (gamma_mode='fixed', gamma_value=0)"
             )

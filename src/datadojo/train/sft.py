@@ -34,6 +34,7 @@ from datadojo.train.config import SFTConfig
 from datadojo.train.losses import normalization_weights, sft_loss
 from datadojo.train.metrics import MetricsLog
 from datadojo.train.modeling import (
+    TrainingError,
     begin_run,
     build_optimizer,
     collate,
@@ -116,7 +117,9 @@ class SFTTrainer:
         self.accelerator = make_accelerator(config.mixed_precision, seed=config.seed)
         if model is None or tokenizer is None:
             if not config.model:
-                raise ValueError("SFTConfig.model must name a local checkpoint (or pass model and tokenizer)")
+                raise TrainingError(
+                    "SFTConfig.model must name a local checkpoint (or pass model and tokenizer)"
+                )
             model, tokenizer = load_model_and_tokenizer(
                 config.model, gradient_checkpointing=config.gradient_checkpointing
             )
@@ -148,12 +151,12 @@ class SFTTrainer:
         started = time.perf_counter()
         examples, counts = prepare_sft_examples(trajectories, self.tokenizer, cfg)
         if not examples:
-            raise ValueError(
+            raise TrainingError(
                 f"no trainable trajectories ({counts['void']} void, {counts['untrainable']} without agent tokens)"
             )
         world = acc.num_processes
         if cfg.batch_size < world:
-            raise ValueError(
+            raise TrainingError(
                 f"batch_size ({cfg.batch_size}) must be at least the number of processes ({world})"
             )
         per_epoch = math.ceil(len(examples) / cfg.batch_size)

@@ -120,7 +120,7 @@ def export_llamafactory(
     LLaMA-Factory's ``dataset_dir`` at ``out_dir`` and set ``dataset: <name>``.
     """
     if observation_role not in ("observation", "human"):
-        raise ValueError(f"observation_role must be 'observation' or 'human', got {observation_role!r}")
+        raise ExportError(f"observation_role must be 'observation' or 'human', got {observation_role!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport("llamafactory")

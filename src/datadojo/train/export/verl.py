@@ -178,7 +178,7 @@ def export_verl(
     counterfactual copies live there). The validation split is a seeded random ``val_fraction`` of tasks.
     """
     if not 0 <= val_fraction < 1:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        raise ExportError(f"val_fraction must be in [0, 1), got {val_fraction}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     items = list(tasks)
