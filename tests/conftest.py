@@ -6,6 +6,11 @@ the test with a visible reason naming it when it is absent), or carry
 ``@pytest.mark.requires_data("spider/database")`` when they only need it to exist. The data is never copied
 into the repository; see ``../shared/data/README``.
 
+**The tiny test model**: tests that need a transformers model or tokenizer take :func:`toy_tok` (the tokenizer
+of :mod:`datadojo.train.toy`) or :func:`toy_ckpt` (a saved random toy checkpoint, what ``hf:PATH`` loads), each
+built once per run and shared: a test must not change them (copy first). They skip the test when torch or
+transformers is not installed.
+
 **Verdicts independent of the machine's speed**: Hypothesis fails an example that runs longer than its
 ``deadline`` (200 ms by default): on a loaded machine that is a verdict decided by the wall clock, so the
 suite turns the deadline off, and the ``too_slow`` health check (data generation timed against the clock)
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,6 +45,24 @@ def need_shared_data(*parts: str) -> Path:
 def shared_data() -> Callable[..., Path]:
     """``shared_data(*parts)``: a path under ``../shared/data``; the test is skipped when it is absent."""
     return need_shared_data
+
+
+@pytest.fixture(scope="session")
+def toy_tok() -> Any:
+    """The toy tokenizer (byte-level BPE, Qwen2.5's chat template): training it takes about a second."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from datadojo.train.toy import build_toy_tokenizer
+
+    return build_toy_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def toy_ckpt(tmp_path_factory: pytest.TempPathFactory, toy_tok: Any) -> Path:
+    """A saved toy checkpoint (tokenizer + random tiny Llama) that trainers and the hf backend load by path."""
+    from datadojo.train.toy import save_toy_checkpoint
+
+    return save_toy_checkpoint(tmp_path_factory.mktemp("toy-ckpt"), tokenizer=toy_tok)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "data"
-SHARED = REPO.parent / "shared" / "data"
 
 
 def _task(question: str = "How many rows?", files: tuple[str, ...] = ("sales.csv",), **kw: Any) -> Task:
@@ -219,11 +219,8 @@ async def test_trajectory_round_trips_through_json(sandbox):
     assert traj.provenance.seed == 5 and traj.provenance.config_hash
 
 
-async def test_a_real_dabench_table():
-    root = SHARED / "dabench"
-    if not root.exists():
-        pytest.skip(f"DABench data absent: {root}")
-    table = root / "da-dev-tables" / "abalone.csv"
+async def test_a_real_dabench_table(shared_data: Callable[..., Path]):
+    table = shared_data("dabench", "da-dev-tables", "abalone.csv")
     task = Task(
         id="dabench-abalone", question="How many rows does the table have?", files=[DataFile.from_path(table)]
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,18 +12,19 @@ from datadojo.bench import BenchmarkError, get_benchmark
 from datadojo.bench.dabench import extract_answers, gold_response, is_equal
 from datadojo.types import Task
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "dabench"
+
+@pytest.fixture(scope="module")
+def data(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("dabench", "da-dev-questions.jsonl").parent
 
 
 @pytest.fixture(scope="module")
-def tasks() -> list[Task]:
-    if not (DATA / "da-dev-questions.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DATA}")
-    return list(get_benchmark("dabench").load(DATA))
+def tasks(data: Path) -> list[Task]:
+    return list(get_benchmark("dabench").load(data))
 
 
-def test_loads_the_official_layout(tasks: list[Task]) -> None:
-    labels = [json.loads(x) for x in (DATA / "da-dev-labels.jsonl").read_text().splitlines() if x.strip()]
+def test_loads_the_official_layout(data: Path, tasks: list[Task]) -> None:
+    labels = [json.loads(x) for x in (data / "da-dev-labels.jsonl").read_text().splitlines() if x.strip()]
     assert len(tasks) == len(labels)
     t = tasks[0]
     assert t.id == str(labels[0]["id"]) and t.answer == dict(labels[0]["common_answers"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,19 +14,20 @@ from datadojo.bench import BenchmarkError, get_benchmark
 from datadojo.bench.spider import BIRD, Spider, extract_sql
 from datadojo.types import DataFile, Task
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "spider"
+
+@pytest.fixture(scope="module")
+def data(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("spider", "dev.json").parent
 
 
 @pytest.fixture(scope="module")
-def spider_tasks() -> list[Task]:
-    if not (DATA / "dev.json").exists():
-        pytest.skip(f"Spider data absent: {DATA}")
-    return list(get_benchmark("spider").load(DATA))
+def spider_tasks(data: Path) -> list[Task]:
+    return list(get_benchmark("spider").load(data))
 
 
-def test_gold_sql_scores_100_percent_on_all_dev_records(spider_tasks: list[Task]) -> None:
+def test_gold_sql_scores_100_percent_on_all_dev_records(data: Path, spider_tasks: list[Task]) -> None:
     bench = Spider()
-    records = json.loads((DATA / "dev.json").read_text())
+    records = json.loads((data / "dev.json").read_text())
     assert len(spider_tasks) == len(records)
     items = [(t, bench.score(t, t.answer)) for t in spider_tasks]
     bad = [(t.id, s.reason) for t, s in items if not s.correct]

@@ -4,6 +4,7 @@ ROUGE-L cases (the ``official`` rule's cases are in test_conformance_tablebench.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -13,18 +14,19 @@ from datadojo.bench import BenchmarkError, get_benchmark
 from datadojo.bench.tablebench import em_score, em_with_tolerance, metric_for, parse_final_answer
 from datadojo.types import Task
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "tablebench"
+
+@pytest.fixture(scope="module")
+def data(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("tablebench", "TableBench.jsonl").parent
 
 
 @pytest.fixture(scope="module")
-def tasks() -> list[Task]:
-    if not (DATA / "TableBench.jsonl").exists():
-        pytest.skip(f"TableBench data absent: {DATA}")
-    return list(get_benchmark("tablebench").load(DATA))
+def tasks(data: Path) -> list[Task]:
+    return list(get_benchmark("tablebench").load(data))
 
 
-def test_loader_skips_visualization_and_keeps_every_other_item(tasks: list[Task]) -> None:
-    raw = [json.loads(x) for x in (DATA / "TableBench.jsonl").read_text().splitlines() if x.strip()]
+def test_loader_skips_visualization_and_keeps_every_other_item(data: Path, tasks: list[Task]) -> None:
+    raw = [json.loads(x) for x in (data / "TableBench.jsonl").read_text().splitlines() if x.strip()]
     expected = [r for r in raw if r["qtype"] != "Visualization"]
     assert len(tasks) == len(expected)
     assert len({t.id for t in tasks}) == len(tasks)  # a repeated id got a suffix

@@ -9,6 +9,7 @@ so such questions leave every denominator (``accuracy by question`` = correct / 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,6 @@ import pytest
 from datadojo.bench import get_benchmark
 from datadojo.bench.dabench import OFFICIAL_DENOMINATOR
 from datadojo.types import Task
-
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "dabench"
 
 
 def _task(labels: dict[str, str], tid: str = "1") -> Task:
@@ -65,13 +64,12 @@ def test_official_denominator_leaves_out_missing_and_empty_responses() -> None:
     assert "empty answer" in items[2][1].reason
 
 
-def test_real_labels_score_100_percent_under_both_denominators() -> None:
-    if not (DATA / "da-dev-labels.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DATA}")
+def test_real_labels_score_100_percent_under_both_denominators(shared_data: Callable[..., Path]) -> None:
+    data = shared_data("dabench", "da-dev-labels.jsonl").parent
     from datadojo.bench.dabench import gold_response
 
     bench = get_benchmark("dabench")
-    tasks = [t for t in bench.load(DATA, require_files=False) if t.answer]
+    tasks = [t for t in bench.load(data, require_files=False) if t.answer]
     items = [(t, bench.score(t, gold_response(t))) for t in tasks]
     totals = bench.totals(items)
     assert totals["accuracy"] == totals["accuracy" + OFFICIAL_DENOMINATOR] == 1.0

@@ -18,6 +18,7 @@ import itertools
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,6 @@ from datadojo.bench import get_benchmark
 from datadojo.bench.spider import Spider, clean_sql_like_test_suite, order_matters, remove_distinct
 from datadojo.reward.tables import denotations_equal
 from datadojo.types import DataFile, Task
-
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "spider"
 
 # (gold rows, predicted rows, order matters, verdict of result_eq)
 CASES: list[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], bool, bool]] = [
@@ -196,12 +195,13 @@ def test_bird_keeps_its_set_rule(db: Path, gold: str, pred: str, verdict: bool) 
     assert bird.score(task, pred).correct is verdict
 
 
-def test_real_dev_items_flipped_order_is_wrong_only_under_test_suite() -> None:
+def test_real_dev_items_flipped_order_is_wrong_only_under_test_suite(
+    shared_data: Callable[..., Path],
+) -> None:
     """On real Spider records with ORDER BY and several rows, reversing the order fails test-suite EX only."""
-    if not (DATA / "dev.json").exists():
-        pytest.skip(f"Spider data absent: {DATA}")
-    tasks = list(get_benchmark("spider").load(DATA))
-    records = json.loads((DATA / "dev.json").read_text())
+    data = shared_data("spider", "dev.json").parent
+    tasks = list(get_benchmark("spider").load(data))
+    records = json.loads((data / "dev.json").read_text())
     checked = 0
     for task, rec in zip(tasks, records, strict=True):
         q = rec["query"].rstrip(" ;")

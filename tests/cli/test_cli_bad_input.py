@@ -23,7 +23,6 @@ from datadojo.types import Task, Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data"
-DABENCH = REPO / ".." / "shared" / "data" / "dabench"
 NO_MODEL = "openai:m@http://127.0.0.1:9/v1"  # never reached: the input is refused first
 BIG = 100 * 1024 * 1024
 
@@ -34,8 +33,8 @@ class Command:
 
     name: str
     kind: str  # "tasks" | "trajectories" | "predictions" | "data" | "code"
-    argv: Callable[[Path, Path], list[str]]
-    needs: Path | None = None  # skip when this path is absent (real benchmark data)
+    argv: Callable[..., list[str]]  # (bad_path, out_dir), then the `needs` path when there is one
+    needs: str | None = None  # real benchmark data under ../shared/data (skip when absent)
 
 
 #: Every command that reads a file, with the argument the bad file goes into. Add a row per new command.
@@ -60,8 +59,8 @@ COMMANDS: list[Command] = [
     Command(
         "score",
         "predictions",
-        lambda p, o: ["score", "dabench", "--data", str(DABENCH), "--predictions", str(p)],
-        needs=DABENCH,
+        lambda p, o, data: ["score", "dabench", "--data", str(data), "--predictions", str(p)],
+        needs="dabench",
     ),
     Command(
         "ask", "data", lambda p, o: ["ask", str(p), "How many rows?", "--model", NO_MODEL, "--out", str(o)]
@@ -159,15 +158,16 @@ CASES = [pytest.param(c, bad, id=f"{c.name}-{bad}") for c in COMMANDS for bad in
 
 
 @pytest.mark.parametrize(("command", "bad"), CASES)
-def test_bad_input_is_refused_cleanly(command: Command, bad: str, tmp_path: Path) -> None:
-    if command.needs is not None and not command.needs.exists():
-        pytest.skip(f"needs {command.needs.resolve()} (real benchmark data), absent here")
+def test_bad_input_is_refused_cleanly(
+    command: Command, bad: str, tmp_path: Path, shared_data: Callable[..., Path]
+) -> None:
+    needs = [] if command.needs is None else [shared_data(*Path(command.needs).parts)]
     inputs = tmp_path / "in"
     inputs.mkdir()
     path, line = _make(bad, command.kind, inputs)
     before = sorted(p.name for p in inputs.iterdir())
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, command.argv(path, out), env={"COLUMNS": "1000", "NO_COLOR": "1"})
+    res = CliRunner().invoke(app, command.argv(path, out, *needs), env={"COLUMNS": "1000", "NO_COLOR": "1"})
     text = res.output
     assert res.exit_code == 2, f"exit {res.exit_code}:\n{text[-2000:]}\n{res.exception!r}"
     assert isinstance(res.exception, SystemExit), f"uncaught {res.exception!r}"

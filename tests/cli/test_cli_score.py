@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,15 +11,8 @@ from typer.testing import CliRunner
 
 from datadojo.cli.app import app
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+SharedData = Callable[..., Path]
 runner = CliRunner()
-
-
-def _dabench() -> Path:
-    path = SHARED / "dabench"
-    if not (path / "da-dev-labels.jsonl").exists():
-        pytest.skip(f"DABench data absent: {path}")
-    return path
 
 
 def _predictions(tmp_path: Path, data: Path, *, wrong_every: int = 0, drop: int | None = None) -> Path:
@@ -37,8 +31,8 @@ def _predictions(tmp_path: Path, data: Path, *, wrong_every: int = 0, drop: int 
     return out
 
 
-def test_json_report(tmp_path: Path) -> None:
-    data = _dabench()
+def test_json_report(tmp_path: Path, shared_data: SharedData) -> None:
+    data = shared_data("dabench", "da-dev-labels.jsonl").parent
     pred = _predictions(tmp_path, data, wrong_every=4, drop=1)
     res = runner.invoke(app, ["score", "dabench", "--data", str(data), "--predictions", str(pred), "--json"])
     assert res.exit_code == 0, res.output
@@ -54,8 +48,8 @@ def test_json_report(tmp_path: Path) -> None:
     assert rep["summary"]["pass@1"] == pytest.approx(rep["totals"]["accuracy"])
 
 
-def test_table_output(tmp_path: Path) -> None:
-    data = _dabench()
+def test_table_output(tmp_path: Path, shared_data: SharedData) -> None:
+    data = shared_data("dabench", "da-dev-labels.jsonl").parent
     pred = _predictions(tmp_path, data, wrong_every=50)
     res = runner.invoke(
         app,
@@ -67,10 +61,8 @@ def test_table_output(tmp_path: Path) -> None:
     assert "per-item results" in res.output and "1 prediction id(s) match no task" in res.output
 
 
-def test_trajectories_on_spider(tmp_path: Path) -> None:
-    data = SHARED / "spider"
-    if not (data / "dev.json").exists():
-        pytest.skip(f"Spider data absent: {data}")
+def test_trajectories_on_spider(tmp_path: Path, shared_data: SharedData) -> None:
+    data = shared_data("spider", "dev.json").parent
     records = json.loads((data / "dev.json").read_text())[:5]
     pred = tmp_path / "traj.jsonl"
     lines = []
@@ -103,7 +95,7 @@ def test_errors(tmp_path: Path) -> None:
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
 
 
-def test_rules_are_named_in_help_and_report(tmp_path: Path) -> None:
+def test_rules_are_named_in_help_and_report(tmp_path: Path, shared_data: SharedData) -> None:
     res = runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"})
     assert res.exit_code == 0
     text = " ".join(res.output.split())
@@ -114,7 +106,7 @@ def test_rules_are_named_in_help_and_report(tmp_path: Path) -> None:
         "rule-dabench-official",
     ):
         assert f"docs/evaluation.md#{anchor}" in text
-    data = _dabench()
+    data = shared_data("dabench", "da-dev-labels.jsonl").parent
     pred = _predictions(tmp_path, data, drop=1)
     res = runner.invoke(app, ["score", "dabench", "--data", str(data), "-p", str(pred), "--json"])
     rep = json.loads(res.stdout)
@@ -132,10 +124,8 @@ def test_rules_are_named_in_help_and_report(tmp_path: Path) -> None:
     )
 
 
-def test_rule_option_switches_and_rejects(tmp_path: Path) -> None:
-    path = SHARED / "tablebench"
-    if not (path / "TableBench.jsonl").exists():
-        pytest.skip(f"TableBench data absent: {path}")
+def test_rule_option_switches_and_rejects(tmp_path: Path, shared_data: SharedData) -> None:
+    path = shared_data("tablebench", "TableBench.jsonl").parent
     first = json.loads((path / "TableBench.jsonl").read_text().splitlines()[0])
     pred = tmp_path / "p.jsonl"
     pred.write_text(json.dumps({"id": first["id"], "answer": first["answer"]}) + "\n")  # no 'Final Answer:'

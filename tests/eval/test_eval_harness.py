@@ -6,6 +6,7 @@ import contextlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from math import comb
 from pathlib import Path
 
@@ -24,9 +25,6 @@ from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
 from datadojo.types import Action, Observation, Task, Trajectory, Turn
 
-REPO = Path(__file__).resolve().parents[2]
-DABENCH = REPO / ".." / "shared" / "data" / "dabench"
-
 N_TRIALS = 3
 #: Per task: how many of its 3 trials the scripted model gets right, and how it behaves.
 #: direct: answers at once; code: runs code, then answers; malformed: wrong trials never close a tag.
@@ -34,14 +32,13 @@ PLAN = [(3, "direct"), (2, "code"), (1, "direct"), (0, "direct"), (1, "malformed
 TURNS = {"direct": 1, "code": 2, "malformed": 3}  # malformed: 3 invalid turns in a row end the episode
 
 
-def _need_dabench() -> Path:
-    if not (DABENCH / "da-dev-questions.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DABENCH.resolve()}")
-    return DABENCH
+@pytest.fixture
+def dabench(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("dabench", "da-dev-questions.jsonl").parent
 
 
-def _tasks(n: int) -> list[Task]:
-    return list(DABench().load(_need_dabench()))[:n]
+def _tasks(data: Path, n: int) -> list[Task]:
+    return list(DABench().load(data))[:n]
 
 
 class _FakeSandbox:
@@ -91,8 +88,10 @@ def _expected(plan: list[tuple[int, str]], n: int, k: int) -> float:
     return sum(1 - comb(n - c, k) / comb(n, k) for c, _ in plan) / len(plan)
 
 
-async def _run(tmp_path: Path, plan, *, limit: int | None = None, n: int = N_TRIALS, server=None, **kw):
-    tasks = _tasks(len(plan))
+async def _run(
+    tmp_path: Path, data: Path, plan, *, limit: int | None = None, n: int = N_TRIALS, server=None, **kw
+):
+    tasks = _tasks(data, len(plan))
     model = _Model(tasks, plan)
     own = server is None
     srv = server or ScriptedLLMServer(model)
@@ -102,7 +101,7 @@ async def _run(tmp_path: Path, plan, *, limit: int | None = None, n: int = N_TRI
         backend = load_backend(f"openai:fake@{srv.base_url}?max_retries=0")
         cfg = EvalConfig(
             bench="dabench",
-            data=_need_dabench(),
+            data=data,
             out=tmp_path / "run",
             model="openai:fake",
             n_trials=n,
@@ -120,8 +119,8 @@ async def _run(tmp_path: Path, plan, *, limit: int | None = None, n: int = N_TRI
             srv.stop()
 
 
-async def test_figures_match_known_outcomes(tmp_path):
-    result, _ = await _run(tmp_path, PLAN)
+async def test_figures_match_known_outcomes(tmp_path, dabench):
+    result, _ = await _run(tmp_path, dabench, PLAN)
     s = result.summary
     m = s["metrics"]
     n_trials = len(PLAN) * N_TRIALS
@@ -141,7 +140,7 @@ async def test_figures_match_known_outcomes(tmp_path):
     assert s["stop_reasons"] == {"answer": n_trials - unanswered, "invalid": unanswered}
 
     # per-category figures come from the tasks of that category only
-    tasks = _tasks(len(PLAN))
+    tasks = _tasks(dabench, len(PLAN))
     cat = tasks[0].category
     members = [c for (c, _), t in zip(PLAN, tasks, strict=True) if t.category == cat]
     assert m["per_category"][cat]["pass@1"] == pytest.approx(sum(members) / (N_TRIALS * len(members)))
@@ -168,11 +167,11 @@ async def test_figures_match_known_outcomes(tmp_path):
     assert (tmp_path / "run" / "report.html").exists() and (tmp_path / "run" / "report.md").exists()
 
 
-async def test_rerun_resumes_and_extends(tmp_path):
+async def test_rerun_resumes_and_extends(tmp_path, dabench):
     plan = [(1, "direct"), (1, "code"), (0, "direct")]
-    model = _Model(_tasks(3), plan)
+    model = _Model(_tasks(dabench, 3), plan)
     with ScriptedLLMServer(model) as server:
-        first, _ = await _run(tmp_path, plan, limit=2, n=2, server=server)
+        first, _ = await _run(tmp_path, dabench, plan, limit=2, n=2, server=server)
         assert first.summary["n_tasks"] == 2 and first.rollout.finished == 4
         traj_path = tmp_path / "run" / "trajectories.jsonl"
         # an interrupted run: the last trajectory never made it to disk
@@ -180,23 +179,23 @@ async def test_rerun_resumes_and_extends(tmp_path):
         traj_path.write_bytes(b"".join(lines[:-1]))
         lost = json.loads(lines[-1])
         before = len(server.requests)
-        again, _ = await _run(tmp_path, plan, limit=2, n=2, server=server)
+        again, _ = await _run(tmp_path, dabench, plan, limit=2, n=2, server=server)
         assert again.rollout.skipped == 3 and again.rollout.finished == 1
         redone = [r.json["messages"][1]["content"] for r in server.requests[before:]]
-        assert set(redone) == {next(t.question for t in _tasks(3) if t.id == lost["task_id"])}
+        assert set(redone) == {next(t.question for t in _tasks(dabench, 3) if t.id == lost["task_id"])}
         # a larger --limit runs only the new task's trials
-        more, _ = await _run(tmp_path, plan, limit=3, n=2, server=server)
+        more, _ = await _run(tmp_path, dabench, plan, limit=3, n=2, server=server)
         assert more.rollout.skipped == 4 and more.rollout.finished == 2
     assert more.summary["n_tasks"] == 3 and more.summary["missing_trials"] == 0
     keys = sorted(t.key for t in read_trajectories(traj_path))
-    assert keys == sorted((t.id, s) for t in _tasks(3) for s in range(2))
+    assert keys == sorted((t.id, s) for t in _tasks(dabench, 3) for s in range(2))
 
 
-async def test_other_settings_in_the_same_folder_are_refused(tmp_path):
+async def test_other_settings_in_the_same_folder_are_refused(tmp_path, dabench):
     plan = [(1, "direct")]
-    await _run(tmp_path, plan, n=1)
+    await _run(tmp_path, dabench, plan, n=1)
     with pytest.raises(EvalError, match="max_turns: was 10, now 4"):
-        await _run(tmp_path, plan, n=1, max_turns=4)
+        await _run(tmp_path, dabench, plan, n=1, max_turns=4)
 
 
 def test_config_errors_name_the_setting():
@@ -262,8 +261,8 @@ def test_sql_in_the_answer_is_what_gets_scored(col, table, fenced, prose):
     assert source == "answer" and extract_sql(text) == query
 
 
-def test_cli_eval_with_real_sandbox(tmp_path):
-    task = _tasks(1)[0]
+def test_cli_eval_with_real_sandbox(tmp_path, dabench):
+    task = _tasks(dabench, 1)[0]
     csv = task.extra["file_name"]
 
     def reply(req: dict) -> str:
@@ -274,7 +273,7 @@ def test_cli_eval_with_real_sandbox(tmp_path):
 
     with ScriptedLLMServer(reply) as server:
         res = CliRunner().invoke(app, [
-            "eval", "dabench", "--data", str(_need_dabench()), "--model", f"openai:fake@{server.base_url}",
+            "eval", "dabench", "--data", str(dabench), "--model", f"openai:fake@{server.base_url}",
             "-n", "1", "--limit", "1", "--out", str(tmp_path / "cli"), "--json",
         ])  # fmt: skip
     assert res.exit_code == 0, res.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,28 +19,28 @@ from datadojo.llm.base import LLMError
 from datadojo.sandbox import Sandbox, SandboxConfig
 from datadojo.types import Task
 
-REPO = Path(__file__).resolve().parents[2]
-SPIDER = REPO / ".." / "shared" / "data" / "spider"
-DABENCH = REPO / ".." / "shared" / "data" / "dabench"
 N_RECORDS = 36
 
 
-def _need_spider() -> Path:
-    if not (SPIDER / "dev.json").exists():
-        pytest.skip(f"Spider data absent: {SPIDER.resolve()}")
-    return SPIDER
+@pytest.fixture
+def spider(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("spider", "dev.json").parent
 
 
 @pytest.fixture
-def spider_subset(tmp_path) -> Path:
+def dabench(shared_data: Callable[..., Path]) -> Path:
+    return shared_data("dabench", "da-dev-questions.jsonl").parent
+
+
+@pytest.fixture
+def spider_subset(tmp_path, spider) -> Path:
     """A Spider folder whose dev.json holds every k-th official record, so that all dev databases appear."""
-    src = _need_spider()
-    records = json.loads((src / "dev.json").read_text())
+    records = json.loads((spider / "dev.json").read_text())
     step = max(1, len(records) // N_RECORDS)
     folder = tmp_path / "spider"
     folder.mkdir()
     (folder / "dev.json").write_text(json.dumps(records[::step][:N_RECORDS]))
-    (folder / "database").symlink_to((src / "database").resolve(), target_is_directory=True)
+    (folder / "database").symlink_to((spider / "database").resolve(), target_is_directory=True)
     return folder
 
 
@@ -82,8 +83,8 @@ async def test_the_scorer_executes_the_sql_that_ran(spider_subset, tmp_path):
     assert result.summary["metrics"]["pass@1"] == pytest.approx(2 / 3)
 
 
-async def test_oracle_without_binding_finds_the_task_by_question():
-    task = next(Spider().load(_need_spider()))
+async def test_oracle_without_binding_finds_the_task_by_question(spider):
+    task = next(Spider().load(spider))
     oracle = OracleBackend([task])
     async with await Sandbox.create(task.files, SandboxConfig(preload=())) as sb:
         traj = await run_agent(task, oracle, sb)
@@ -107,21 +108,12 @@ async def test_oracle_refuses_what_it_cannot_do():
         oracle.bind(Task(id="zzz", question="q"))
 
 
-def _need_dabench() -> Path:
-    if not (DABENCH / "da-dev-questions.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DABENCH.resolve()}")
-    return DABENCH
-
-
-async def test_oracle_on_a_benchmark_without_gold_programs(tmp_path):
+async def test_oracle_on_a_benchmark_without_gold_programs(tmp_path, dabench):
     with pytest.raises(EvalError, match="no gold program"):
-        await run_eval(
-            EvalConfig(bench="dabench", data=_need_dabench(), out=tmp_path / "r", agent="oracle", limit=1)
-        )
+        await run_eval(EvalConfig(bench="dabench", data=dabench, out=tmp_path / "r", agent="oracle", limit=1))
 
 
-def test_cli_oracle_on_a_benchmark_without_gold_programs(tmp_path):
-    _need_dabench()
-    res = CliRunner().invoke(app, ["eval", "dabench", "--data", str(DABENCH), "--agent", "oracle",
+def test_cli_oracle_on_a_benchmark_without_gold_programs(tmp_path, dabench):
+    res = CliRunner().invoke(app, ["eval", "dabench", "--data", str(dabench), "--agent", "oracle",
                                    "--out", str(tmp_path / "r2"), "--limit", "1"])  # fmt: skip
     assert res.exit_code == 2 and "no gold program" in res.output

@@ -21,8 +21,6 @@ from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
 from datadojo.types import Task
 
-REPO = Path(__file__).resolve().parents[2]
-DABENCH = REPO / ".." / "shared" / "data" / "dabench"
 MARKER = "REPORT_MARKER_4711"
 HOSTILE = "</pre><script>document.title='pwned'</script>"
 CHROMIUM_FLAGS = [
@@ -82,10 +80,9 @@ async def _sandboxes(task: Task):
 
 
 @pytest.fixture
-async def run_dir(tmp_path) -> Path:
-    if not (DABENCH / "da-dev-questions.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DABENCH.resolve()}")
-    tasks = list(DABench().load(DABENCH))[:3]
+async def run_dir(tmp_path, shared_data) -> Path:
+    dabench = shared_data("dabench", "da-dev-questions.jsonl").parent
+    tasks = list(DABench().load(dabench))[:3]
     right = {tasks[0].question, tasks[1].question}
 
     def reply(req: dict) -> str:
@@ -98,7 +95,7 @@ async def run_dir(tmp_path) -> Path:
 
     with ScriptedLLMServer(reply) as server:
         backend = load_backend(f"openai:fake@{server.base_url}")
-        cfg = EvalConfig(bench="dabench", data=DABENCH, out=tmp_path / "run", model="openai:fake", n_trials=2,
+        cfg = EvalConfig(bench="dabench", data=dabench, out=tmp_path / "run", model="openai:fake", n_trials=2,
                          limit=3, concurrency=3)  # fmt: skip
         await run_eval(cfg, backend=backend, sandboxes=_sandboxes)
         await backend.aclose()

@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,6 @@ from datadojo.types import Task
 
 pytestmark = pytest.mark.timeout(240)
 
-REPO = Path(__file__).resolve().parents[2]
-SCIREPOS = REPO / ".." / "shared" / "data" / "scirepos"
 FINAL_NOTE = "This is your last turn"
 
 
@@ -268,11 +267,10 @@ def _penguin_rows(csv_path: Path) -> int:
         return sum(1 for _ in csv.DictReader(fh))
 
 
-def test_cli_eval_scidata_on_real_scirepos(tmp_path: Path) -> None:
-    repo = SCIREPOS / "palmerpenguins"
-    if not (repo / "inst" / "extdata" / "penguins.csv").exists():
-        pytest.skip(f"real scientific repositories absent: {SCIREPOS.resolve()}")
-    n_rows = _penguin_rows(repo / "inst" / "extdata" / "penguins.csv")
+def test_cli_eval_scidata_on_real_scirepos(tmp_path: Path, shared_data: Callable[..., Path]) -> None:
+    penguins = shared_data("scirepos", "palmerpenguins", "inst", "extdata", "penguins.csv")
+    repo = penguins.parents[2]
+    n_rows = _penguin_rows(penguins)
     listing = sorted(
         os.path.relpath(os.path.join(root, f), repo.parent) for root, _, files in os.walk(repo) for f in files
     )

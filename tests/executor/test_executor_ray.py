@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,10 +185,10 @@ def test_cli_rollout_on_ray_and_a_worker_object_is_refused(ray_cluster, tmp_path
         asyncio.run(WorkerSpec("datadojo.no_such_module:Worker").build())
 
 
-def test_cli_eval_oracle_on_ray_scores_like_local(ray_cluster, tmp_path: Path) -> None:
-    spider = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "spider"
-    if not (spider / "dev.json").exists():
-        pytest.skip(f"Spider data absent: {spider.resolve()}")
+def test_cli_eval_oracle_on_ray_scores_like_local(
+    ray_cluster, tmp_path: Path, shared_data: Callable[..., Path]
+) -> None:
+    spider = shared_data("spider", "dev.json").parent
     records = json.loads((spider / "dev.json").read_text())
     subset = tmp_path / "spider"
     subset.mkdir()

@@ -9,6 +9,7 @@ another set of kill points; ``DATADOJO_FAULT_POINTS=K`` draws K single-kill plan
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,6 @@ from helpers.digests import file_digest, tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data"
-DABENCH = REPO / ".." / "shared" / "data" / "dabench"
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -141,9 +141,8 @@ def test_rollout(tmp_path: Path) -> None:
         _exercise(run, tmp_path, "rollout")
 
 
-def test_eval(tmp_path: Path) -> None:
-    if not (DABENCH / "da-dev-questions.jsonl").exists():
-        pytest.skip(f"DABench data absent: {DABENCH.resolve()}")
+def test_eval(tmp_path: Path, shared_data: Callable[..., Path]) -> None:
+    dabench = shared_data("dabench", "da-dev-questions.jsonl").parent
 
     def reply(req: dict) -> str:
         if not any(m["role"] == "assistant" for m in req["messages"]):
@@ -163,7 +162,7 @@ def test_eval(tmp_path: Path) -> None:
                 "eval",
                 "dabench",
                 "--data",
-                str(DABENCH),
+                str(dabench),
                 "--model",
                 f"openai:fake@{server.base_url}",
                 "-n",
@@ -185,16 +184,8 @@ def test_eval(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------- training (checkpoint / resume)
-def test_train_sft(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+def test_train_sft(tmp_path: Path, toy_ckpt: Path) -> None:
     pytest.importorskip("accelerate")
-    from datadojo.train.toy import build_toy_model, build_toy_tokenizer
-
-    ckpt = tmp_path / "toy-ckpt"
-    tok = build_toy_tokenizer()
-    build_toy_model(tok).save_pretrained(ckpt)
-    tok.save_pretrained(ckpt)
     data = tmp_path / "traj.jsonl"
     append_jsonl(data, [synthetic_trajectory(f"s{i}") for i in range(6)])
 
@@ -206,7 +197,7 @@ def test_train_sft(tmp_path: Path) -> None:
 
     run = FaultRun(
         argv=lambda out: [
-            *("train", "sft", "--model", f"hf:{ckpt}", "--data", str(data), "--out", str(out)),
+            *("train", "sft", "--model", f"hf:{toy_ckpt}", "--data", str(data), "--out", str(out)),
             *("--max-steps", "4", "--batch-size", "2", "--save-every", "1", "--lr", "1e-3", "--seed", "0"),
         ],
         normalise=normalise,

@@ -1,6 +1,6 @@
-"""The transformers backend on tiny checkpoints the tests build and save themselves (no downloads).
+"""The transformers backend on tiny checkpoints from :mod:`datadojo.train.toy` (no downloads).
 
-Two models: a randomly initialised one (sampling, seeds, batching), and a "scripted" one whose weights
+Two models: the suite's random toy checkpoint (sampling, seeds, batching), and a "scripted" one whose weights
 are set so that greedy decoding walks a fixed chain of words — with every attention and MLP output
 zeroed, the last hidden state is the current token's (normalised) embedding, and the output row of
 token ``succ(t)`` is that embedding, so the argmax after ``t`` is ``succ(t)``. That makes stop strings,
@@ -18,10 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
 
 from datadojo.llm import LLMError, load_backend  # noqa: E402
 from datadojo.llm.hf_backend import HFBackend  # noqa: E402
+from datadojo.train.toy import build_toy_model, build_toy_tokenizer  # noqa: E402
 
 WORDS = [
     "user",
@@ -38,7 +38,6 @@ WORDS = [
     "answer",
 ]
 CODE_TOKENS = ["<code>", "</code>"]
-SPECIAL = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
 TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|>{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}"
@@ -55,62 +54,23 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _tokenizer() -> transformers.PreTrainedTokenizerFast:
-    """A byte-level BPE (like Qwen's and Llama's) trained on a few sentences, with a ChatML-like template."""
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=SPECIAL,
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator([" ".join(WORDS)] * 20 + WORDS * 20, trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>"
-    )
-    fast.add_tokens(CODE_TOKENS)
-    fast.chat_template = TEMPLATE
-    return fast
-
-
-def _config(tok: transformers.PreTrainedTokenizerFast, hidden: int) -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
-        tie_word_embeddings=False,
+    """The toy byte-level BPE learnt on WORDS alone (each a single token), with a ChatML-like template."""
+    return build_toy_tokenizer(
+        400, corpus=[" ".join(WORDS)] * 20 + WORDS * 20, chat_template=TEMPLATE, extra_tokens=CODE_TOKENS
     )
 
 
 def _save(model: torch.nn.Module, tok: transformers.PreTrainedTokenizerFast, path: Path) -> Path:
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
 
 
 @pytest.fixture(scope="module")
-def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tok = _tokenizer()
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(_config(tok, 32))
-    return _save(model, tok, tmp_path_factory.mktemp("random-llama"))
-
-
-@pytest.fixture(scope="module")
 def scripted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = _tokenizer()
-    torch.manual_seed(0)
     hidden = 64
-    model = transformers.LlamaForCausalLM(_config(tok, hidden))
+    model = build_toy_model(tok, hidden=hidden, max_positions=128)
     prompt = tok.apply_chat_template(MSGS, tokenize=False, add_generation_prompt=True)
     last = tok(prompt, add_special_tokens=False)["input_ids"][-1]  # the generation prompt's last token
     ids = [last, *_chain_ids(tok)]
@@ -119,7 +79,7 @@ def scripted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
-        emb = torch.randn(len(tok), hidden)
+        emb = torch.randn(len(tok), hidden, generator=torch.Generator().manual_seed(0))
         model.model.embed_tokens.weight.copy_(emb)
         normed = emb / emb.pow(2).mean(-1, keepdim=True).sqrt()  # what the final RMSNorm produces
         head = torch.zeros(len(tok), hidden)
@@ -214,8 +174,8 @@ async def test_prompt_beyond_context_window_is_refused(scripted_ckpt: Path) -> N
         await b.chat(MSGS)
 
 
-async def test_random_model_sampling_is_seeded(random_ckpt: Path) -> None:
-    b = load_backend(f"hf:{random_ckpt}?device=cpu&dtype=float32")
+async def test_random_model_sampling_is_seeded(toy_ckpt: Path) -> None:
+    b = load_backend(f"hf:{toy_ckpt}?device=cpu&dtype=float32")
     assert isinstance(b, HFBackend)
     kw = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 12}
     first = await b.chat(MSGS, n=4, seed=123, **kw)
@@ -232,9 +192,9 @@ async def test_random_model_sampling_is_seeded(random_ckpt: Path) -> None:
     await b.aclose()
 
 
-async def test_batched_greedy_matches_unbatched(random_ckpt: Path) -> None:
+async def test_batched_greedy_matches_unbatched(toy_ckpt: Path) -> None:
     """Left padding with an attention mask: a short prompt batched with longer ones decodes as it does alone."""
-    b = load_backend(f"hf:{random_ckpt}?device=cpu&dtype=float32")
+    b = load_backend(f"hf:{toy_ckpt}?device=cpu&dtype=float32")
     assert isinstance(b, HFBackend)
     prompts = [[{"role": "user", "content": "hello " * k}] for k in (1, 5, 12)]
     alone = [(await b.chat(p, temperature=0, max_tokens=10))[0].text for p in prompts]
@@ -245,10 +205,10 @@ async def test_batched_greedy_matches_unbatched(random_ckpt: Path) -> None:
     await b.aclose()
 
 
-def test_missing_chat_template_is_a_clear_error(tmp_path: Path, random_ckpt: Path) -> None:
-    tok = transformers.AutoTokenizer.from_pretrained(random_ckpt)
+def test_missing_chat_template_is_a_clear_error(tmp_path: Path, toy_ckpt: Path) -> None:
+    tok = transformers.AutoTokenizer.from_pretrained(toy_ckpt)
     tok.chat_template = None
-    model = transformers.AutoModelForCausalLM.from_pretrained(random_ckpt)
+    model = transformers.AutoModelForCausalLM.from_pretrained(toy_ckpt)
     _save(model, tok, tmp_path)
     for name in os.listdir(tmp_path):
         if name.endswith(".jinja"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,6 @@ from datadojo.synth.envlunch.tasks import task_info
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "data" / "shop.sqlite"
 SALES = REPO / "examples" / "data" / "sales.csv"
-SPIDER = REPO / ".." / "shared" / "data" / "spider"
 
 
 @pytest.fixture(scope="module")
@@ -121,16 +121,14 @@ def test_python_submission_preparation() -> None:
     assert out.result is None and "SyntaxError" in (out.error or "")
 
 
-def _spider_subset() -> list:
-    if not (SPIDER / "database").is_dir():
-        pytest.skip(f"Spider databases absent: {SPIDER / 'database'}")
+def _spider_subset(databases: Path) -> list:
     names = ["wine_1", "flight_2", "college_3", "hr_1", "csu_1", "inn_1", "student_1", "dorm_1", "activity_1"]
-    return load_environments([SPIDER / "database" / n / f"{n}.sqlite" for n in names])
+    return load_environments([databases / n / f"{n}.sqlite" for n in names])
 
 
 @pytest.fixture(scope="module")
-def spider_build(tmp_path_factory: pytest.TempPathFactory):
-    envs = _spider_subset()
+def spider_build(tmp_path_factory: pytest.TempPathFactory, shared_data: Callable[..., Path]):
+    envs = _spider_subset(shared_data("spider", "database"))
     out = tmp_path_factory.mktemp("spider") / "tasks.jsonl"
     report = build_tasks(envs, out, BuildConfig(n=300, seed=0, workers=2))
     return out, report

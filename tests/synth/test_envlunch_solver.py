@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,16 +16,14 @@ from datadojo.synth.envlunch.solver import SolverConfig, solve, solver_trajector
 from datadojo.synth.envlunch.tasks import task_info
 
 REPO = Path(__file__).resolve().parents[2]
-SPIDER = REPO / ".." / "shared" / "data" / "spider" / "database"
 SHOP = REPO / "examples" / "data" / "shop.sqlite"
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory: pytest.TempPathFactory):
-    if not SPIDER.is_dir():
-        pytest.skip(f"Spider databases absent: {SPIDER}")
+def solved(tmp_path_factory: pytest.TempPathFactory, shared_data: Callable[..., Path]):
+    spider = shared_data("spider", "database")
     names = ["wine_1", "inn_1", "dorm_1", "activity_1", "college_3"]
-    envs = load_environments([SPIDER / n / f"{n}.sqlite" for n in names] + [SHOP])
+    envs = load_environments([spider / n / f"{n}.sqlite" for n in names] + [SHOP])
     out = tmp_path_factory.mktemp("solver") / "tasks.jsonl"
     build_tasks(envs, out, BuildConfig(n=40, seed=1, workers=2))
     infos = [task_info(t, out) for t in read_tasks(out)]

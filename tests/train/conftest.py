@@ -1,13 +1,12 @@
-"""Shared fixtures for the training tests: a tiny tokenizer with Qwen2.5's chat template and tiny Llama models.
+"""Fixtures for the training tests: fresh tiny Llama models built on the suite's toy tokenizer.
 
-Everything is built locally (no downloads); the tokenizer is built once per session because training a BPE
-takes about a second.
+Everything is built locally (no downloads). The tokenizer (``toy_tok``) and the saved checkpoint
+(``toy_ckpt``) are the suite's, in ``tests/conftest.py``, built once per run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
 
 
-@pytest.fixture(scope="session")
-def toy_tok() -> Any:
-    from datadojo.train.toy import build_toy_tokenizer
-
-    return build_toy_tokenizer()
-
-
 @pytest.fixture()
 def make_model(toy_tok: Any) -> Callable[..., Any]:
     """A fresh tiny Llama (same seed → same weights) for each call."""
@@ -40,15 +32,3 @@ def make_model(toy_tok: Any) -> Callable[..., Any]:
         return build_toy_model(toy_tok, **kwargs)
 
     return make
-
-
-@pytest.fixture(scope="session")
-def toy_ckpt(tmp_path_factory: pytest.TempPathFactory, toy_tok: Any) -> Path:
-    """A saved tiny checkpoint (tokenizer + model) that trainers and the hf backend load by path."""
-    from datadojo.train.toy import build_toy_model
-
-    path = tmp_path_factory.mktemp("toy-ckpt")
-    model = build_toy_model(toy_tok)
-    model.save_pretrained(path)
-    toy_tok.save_pretrained(path)
-    return path

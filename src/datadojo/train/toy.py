@@ -9,6 +9,7 @@ exercised on a real template. The model is a randomly initialised Llama built fr
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,19 @@ _WORDS = [
 ]
 
 
-def build_toy_tokenizer(vocab_size: int = 512) -> Any:
-    """A byte-level BPE ``PreTrainedTokenizerFast`` with ChatML specials and :data:`QWEN25_TEMPLATE`."""
+def build_toy_tokenizer(
+    vocab_size: int = 512,
+    *,
+    corpus: Sequence[str] | None = None,
+    chat_template: str = QWEN25_TEMPLATE,
+    extra_tokens: Sequence[str] = (),
+) -> Any:
+    """A byte-level BPE ``PreTrainedTokenizerFast`` with ChatML specials and :data:`QWEN25_TEMPLATE`.
+
+    The keywords serve tests that need exact token counts: ``corpus`` replaces the DataMind-style text the
+    merges are learnt from (so chosen words become single tokens), ``chat_template`` replaces the template,
+    and ``extra_tokens`` are added whole, never split (as Qwen2.5 adds ``<tool_call>``).
+    """
     import tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -84,11 +96,13 @@ def build_toy_tokenizer(vocab_size: int = 512) -> Any:
         initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_CORPUS * 20, trainer)
+    tok.train_from_iterator(_CORPUS * 20 if corpus is None else corpus, trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="right"
     )
-    fast.chat_template = QWEN25_TEMPLATE
+    if extra_tokens:
+        fast.add_tokens(list(extra_tokens))
+    fast.chat_template = chat_template
     return fast
 
 
@@ -134,10 +148,14 @@ def build_toy_model(
     return model
 
 
-def save_toy_checkpoint(path: str | Path, **model_kwargs: Any) -> Path:
-    """Build a toy tokenizer + model and save both to ``path`` (a checkpoint ``hf:PATH`` and trainers load)."""
+def save_toy_checkpoint(path: str | Path, *, tokenizer: Any | None = None, **model_kwargs: Any) -> Path:
+    """Build a toy tokenizer + model and save both to ``path`` (a checkpoint ``hf:PATH`` and trainers load).
+
+    ``tokenizer`` reuses one already built (training a tokenizer takes about a second) instead of a new
+    :func:`build_toy_tokenizer`.
+    """
     path = Path(path)
-    tok = build_toy_tokenizer()
+    tok = build_toy_tokenizer() if tokenizer is None else tokenizer
     model = build_toy_model(tok, **model_kwargs)
     model.save_pretrained(path)
     tok.save_pretrained(path)

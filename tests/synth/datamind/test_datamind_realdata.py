@@ -6,16 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
 from datamind_fakes import judge, teacher
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline
-
-REPO = Path(__file__).resolve().parents[3]
-TABLES = REPO.parent / "shared" / "data" / "dabench" / "da-dev-tables"
 
 
 def _teacher(req: dict) -> str:
@@ -30,10 +26,9 @@ def _teacher(req: dict) -> str:
     return reply
 
 
-def test_pipeline_over_real_dabench_tables(tmp_path):
-    if not TABLES.is_dir():
-        pytest.skip(f"shared benchmark data absent: {TABLES}")
-    files = sorted(TABLES.glob("*.csv"))[:3]
+def test_pipeline_over_real_dabench_tables(tmp_path, shared_data):
+    tables = shared_data("dabench", "da-dev-tables")
+    files = sorted(tables.glob("*.csv"))[:3]
     cfg = DataMindConfig(chains_per_file=1, max_chain=2, concurrency=2, n_samples=2, near_duplicate=0.95)
 
     async def main() -> dict:
@@ -52,7 +47,7 @@ def test_pipeline_over_real_dabench_tables(tmp_path):
     assert accepted + len(rejected) == 3 and accepted >= 1
     tasks = list(read_tasks(tmp_path / "queries.jsonl", resolve_paths=False))
     for t in tasks:  # every query is about a real file and carries its real profile
-        assert Path(t.files[0].path).parent == TABLES and t.description
+        assert Path(t.files[0].path).parent == tables and t.description
     traj = [r for _, r in iter_jsonl(tmp_path / "trajectories.jsonl")]
     assert len(traj) >= 2 * len(tasks)
     # the code cell really ran in a sandbox over the real file's folder

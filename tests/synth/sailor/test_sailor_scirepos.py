@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,12 @@ from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.synth.sailor.testing import FakeSailor
 
-SCIREPOS = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scirepos"
-pytestmark = pytest.mark.skipif(not SCIREPOS.is_dir(), reason=f"real data not found at {SCIREPOS}")
+pytestmark = pytest.mark.requires_data("scirepos")
 
 
-def test_two_real_folders_explored_concurrently(tmp_path: Path) -> None:
-    folders = [SCIREPOS / "zika-tutorial", SCIREPOS / "co2-ppm"]
+def test_two_real_folders_explored_concurrently(tmp_path: Path, shared_data: Callable[..., Path]) -> None:
+    scirepos = shared_data("scirepos")
+    folders = [scirepos / "zika-tutorial", scirepos / "co2-ppm"]
     config = SailorConfig(
         max_nodes=4, max_depth=2, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False
     )
@@ -55,4 +56,4 @@ def test_two_real_folders_explored_concurrently(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["units"] == 2 and summary["probes_run"] == 8
     for t in read_tasks(out / "meta.jsonl"):
-        assert Path(t.files[0].path).parent == SCIREPOS.resolve()
+        assert Path(t.files[0].path).parent == scirepos.resolve()
