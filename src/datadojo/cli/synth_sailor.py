@@ -97,6 +97,7 @@ def sailor(
     from datadojo.llm.spec import load_backend
     from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
     from datadojo.synth.sailor.env import default_sandbox_config
+    from datadojo.synth.sailor.seeds import SeedError
 
     spec = model or os.environ.get("DATADOJO_MODEL")
     if not spec:
@@ -114,7 +115,7 @@ def sailor(
         raise typer.BadParameter("must be >= 1", param_hint="--concurrency")
     try:
         seeds = load_seeds(seeds_file, only=only or None)
-    except ValueError as exc:
+    except SeedError as exc:
         raise typer.BadParameter(str(exc), param_hint="--seeds/--only") from exc
     try:
         config = SailorConfig(

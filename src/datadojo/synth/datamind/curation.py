@@ -34,6 +34,7 @@ from datadojo.jsonl import write_jsonl_atomic
 from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import Verdict, read_verdicts, trajectories_by_round
+from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
 from datadojo.synth.datamind.sampling import plain_prompt
 from datadojo.synth.datamind.store import Paths, RejectLog
@@ -89,7 +90,7 @@ def select(
         return [_rng(seed, strategy, query_id).choice(pool)] if pool else []
     if strategy == "non-select":
         return pool
-    raise ValueError(f"unknown curation strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+    raise DataMindError(f"unknown curation strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
 
 
 def _record(traj: Trajectory, task: Task, strategy: str) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def curate(
     """Filter every trajectory, log rejections, and write the SFT set of each strategy (module docstring)."""
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
-        raise ValueError(f"unknown curation strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})")
+        raise DataMindError(f"unknown curation strategy {unknown[0]!r} (one of {', '.join(STRATEGIES)})")
     by_id = {q.id: q for q in queries}
     groups = trajectories_by_round(paths)
     verdicts = read_verdicts(paths)

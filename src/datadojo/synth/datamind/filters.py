@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datadojo.llm.base import approx_token_count
 from datadojo.protocol.validate import validate_trajectory
 from datadojo.synth.datamind.config import DataMindConfig
+from datadojo.synth.datamind.errors import DataMindError
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -69,13 +70,13 @@ def _hf_counter(name: str) -> Callable[[str], int]:
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:
-        raise ValueError(
+        raise DataMindError(
             f"tokenizer {name!r} needs transformers (pip install 'datadojo[hf]'), or use 'approx'"
         ) from exc
     try:
         tok = AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception as exc:
-        raise ValueError(f"cannot load the tokenizer {name!r} from local files: {exc}") from exc
+        raise DataMindError(f"cannot load the tokenizer {name!r} from local files: {exc}") from exc
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 

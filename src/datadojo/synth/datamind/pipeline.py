@@ -29,6 +29,7 @@ from datadojo.synth.datamind.compose import compose_queries
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import judge_round, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.curation import CurationResult, curate
+from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
 from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
@@ -105,7 +106,7 @@ class DataMindRun:
 def _require(path: Path, stage: str) -> None:
     """A stage run alone on a folder without its input fails clearly instead of writing an empty funnel."""
     if not path.exists():
-        raise ValueError(f"{path}: not found; run the {stage} stage first (same --out)")
+        raise DataMindError(f"{path}: not found; run the {stage} stage first (same --out)")
 
 
 async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
@@ -154,13 +155,13 @@ async def stage_sample(
         tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
         if not tasks:
             _require(run.paths.queries, "queries")
-            raise ValueError(
+            raise DataMindError(
                 f"{run.paths.queries}: no queries to sample (every synthesised question was rejected or no "
                 f"request succeeded; see {run.paths.rejected} and the queries stage's log)"
             )
     else:
         if not any(r == round_ - 1 for _, r in read_verdicts(run.paths)):
-            raise ValueError(
+            raise DataMindError(
                 f"reflection round {round_} needs the verdicts of round {round_ - 1}; run judge first"
             )
         tasks = reflection_tasks(run, round_)

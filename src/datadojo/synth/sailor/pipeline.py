@@ -40,7 +40,7 @@ from datadojo.synth.sailor.env import ProbeEnv, default_sandbox_config
 from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.synth.sailor.qc import QCDecision, StepVerifier, execution_problem
-from datadojo.synth.sailor.seeds import LEVELS, Seed
+from datadojo.synth.sailor.seeds import LEVELS, Seed, SeedError
 from datadojo.synth.sailor.synthesis import (
     build_trajectory,
     choose_leaves,
@@ -365,7 +365,7 @@ async def run_sailor(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if not seeds:
-        raise ValueError("no seeds to explore with")
+        raise SeedError("no seeds to explore with")
     paths = [Path(f) for f in folders]
     for p in paths:
         if not p.is_dir():

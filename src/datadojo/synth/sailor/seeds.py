@@ -16,10 +16,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["LEVELS", "Seed", "default_seeds_path", "load_seeds"]
+from datadojo.errors import DataDojoError
+
+__all__ = ["LEVELS", "Seed", "SeedError", "default_seeds_path", "load_seeds"]
 
 Level = Literal["L0", "L1", "L2", "L3"]
 LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L3")
+
+
+class SeedError(DataDojoError, ValueError):
+    """A seed file that cannot be used, or no seed to explore with; the message names the file and seed."""
 
 
 class Seed(BaseModel):
@@ -54,12 +60,12 @@ def load_seeds(path: str | Path | None = None, *, only: list[str] | None = None)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ValueError(f"{p}: cannot read the seed file ({exc.strerror})") from exc
+        raise SeedError(f"{p}: cannot read the seed file ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not valid JSON ({exc})") from exc
+        raise SeedError(f"{p}: not valid JSON ({exc})") from exc
     items = data.get("seeds") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
-        raise ValueError(f'{p}: expected a non-empty list of seeds (or an object with a "seeds" list)')
+        raise SeedError(f'{p}: expected a non-empty list of seeds (or an object with a "seeds" list)')
     seeds: list[Seed] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
@@ -68,15 +74,15 @@ def load_seeds(path: str | Path | None = None, *, only: list[str] | None = None)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(x) for x in first["loc"]) or "(seed)"
-            raise ValueError(f"{p}: seed {i + 1}: field {field!r}: {first['msg']}") from exc
+            raise SeedError(f"{p}: seed {i + 1}: field {field!r}: {first['msg']}") from exc
         if seed.id in seen:
-            raise ValueError(f"{p}: seed {i + 1}: duplicate id {seed.id!r}")
+            raise SeedError(f"{p}: seed {i + 1}: duplicate id {seed.id!r}")
         seen.add(seed.id)
         seeds.append(seed)
     if only:
         wanted = set(only)
         unknown = wanted - {s.id for s in seeds} - set(LEVELS)
         if unknown:
-            raise ValueError(f"{p}: no seed or level named {', '.join(sorted(unknown))}")
+            raise SeedError(f"{p}: no seed or level named {', '.join(sorted(unknown))}")
         seeds = [s for s in seeds if s.id in wanted or s.level in wanted]
     return seeds
