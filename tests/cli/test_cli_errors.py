@@ -82,3 +82,25 @@ def test_a_value_error_bug_in_a_whole_run_keeps_its_traceback(
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, ValueError)
     assert "error:" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("bogus-spec", "model spec 'bogus-spec': unknown backend"),
+        ("hf:{tmp}/no-such-checkpoint", "cannot load checkpoint"),
+        ("openai:m@http://127.0.0.1:9/v1?api_key_env=DATADOJO_TEST_UNSET_KEY", "DATADOJO_TEST_UNSET_KEY"),
+    ],
+)
+def test_a_bad_model_spec_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, says: str
+) -> None:
+    """Backends are built inside the command's run, which no longer catches ValueError: a spec or backend
+    setting that cannot be used is a ``ModelSpecError`` (a DataDojoError), so it still reads as one line."""
+    monkeypatch.delenv("DATADOJO_TEST_UNSET_KEY", raising=False)
+    data = tmp_path / "x.csv"
+    data.write_text("a,b\n1,2\n")
+    args = ["ask", str(data), "how many rows?", "--model", spec.format(tmp=tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert says in result.stderr and "Traceback" not in result.output

@@ -35,6 +35,7 @@ __all__ = [
     "FinishReason",
     "LLMError",
     "Message",
+    "ModelSpecError",
     "SamplingParams",
     "TokenCounter",
     "TokenLogprob",
@@ -168,6 +169,12 @@ class Completion:
     completion_tokens: int = 0
     latency_s: float = 0.0
     logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+class ModelSpecError(DataDojoError, ValueError):
+    """A model spec (``--model``, ``--judge``, ``$DATADOJO_MODEL``) or backend setting that cannot be used: a
+    malformed spec, an option out of range, an unset API-key variable, a checkpoint that cannot be loaded. The
+    message quotes the spec or setting and says what is expected."""
 
 
 class LLMError(DataDojoError, RuntimeError):

@@ -29,7 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datadojo.llm.base import ChatBackend, Completion, LLMError, Message, SamplingParams, apply_stop
+from datadojo.llm.base import (
+    ChatBackend,
+    Completion,
+    LLMError,
+    Message,
+    ModelSpecError,
+    SamplingParams,
+    apply_stop,
+)
 
 __all__ = ["DTYPES", "HFBackend"]
 
@@ -88,13 +96,15 @@ class HFBackend(ChatBackend):
     ) -> None:
         path = os.fspath(path)
         if dtype not in DTYPES:
-            raise ValueError(f"hf backend {path}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+            raise ModelSpecError(
+                f"hf backend {path}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}"
+            )
         if not isinstance(max_batch_size, int) or max_batch_size < 1:
-            raise ValueError(f"hf backend {path}: max_batch_size must be a positive integer")
+            raise ModelSpecError(f"hf backend {path}: max_batch_size must be a positive integer")
         if not isinstance(default_max_tokens, int) or default_max_tokens < 1:
-            raise ValueError(f"hf backend {path}: default_max_tokens must be a positive integer")
+            raise ModelSpecError(f"hf backend {path}: default_max_tokens must be a positive integer")
         if batch_wait_s < 0:
-            raise ValueError(f"hf backend {path}: batch_wait_s must be >= 0")
+            raise ModelSpecError(f"hf backend {path}: batch_wait_s must be >= 0")
         torch, transformers = _import_torch()
         self.path = path
         self.device = _resolve_device(torch, device)
@@ -108,17 +118,17 @@ class HFBackend(ChatBackend):
                 path, local_files_only=True, trust_remote_code=trust_remote_code, **kw
             )
         except (OSError, ValueError) as e:
-            raise ValueError(
+            raise ModelSpecError(
                 f"hf backend: cannot load checkpoint {path!r} (offline, local files only): {e}"
             ) from e
         if not getattr(tok, "chat_template", None):
-            raise ValueError(
+            raise ModelSpecError(
                 f"hf backend {path}: the tokenizer has no chat template; set one in tokenizer_config.json"
             )
         tok.padding_side = "left"
         if tok.pad_token_id is None:
             if tok.eos_token is None:
-                raise ValueError(f"hf backend {path}: the tokenizer has neither a pad nor an eos token")
+                raise ModelSpecError(f"hf backend {path}: the tokenizer has neither a pad nor an eos token")
             tok.pad_token = tok.eos_token
         model.to(self.device)
         model.eval()
@@ -287,11 +297,11 @@ def _resolve_device(torch: Any, device: str) -> str:
         mps = getattr(torch.backends, "mps", None)
         return "mps" if mps is not None and mps.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
+        raise ModelSpecError(f"device {device!r} requested but CUDA is not available")
     try:
         torch.device(device)
     except RuntimeError as e:
-        raise ValueError(f"bad device {device!r}: {e}") from None
+        raise ModelSpecError(f"bad device {device!r}: {e}") from None
     return device
 
 

@@ -41,6 +41,7 @@ from datadojo.llm.base import (
     Completion,
     LLMError,
     Message,
+    ModelSpecError,
     SamplingParams,
     TokenLogprob,
     approx_message_tokens,
@@ -146,15 +147,17 @@ class OpenAIBackend(ChatBackend):
     ) -> None:
         super().__init__(model_id=model, context_window=context_window)
         if not model:
-            raise ValueError("model name must not be empty")
+            raise ModelSpecError("model name must not be empty")
         urls = split_base_urls(base_url) if base_url and base_url.strip() else [""]
         for url in urls:
             if not re.match(r"^https?://[^/\s]+", url):
-                raise ValueError(f"base_url must start with http:// or https:// and name a host, got {url!r}")
+                raise ModelSpecError(
+                    f"base_url must start with http:// or https:// and name a host, got {url!r}"
+                )
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+            raise ModelSpecError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be a non-negative integer, got {max_retries!r}")
+            raise ModelSpecError(f"max_retries must be a non-negative integer, got {max_retries!r}")
         for name, value in (
             ("timeout", timeout),
             ("connect_timeout", connect_timeout),
@@ -162,18 +165,18 @@ class OpenAIBackend(ChatBackend):
             ("max_retry_after", max_retry_after),
         ):
             if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+                raise ModelSpecError(f"{name} must be > 0, got {value!r}")
         if backoff_base < 0:
-            raise ValueError(f"backoff_base must be >= 0, got {backoff_base!r}")
+            raise ModelSpecError(f"backoff_base must be >= 0, got {backoff_base!r}")
         key = os.environ.get(api_key_env)
         if not key:
             if api_key_env != DEFAULT_API_KEY_ENV:
-                raise ValueError(f"environment variable {api_key_env} (api_key_env) is not set")
+                raise ModelSpecError(f"environment variable {api_key_env} (api_key_env) is not set")
             key = _PLACEHOLDER_KEY
         self._api_key = _Secret(key)
         self.api_key_env = api_key_env
         if http_client not in ("auto", "httpx", "aiohttp"):
-            raise ValueError(f"http_client must be auto, httpx or aiohttp, got {http_client!r}")
+            raise ModelSpecError(f"http_client must be auto, httpx or aiohttp, got {http_client!r}")
         self.http_client = _aiohttp_choice(http_client)
         self.base_url = ",".join(urls)
         self.replicas = ReplicaSet(urls, down_s=replica_down_s)

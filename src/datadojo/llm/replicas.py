@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datadojo.llm.base import ModelSpecError
+
 __all__ = ["Replica", "ReplicaSet", "split_base_urls"]
 
 
@@ -31,9 +33,9 @@ def split_base_urls(base_url: str) -> list[str]:
     """The base URLs of a comma-separated list (each stripped of spaces and a trailing slash)."""
     urls = [u.strip().rstrip("/") for u in base_url.split(",")]
     if any(not u for u in urls):
-        raise ValueError(f"empty base URL in the list {base_url!r}")
+        raise ModelSpecError(f"empty base URL in the list {base_url!r}")
     if len(set(urls)) != len(urls):
-        raise ValueError(f"a base URL appears twice in {base_url!r}")
+        raise ModelSpecError(f"a base URL appears twice in {base_url!r}")
     return urls
 
 
@@ -70,9 +72,9 @@ class ReplicaSet:
         self, urls: Sequence[str], *, down_s: float = 30.0, clock: Callable[[], float] = time.monotonic
     ):
         if not urls:
-            raise ValueError("a replica set needs at least one base URL")
+            raise ModelSpecError("a replica set needs at least one base URL")
         if not down_s >= 0:
-            raise ValueError(f"down_s must be >= 0, got {down_s!r}")
+            raise ModelSpecError(f"down_s must be >= 0, got {down_s!r}")
         self.replicas = [Replica(u) for u in urls]
         self.down_s = float(down_s)
         self._clock = clock

@@ -24,10 +24,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from datadojo.llm.base import ChatBackend
+from datadojo.llm.base import ChatBackend, ModelSpecError
 from datadojo.llm.replicas import split_base_urls
 
-__all__ = ["BACKENDS", "DEFAULT_OPENAI_BASE_URL", "ModelSpec", "load_backend", "parse_model_spec"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_OPENAI_BASE_URL",
+    "ModelSpec",
+    "ModelSpecError",
+    "load_backend",
+    "parse_model_spec",
+]
+
 
 BACKENDS: tuple[str, ...] = ("openai", "hf")
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -38,9 +46,9 @@ def _int(name: str, value: str) -> int:
     try:
         out = int(value)
     except ValueError:
-        raise ValueError(f"option {name}={value!r}: expected an integer") from None
+        raise ModelSpecError(f"option {name}={value!r}: expected an integer") from None
     if out < 0:
-        raise ValueError(f"option {name}={value!r}: must not be negative")
+        raise ModelSpecError(f"option {name}={value!r}: must not be negative")
     return out
 
 
@@ -48,9 +56,9 @@ def _float(name: str, value: str) -> float:
     try:
         out = float(value)
     except ValueError:
-        raise ValueError(f"option {name}={value!r}: expected a number") from None
+        raise ModelSpecError(f"option {name}={value!r}: expected a number") from None
     if not out >= 0:
-        raise ValueError(f"option {name}={value!r}: must be a non-negative number")
+        raise ModelSpecError(f"option {name}={value!r}: must be a non-negative number")
     return out
 
 
@@ -60,18 +68,18 @@ def _bool(name: str, value: str) -> bool:
         return True
     if v in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"option {name}={value!r}: expected true or false")
+    raise ModelSpecError(f"option {name}={value!r}: expected true or false")
 
 
 def _str(name: str, value: str) -> str:
     if not value:
-        raise ValueError(f"option {name}: empty value")
+        raise ModelSpecError(f"option {name}: empty value")
     return value
 
 
 def _env_name(name: str, value: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise ValueError(f"option {name}={value!r}: expected an environment variable name")
+        raise ModelSpecError(f"option {name}={value!r}: expected an environment variable name")
     return value
 
 
@@ -137,11 +145,11 @@ _SCHEME_AT = re.compile(r"@(?=[A-Za-z][A-Za-z0-9+.-]*://)")
 def parse_model_spec(spec: str) -> ModelSpec:
     """Parse a model spec string; raise ``ValueError`` saying what is wrong and what the form is."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("empty model spec; expected openai:MODEL[@BASE_URL][?opts] or hf:PATH[?opts]")
+        raise ModelSpecError("empty model spec; expected openai:MODEL[@BASE_URL][?opts] or hf:PATH[?opts]")
     spec = spec.strip()
     backend, sep, rest = spec.partition(":")
     if not sep or backend not in BACKENDS:
-        raise ValueError(
+        raise ModelSpecError(
             f"model spec {spec!r}: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)} "
             "(e.g. openai:MODEL@http://localhost:8000/v1 or hf:/path/to/checkpoint)"
         )
@@ -149,7 +157,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
     options = _parse_options(spec, backend, query)
     if backend == "hf":
         if not body:
-            raise ValueError(f"model spec {spec!r}: missing checkpoint path after 'hf:'")
+            raise ModelSpecError(f"model spec {spec!r}: missing checkpoint path after 'hf:'")
         return ModelSpec("hf", body, None, options)
     m = _SCHEME_AT.search(body)
     if m:
@@ -157,34 +165,34 @@ def parse_model_spec(spec: str) -> ModelSpec:
         try:
             urls = split_base_urls(base_url)
         except ValueError as e:
-            raise ValueError(f"model spec {spec!r}: {e}") from None
+            raise ModelSpecError(f"model spec {spec!r}: {e}") from None
         for url in urls:
             _check_url(spec, url)
     else:
         model, base_url = body, None
         tail = body.rpartition("@")[2] if "@" in body else ""
         if tail and ("/" in tail or ":" in tail):
-            raise ValueError(
+            raise ModelSpecError(
                 f"model spec {spec!r}: base URL {tail!r} needs a scheme, e.g. openai:MODEL@http://{tail}"
             )
     if not model:
-        raise ValueError(f"model spec {spec!r}: missing model name after 'openai:'")
+        raise ModelSpecError(f"model spec {spec!r}: missing model name after 'openai:'")
     return ModelSpec("openai", model, base_url, options)
 
 
 def _check_url(spec: str, url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"model spec {spec!r}: base URL {url!r} must be http(s)://HOST[:PORT]/PATH")
+        raise ModelSpecError(f"model spec {spec!r}: base URL {url!r} must be http(s)://HOST[:PORT]/PATH")
     if parts.username or parts.password:
-        raise ValueError(
+        raise ModelSpecError(
             f"model spec {spec!r}: do not put credentials in the base URL; set an environment variable "
             "and name it with ?api_key_env=VAR"
         )
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ValueError(f"model spec {spec!r}: bad port in base URL {url!r}") from None
+        raise ModelSpecError(f"model spec {spec!r}: bad port in base URL {url!r}") from None
 
 
 def _parse_options(spec: str, backend: str, query: str) -> dict[str, Any]:
@@ -193,28 +201,28 @@ def _parse_options(spec: str, backend: str, query: str) -> dict[str, Any]:
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
     except ValueError:
-        raise ValueError(
+        raise ModelSpecError(
             f"model spec {spec!r}: malformed options {query!r}; expected key=value&key=value"
         ) from None
     allowed = _OPTIONS[backend]
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key.lower() in _SECRET_KEYS:
-            raise ValueError(
+            raise ModelSpecError(
                 f"model spec {spec!r}: never put credentials in a model spec (option {key!r}); "
                 "export them in an environment variable and pass ?api_key_env=VAR"
             )
         if key not in allowed:
-            raise ValueError(
+            raise ModelSpecError(
                 f"model spec {spec!r}: unknown option {key!r} for the {backend} backend; "
                 f"known: {', '.join(sorted(allowed))}"
             )
         if key in out:
-            raise ValueError(f"model spec {spec!r}: option {key!r} given twice")
+            raise ModelSpecError(f"model spec {spec!r}: option {key!r} given twice")
         try:
             out[key] = allowed[key](key, value)
         except ValueError as e:
-            raise ValueError(f"model spec {spec!r}: {e}") from None
+            raise ModelSpecError(f"model spec {spec!r}: {e}") from None
     return out
 
 
@@ -246,7 +254,7 @@ def _check_kwargs(cls: type, kwargs: Mapping[str, Any], ms: ModelSpec) -> None:
     valid = {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     unknown = sorted(set(kwargs) - valid)
     if unknown:
-        raise ValueError(
+        raise ModelSpecError(
             f"{ms.backend} backend for {ms.model!r}: unknown option(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(valid))}"
         )
