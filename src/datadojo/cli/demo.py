@@ -11,29 +11,48 @@ from rich.progress import TaskID
 from rich.table import Table
 
 from datadojo.cli._ui import progress_bar
+from datadojo.config import config_default, config_help
+from datadojo.demo.pipeline import DemoConfig
 
 __all__ = ["register"]
 
 
 def demo_command(
     out: Path = typer.Option(
-        Path("runs/demo"),
-        "--out",
-        "-o",
-        help="Folder for everything the demo writes (a previous demo there is replaced).",
+        config_default(DemoConfig, "out"), "--out", "-o", help=config_help(DemoConfig, "out", default=False)
     ),
     examples: Path | None = typer.Option(
-        None,
-        "--examples",
-        help="The examples folder of a DataDojo checkout (default: ./examples, else the installed checkout's).",
+        config_default(DemoConfig, "examples"), "--examples", help=config_help(DemoConfig, "examples")
     ),
-    tasks: int = typer.Option(12, "--tasks", min=1, help="EnvLunch warm-up tasks to build and solve."),
+    tasks: int = typer.Option(
+        config_default(DemoConfig, "n_tasks"),
+        "--tasks",
+        min=1,
+        help=config_help(DemoConfig, "n_tasks", default=False),
+    ),
     candidates: int = typer.Option(
-        120, "--candidates", min=1, help="Reference-solver budget: compositions tried per task."
+        config_default(DemoConfig, "solver_candidates"),
+        "--candidates",
+        min=1,
+        help=config_help(DemoConfig, "solver_candidates", default=False),
     ),
-    seed: int = typer.Option(0, "--seed", help="Everything is reproducible from the seed."),
-    workers: int = typer.Option(2, "--workers", "-j", min=1, help="Processes for the task build."),
-    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1, help="Sandboxes at once."),
+    seed: int = typer.Option(
+        config_default(DemoConfig, "seed"), "--seed", help=config_help(DemoConfig, "seed", default=False)
+    ),
+    workers: int = typer.Option(
+        config_default(DemoConfig, "workers"),
+        "--workers",
+        "-j",
+        min=1,
+        help=config_help(DemoConfig, "workers", default=False),
+    ),
+    concurrency: int = typer.Option(
+        config_default(DemoConfig, "concurrency"),
+        "--concurrency",
+        "-c",
+        min=1,
+        help=config_help(DemoConfig, "concurrency", default=False),
+    ),
 ) -> None:
     """See DataDojo work end to end on the bundled example data, with no model and no network.
 
@@ -49,7 +68,7 @@ def demo_command(
 
     Example: datadojo demo --out runs/demo
     """
-    from datadojo.demo import STAGES, DemoConfig, DemoError, run_demo
+    from datadojo.demo import STAGES, DemoError, run_demo
 
     console = Console()
     titles = dict(STAGES)

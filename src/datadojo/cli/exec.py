@@ -19,6 +19,8 @@ from typing import Any
 import typer
 
 from datadojo.cli.inputs import check_data_file, read_text_input
+from datadojo.config import config_default, config_help
+from datadojo.sandbox.config import Limits, SandboxConfig
 
 __all__ = ["register"]
 
@@ -61,19 +63,34 @@ def exec_command(
         [], "--data", "-d", help="A data file or dataset folder for the workspace (repeat)."
     ),
     mode: str = typer.Option(
-        "chunked", "--mode", help="chunked (re-run kept chunks, DataMind) or persistent."
+        config_default(SandboxConfig, "mode"),
+        "--mode",
+        help=config_help(SandboxConfig, "mode", default=False),
     ),
-    isolation: str = typer.Option("auto", "--isolation", help="auto, bwrap or none."),
+    isolation: str = typer.Option(
+        config_default(SandboxConfig, "isolation"),
+        "--isolation",
+        help=config_help(SandboxConfig, "isolation", default=False),
+    ),
     db: str | None = typer.Option(None, "--db", help="SQLite file (visible name) for .sql turns."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Wall-clock seconds per turn."),
-    max_chars: int = typer.Option(2048, "--max-chars", help="Observation length (head + tail)."),
+    timeout: float = typer.Option(
+        config_default(Limits, "wall_s"),
+        "--timeout",
+        help=f"{config_help(Limits, 'wall_s', default=False)} CPU seconds: the smaller of this and "
+        f"{config_default(Limits, 'cpu_s'):g}.",
+    ),
+    max_chars: int = typer.Option(
+        config_default(Limits, "max_observation_chars"),
+        "--max-chars",
+        help=config_help(Limits, "max_observation_chars", default=False),
+    ),
     no_policy: bool = typer.Option(
         False, "--no-policy", help="Skip the static policy check (isolation still applies)."
     ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per turn instead of text."),
 ) -> None:
     """Run TURN files as consecutive turns of one trajectory in a fresh sandbox; print each observation."""
-    from datadojo.sandbox import Limits, PolicyConfig, SandboxConfig, SandboxError
+    from datadojo.sandbox import PolicyConfig, SandboxError
     from datadojo.sandbox.isolation import IsolationUnavailable
 
     if mode not in ("chunked", "persistent"):
