@@ -21,12 +21,25 @@ from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, r
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._ui import progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
+from datadojo.config import Settings, config_default, config_help
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import SamplingParams
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import DataFile, Task, Trajectory, Turn
 
 __all__ = ["register"]
+
+_SAMPLING = config_default(AgentConfig, "sampling")
+TEMPERATURE_HELP = f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature})."
+TOP_P_HELP = f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
+MAX_TOKENS_HELP = "Cap on tokens per reply."
+
+
+def _help(model: type[Settings], name: str) -> str:
+    """A flag's help from the configuration field (typer prints the flag's own default)."""
+    return config_help(model, name, default=False)
+
 
 MODEL_HELP = (
     "Model spec: `openai:MODEL@BASE_URL` for any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, "
@@ -61,11 +74,7 @@ def _model_spec(model: str | None) -> str:
     return spec
 
 
-def _sandbox_config(
-    mode: str, isolation: str
-):  # -> SandboxConfig (imported lazily: sandbox start-up is heavy)
-    from datadojo.sandbox import SandboxConfig
-
+def _sandbox_config(mode: str, isolation: str) -> SandboxConfig:
     return SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
 
 
@@ -123,17 +132,25 @@ def ask(
     as_json: bool = typer.Option(
         False, "--json", help="Print the trajectory as JSON instead of the live view."
     ),
-    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
-    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
-    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option(
-        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    max_turns: int = typer.Option(
+        config_default(AgentConfig, "max_turns"), "--max-turns", "-T", help=_help(AgentConfig, "max_turns")
     ),
-    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
+    dialect: str = typer.Option(
+        config_default(AgentConfig, "dialect"), "--dialect", help=_help(AgentConfig, "dialect")
+    ),
+    mode: str = typer.Option(
+        config_default(SandboxConfig, "mode"), "--mode", help=_help(SandboxConfig, "mode")
+    ),
+    isolation: str = typer.Option(
+        config_default(SandboxConfig, "isolation"), "--isolation", help=_help(SandboxConfig, "isolation")
+    ),
+    temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
     reserve_final_turn: bool = typer.Option(
-        False, "--reserve-final-turn", help="Tell the model to answer when one turn is left."
+        config_default(AgentConfig, "reserve_final_turn"),
+        "--reserve-final-turn",
+        help=_help(AgentConfig, "reserve_final_turn"),
     ),
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
@@ -203,16 +220,26 @@ def rollout(
     n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
-    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
-    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option(
-        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
+    max_turns: int = typer.Option(
+        config_default(AgentConfig, "max_turns"), "--max-turns", "-T", help=_help(AgentConfig, "max_turns")
     ),
-    temperature: float = typer.Option(0.7, "--temperature"),
-    top_p: float = typer.Option(0.95, "--top-p"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn"),
+    dialect: str = typer.Option(
+        config_default(AgentConfig, "dialect"), "--dialect", help=_help(AgentConfig, "dialect")
+    ),
+    mode: str = typer.Option(
+        config_default(SandboxConfig, "mode"), "--mode", help=_help(SandboxConfig, "mode")
+    ),
+    isolation: str = typer.Option(
+        config_default(SandboxConfig, "isolation"), "--isolation", help=_help(SandboxConfig, "isolation")
+    ),
+    temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
+    top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
+    reserve_final_turn: bool = typer.Option(
+        config_default(AgentConfig, "reserve_final_turn"),
+        "--reserve-final-turn",
+        help=_help(AgentConfig, "reserve_final_turn"),
+    ),
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),

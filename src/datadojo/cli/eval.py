@@ -19,8 +19,11 @@ from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._ui import progress_bar
 from datadojo.cli.agent import MODEL_HELP
+from datadojo.config import config_default, config_help
+from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.llm.base import SamplingParams
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
 __all__ = ["register"]
@@ -116,6 +119,11 @@ def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeou
     return base.replace(**changes)
 
 
+def _help(name: str) -> str:
+    """An ``eval`` flag's help from :class:`EvalConfig`'s field (typer prints the flag's default)."""
+    return config_help(EvalConfig, name, default=False)
+
+
 def eval_command(
     bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
     data: Path | None = typer.Option(
@@ -125,28 +133,24 @@ def eval_command(
     judge: str | None = typer.Option(
         None,
         "--judge",
-        help="Model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor App. B.2 "
-        "rubrics); or $DATADOJO_JUDGE. Verdicts are cached in OUT/judge_cache.jsonl.",
+        help=f"{_help('judge')} Default: $DATADOJO_JUDGE.",
     ),
     judge_structured: str = typer.Option(
-        "auto",
-        "--judge-structured",
-        help="How the judge is asked for its JSON verdict: auto (a JSON Schema as response_format for "
-        "OpenAI-compatible servers, stepping down if the server rejects it), json_schema, json_object, "
-        "or off (schema in the prompt only). The reply is validated and repaired once in every mode.",
+        config_default(EvalConfig, "judge_structured"), "--judge-structured", help=_help("judge_structured")
     ),
-    n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
+    n: int = typer.Option(config_default(EvalConfig, "n_trials"), "-n", "--trials", help=_help("n_trials")),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
-    agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
-    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int | None = typer.Option(
-        None,
-        "--max-turns",
-        "-T",
-        help="Turn budget (default: the benchmark's; DataMind 10, scidata 12; SciDataSailor reports 12 and 24).",
+    agent: str = typer.Option(config_default(EvalConfig, "agent"), "--agent", help=_help("agent")),
+    limit: int | None = typer.Option(config_default(EvalConfig, "limit"), "--limit", help=_help("limit")),
+    concurrency: int = typer.Option(
+        config_default(EvalConfig, "concurrency"), "--concurrency", "-c", help=_help("concurrency")
     ),
-    dialect: str | None = typer.Option(None, "--dialect", help="Tag protocol (default: the benchmark's)."),
+    max_turns: int | None = typer.Option(
+        config_default(EvalConfig, "max_turns"), "--max-turns", "-T", help=_help("max_turns")
+    ),
+    dialect: str | None = typer.Option(
+        config_default(EvalConfig, "dialect"), "--dialect", help=_help("dialect")
+    ),
     temperature: float | None = typer.Option(
         None,
         "--temperature",
@@ -157,23 +161,20 @@ def eval_command(
     ),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
     reserve_final_turn: bool = typer.Option(
-        False,
+        config_default(EvalConfig, "reserve_final_turn"),
         "--reserve-final-turn",
-        help="Tell the model to answer when one turn is left (SciDataSailor App. C.1: agents that never "
-        "reserve a step for the answer end with nothing to score).",
+        help=_help("reserve_final_turn"),
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
+    seed: int | None = typer.Option(config_default(EvalConfig, "seed"), "--seed", help=_help("seed")),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),
     mode: str | None = typer.Option(
         None,
         "--mode",
-        help="Python state between turns: chunked or persistent (default: the benchmark's; scidata persistent).",
+        help=f"{config_help(SandboxConfig, 'mode', default=False)} Default: the benchmark's (scidata persistent).",
     ),
-    isolation: str | None = typer.Option(
-        None, "--isolation", help="auto (bubblewrap when present; the default), bwrap or none."
-    ),
+    isolation: str | None = typer.Option(None, "--isolation", help=config_help(SandboxConfig, "isolation")),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -197,7 +198,7 @@ def eval_command(
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
-    from datadojo.eval.harness import EvalConfig, run_eval
+    from datadojo.eval.harness import run_eval
 
     if agent not in ("model", "oracle"):
         raise typer.BadParameter("expected model or oracle", param_hint="--agent")
