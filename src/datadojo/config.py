@@ -174,7 +174,8 @@ def config_help(model: type[BaseModel], name: str, *, path: str | None = None, d
     """
     owner, leaf = _owner(model, path or name)
     text = field_help(owner, leaf).rstrip(".")
-    text = text[:1].upper() + text[1:]
+    if text[:1].isascii():  # "λ: ..." stays as written
+        text = text[:1].upper() + text[1:]
     if not text:
         raise ConfigError(f"{owner.__name__}.{leaf} has no description to use as help")
     if _literals(_field(owner, leaf).annotation):
