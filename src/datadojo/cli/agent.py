@@ -19,9 +19,9 @@ from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
-from datadojo.config import Settings, config_default, config_help
+from datadojo.config import config_default
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import SamplingParams
@@ -34,11 +34,6 @@ _SAMPLING = config_default(AgentConfig, "sampling")
 TEMPERATURE_HELP = f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature})."
 TOP_P_HELP = f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
 MAX_TOKENS_HELP = "Cap on tokens per reply."
-
-
-def _help(model: type[Settings], name: str) -> str:
-    """A flag's help from the configuration field (typer prints the flag's own default)."""
-    return config_help(model, name, default=False)
 
 
 MODEL_HELP = (
@@ -132,26 +127,14 @@ def ask(
     as_json: bool = typer.Option(
         False, "--json", help="Print the trajectory as JSON instead of the live view."
     ),
-    max_turns: int = typer.Option(
-        config_default(AgentConfig, "max_turns"), "--max-turns", "-T", help=_help(AgentConfig, "max_turns")
-    ),
-    dialect: str = typer.Option(
-        config_default(AgentConfig, "dialect"), "--dialect", help=_help(AgentConfig, "dialect")
-    ),
-    mode: str = typer.Option(
-        config_default(SandboxConfig, "mode"), "--mode", help=_help(SandboxConfig, "mode")
-    ),
-    isolation: str = typer.Option(
-        config_default(SandboxConfig, "isolation"), "--isolation", help=_help(SandboxConfig, "isolation")
-    ),
+    max_turns: int = config_option(AgentConfig, "max_turns", "--max-turns", "-T"),
+    dialect: str = config_option(AgentConfig, "dialect", "--dialect"),
+    mode: str = config_option(SandboxConfig, "mode", "--mode"),
+    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
     temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
     top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
-    reserve_final_turn: bool = typer.Option(
-        config_default(AgentConfig, "reserve_final_turn"),
-        "--reserve-final-turn",
-        help=_help(AgentConfig, "reserve_final_turn"),
-    ),
+    reserve_final_turn: bool = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn"),
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
 
@@ -220,26 +203,14 @@ def rollout(
     n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int = typer.Option(
-        config_default(AgentConfig, "max_turns"), "--max-turns", "-T", help=_help(AgentConfig, "max_turns")
-    ),
-    dialect: str = typer.Option(
-        config_default(AgentConfig, "dialect"), "--dialect", help=_help(AgentConfig, "dialect")
-    ),
-    mode: str = typer.Option(
-        config_default(SandboxConfig, "mode"), "--mode", help=_help(SandboxConfig, "mode")
-    ),
-    isolation: str = typer.Option(
-        config_default(SandboxConfig, "isolation"), "--isolation", help=_help(SandboxConfig, "isolation")
-    ),
+    max_turns: int = config_option(AgentConfig, "max_turns", "--max-turns", "-T"),
+    dialect: str = config_option(AgentConfig, "dialect", "--dialect"),
+    mode: str = config_option(SandboxConfig, "mode", "--mode"),
+    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
     temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
     top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
-    reserve_final_turn: bool = typer.Option(
-        config_default(AgentConfig, "reserve_final_turn"),
-        "--reserve-final-turn",
-        help=_help(AgentConfig, "reserve_final_turn"),
-    ),
+    reserve_final_turn: bool = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn"),
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
-from datadojo.cli._ui import count_table
+from datadojo.cli._ui import config_option, count_table
 from datadojo.config import config_default, config_help
 from datadojo.corpus.config import FilterConfig, OverlapConfig, ScanConfig
 
@@ -66,22 +66,10 @@ def scan_cmd(
     sqlite_max_rows: str = typer.Option(
         _bound_default("sqlite_max_rows"), help=_bound_help("sqlite_max_rows")
     ),
-    row_scope: str = typer.Option(
-        config_default(FilterConfig, "row_scope"), help=config_help(FilterConfig, "row_scope", default=False)
-    ),
-    dedupe: bool = typer.Option(
-        config_default(FilterConfig, "dedupe"),
-        "--dedupe/--no-dedupe",
-        help=config_help(FilterConfig, "dedupe", default=False),
-    ),
-    profile_chars: int = typer.Option(
-        config_default(ScanConfig, "profile_chars"),
-        help=config_help(ScanConfig, "profile_chars", default=False),
-    ),
-    include_hidden: bool = typer.Option(
-        config_default(ScanConfig, "include_hidden"),
-        help=config_help(ScanConfig, "include_hidden", default=False),
-    ),
+    row_scope: str = config_option(FilterConfig, "row_scope"),
+    dedupe: bool = config_option(FilterConfig, "dedupe", "--dedupe/--no-dedupe"),
+    profile_chars: int = config_option(ScanConfig, "profile_chars"),
+    include_hidden: bool = config_option(ScanConfig, "include_hidden"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
@@ -203,16 +191,9 @@ def show_cmd(
 def overlap_cmd(
     train: list[Path] = typer.Option(..., "--train", help="Training corpus: corpus.jsonl, folders or files."),
     bench: list[Path] = typer.Option(..., "--bench", help="Benchmark: corpus.jsonl, folders or files."),
-    unit: str = typer.Option(
-        config_default(OverlapConfig, "unit"), help=config_help(OverlapConfig, "unit", default=False)
-    ),
-    match: str = typer.Option(
-        config_default(OverlapConfig, "match"), help=config_help(OverlapConfig, "match", default=False)
-    ),
-    threshold: float = typer.Option(
-        config_default(OverlapConfig, "threshold"),
-        help=config_help(OverlapConfig, "threshold", default=False),
-    ),
+    unit: str = config_option(OverlapConfig, "unit"),
+    match: str = config_option(OverlapConfig, "match"),
+    threshold: float = config_option(OverlapConfig, "threshold"),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Header-overlap ratio between a training corpus and a benchmark (DataMind Appendix H)."""

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
 from datadojo.config import config_default, config_help
 from datadojo.demo.pipeline import DemoConfig
 
@@ -18,41 +18,15 @@ __all__ = ["register"]
 
 
 def demo_command(
-    out: Path = typer.Option(
-        config_default(DemoConfig, "out"), "--out", "-o", help=config_help(DemoConfig, "out", default=False)
-    ),
+    out: Path = config_option(DemoConfig, "out", "--out", "-o"),
     examples: Path | None = typer.Option(
         config_default(DemoConfig, "examples"), "--examples", help=config_help(DemoConfig, "examples")
     ),
-    tasks: int = typer.Option(
-        config_default(DemoConfig, "n_tasks"),
-        "--tasks",
-        min=1,
-        help=config_help(DemoConfig, "n_tasks", default=False),
-    ),
-    candidates: int = typer.Option(
-        config_default(DemoConfig, "solver_candidates"),
-        "--candidates",
-        min=1,
-        help=config_help(DemoConfig, "solver_candidates", default=False),
-    ),
-    seed: int = typer.Option(
-        config_default(DemoConfig, "seed"), "--seed", help=config_help(DemoConfig, "seed", default=False)
-    ),
-    workers: int = typer.Option(
-        config_default(DemoConfig, "workers"),
-        "--workers",
-        "-j",
-        min=1,
-        help=config_help(DemoConfig, "workers", default=False),
-    ),
-    concurrency: int = typer.Option(
-        config_default(DemoConfig, "concurrency"),
-        "--concurrency",
-        "-c",
-        min=1,
-        help=config_help(DemoConfig, "concurrency", default=False),
-    ),
+    tasks: int = config_option(DemoConfig, "n_tasks", "--tasks", min=1),
+    candidates: int = config_option(DemoConfig, "solver_candidates", "--candidates", min=1),
+    seed: int = config_option(DemoConfig, "seed", "--seed"),
+    workers: int = config_option(DemoConfig, "workers", "--workers", "-j", min=1),
+    concurrency: int = config_option(DemoConfig, "concurrency", "--concurrency", "-c", min=1),
 ) -> None:
     """See DataDojo work end to end on the bundled example data, with no model and no network.
 

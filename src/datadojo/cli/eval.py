@@ -17,9 +17,9 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
 from datadojo.cli.agent import MODEL_HELP
-from datadojo.config import config_default, config_help
+from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.llm.base import SamplingParams
@@ -119,11 +119,6 @@ def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeou
     return base.replace(**changes)
 
 
-def _help(name: str) -> str:
-    """An ``eval`` flag's help from :class:`EvalConfig`'s field (typer prints the flag's default)."""
-    return config_help(EvalConfig, name, default=False)
-
-
 def eval_command(
     bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
     data: Path | None = typer.Option(
@@ -133,24 +128,16 @@ def eval_command(
     judge: str | None = typer.Option(
         None,
         "--judge",
-        help=f"{_help('judge')} Default: $DATADOJO_JUDGE.",
+        help=f"{config_help(EvalConfig, 'judge', default=False)} Default: $DATADOJO_JUDGE.",
     ),
-    judge_structured: str = typer.Option(
-        config_default(EvalConfig, "judge_structured"), "--judge-structured", help=_help("judge_structured")
-    ),
-    n: int = typer.Option(config_default(EvalConfig, "n_trials"), "-n", "--trials", help=_help("n_trials")),
+    judge_structured: str = config_option(EvalConfig, "judge_structured", "--judge-structured"),
+    n: int = config_option(EvalConfig, "n_trials", "-n", "--trials"),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
-    agent: str = typer.Option(config_default(EvalConfig, "agent"), "--agent", help=_help("agent")),
-    limit: int | None = typer.Option(config_default(EvalConfig, "limit"), "--limit", help=_help("limit")),
-    concurrency: int = typer.Option(
-        config_default(EvalConfig, "concurrency"), "--concurrency", "-c", help=_help("concurrency")
-    ),
-    max_turns: int | None = typer.Option(
-        config_default(EvalConfig, "max_turns"), "--max-turns", "-T", help=_help("max_turns")
-    ),
-    dialect: str | None = typer.Option(
-        config_default(EvalConfig, "dialect"), "--dialect", help=_help("dialect")
-    ),
+    agent: str = config_option(EvalConfig, "agent", "--agent"),
+    limit: int | None = config_option(EvalConfig, "limit", "--limit"),
+    concurrency: int = config_option(EvalConfig, "concurrency", "--concurrency", "-c"),
+    max_turns: int | None = config_option(EvalConfig, "max_turns", "--max-turns", "-T"),
+    dialect: str | None = config_option(EvalConfig, "dialect", "--dialect"),
     temperature: float | None = typer.Option(
         None,
         "--temperature",
@@ -160,12 +147,8 @@ def eval_command(
         None, "--top-p", help="Nucleus sampling (default: the benchmark's, 0.95)."
     ),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
-    reserve_final_turn: bool = typer.Option(
-        config_default(EvalConfig, "reserve_final_turn"),
-        "--reserve-final-turn",
-        help=_help("reserve_final_turn"),
-    ),
-    seed: int | None = typer.Option(config_default(EvalConfig, "seed"), "--seed", help=_help("seed")),
+    reserve_final_turn: bool = config_option(EvalConfig, "reserve_final_turn", "--reserve-final-turn"),
+    seed: int | None = config_option(EvalConfig, "seed", "--seed"),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),

@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 
+from datadojo.cli._ui import config_option
 from datadojo.cli.inputs import check_data_file, read_text_input
 from datadojo.config import config_default, config_help
 from datadojo.sandbox.config import Limits, SandboxConfig
@@ -62,16 +63,8 @@ def exec_command(
     data: list[Path] = typer.Option(
         [], "--data", "-d", help="A data file or dataset folder for the workspace (repeat)."
     ),
-    mode: str = typer.Option(
-        config_default(SandboxConfig, "mode"),
-        "--mode",
-        help=config_help(SandboxConfig, "mode", default=False),
-    ),
-    isolation: str = typer.Option(
-        config_default(SandboxConfig, "isolation"),
-        "--isolation",
-        help=config_help(SandboxConfig, "isolation", default=False),
-    ),
+    mode: str = config_option(SandboxConfig, "mode", "--mode"),
+    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
     db: str | None = typer.Option(None, "--db", help="SQLite file (visible name) for .sql turns."),
     timeout: float = typer.Option(
         config_default(Limits, "wall_s"),
@@ -79,11 +72,7 @@ def exec_command(
         help=f"{config_help(Limits, 'wall_s', default=False)} CPU seconds: the smaller of this and "
         f"{config_default(Limits, 'cpu_s'):g}.",
     ),
-    max_chars: int = typer.Option(
-        config_default(Limits, "max_observation_chars"),
-        "--max-chars",
-        help=config_help(Limits, "max_observation_chars", default=False),
-    ),
+    max_chars: int = config_option(Limits, "max_observation_chars", "--max-chars"),
     no_policy: bool = typer.Option(
         False, "--no-policy", help="Skip the static policy check (isolation still applies)."
     ),
