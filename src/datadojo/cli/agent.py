@@ -31,9 +31,21 @@ from datadojo.types import DataFile, Task, Trajectory, Turn
 __all__ = ["register"]
 
 _SAMPLING = config_default(AgentConfig, "sampling")
-TEMPERATURE_HELP = f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature})."
-TOP_P_HELP = f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
-MAX_TOKENS_HELP = "Cap on tokens per reply."
+# The episode's flags, the same in `ask` and `rollout`.
+_MAX_TURNS = config_option(AgentConfig, "max_turns", "--max-turns", "-T")
+_DIALECT = config_option(AgentConfig, "dialect", "--dialect")
+_MODE = config_option(SandboxConfig, "mode", "--mode")
+_ISOLATION = config_option(SandboxConfig, "isolation", "--isolation")
+_TEMPERATURE = typer.Option(
+    _SAMPLING.temperature,
+    "--temperature",
+    help=f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature}).",
+)
+_TOP_P = typer.Option(
+    _SAMPLING.top_p, "--top-p", help=f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
+)
+_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap on tokens per reply.")
+_RESERVE_FINAL_TURN = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn")
 
 
 MODEL_HELP = (
@@ -127,14 +139,14 @@ def ask(
     as_json: bool = typer.Option(
         False, "--json", help="Print the trajectory as JSON instead of the live view."
     ),
-    max_turns: int = config_option(AgentConfig, "max_turns", "--max-turns", "-T"),
-    dialect: str = config_option(AgentConfig, "dialect", "--dialect"),
-    mode: str = config_option(SandboxConfig, "mode", "--mode"),
-    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
-    temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
-    top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
-    reserve_final_turn: bool = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn"),
+    max_turns: int = _MAX_TURNS,
+    dialect: str = _DIALECT,
+    mode: str = _MODE,
+    isolation: str = _ISOLATION,
+    temperature: float = _TEMPERATURE,
+    top_p: float = _TOP_P,
+    max_tokens: int | None = _MAX_TOKENS,
+    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
 
@@ -203,14 +215,14 @@ def rollout(
     n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int = config_option(AgentConfig, "max_turns", "--max-turns", "-T"),
-    dialect: str = config_option(AgentConfig, "dialect", "--dialect"),
-    mode: str = config_option(SandboxConfig, "mode", "--mode"),
-    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
-    temperature: float = typer.Option(_SAMPLING.temperature, "--temperature", help=TEMPERATURE_HELP),
-    top_p: float = typer.Option(_SAMPLING.top_p, "--top-p", help=TOP_P_HELP),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help=MAX_TOKENS_HELP),
-    reserve_final_turn: bool = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn"),
+    max_turns: int = _MAX_TURNS,
+    dialect: str = _DIALECT,
+    mode: str = _MODE,
+    isolation: str = _ISOLATION,
+    temperature: float = _TEMPERATURE,
+    top_p: float = _TOP_P,
+    max_tokens: int | None = _MAX_TOKENS,
+    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
