@@ -27,14 +27,14 @@ from datadojo.corpus.sniff import FILE_KINDS, TABULAR_KINDS, Sniffed, sniff
 from datadojo.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from datadojo.corpus.config import FilterConfig, OverlapConfig, ReadOptions, ScanConfig
     from datadojo.corpus.contamination import (
         HeaderSet,
-        OverlapConfig,
         OverlapReport,
         collect_headers,
         header_overlap,
     )
-    from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, FilterConfig, Verdict, filter_file
+    from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, Verdict, filter_file
     from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
     from datadojo.corpus.profile import (
         COLUMN_ROLES,
@@ -49,14 +49,13 @@ if TYPE_CHECKING:
     )
     from datadojo.corpus.readers import load, load_sniffed
     from datadojo.corpus.render import profile_text, render_file_profile, render_folder_profile
-    from datadojo.corpus.scan import CorpusRecord, ScanConfig, ScanSummary, scan_corpus
+    from datadojo.corpus.scan import CorpusRecord, ScanSummary, scan_corpus
     from datadojo.corpus.tables import (
         COLUMN_TYPES,
         LOAD_ERROR_REASONS,
         ForeignKey,
         LoadedFile,
         LoadError,
-        ReadOptions,
         Table,
         infer_column_type,
     )

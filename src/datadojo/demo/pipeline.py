@@ -36,7 +36,6 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
