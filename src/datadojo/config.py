@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from datadojo.errors import DataDojoError
 
-__all__ = ["ConfigError", "Settings", "choices", "field_help"]
+__all__ = ["ConfigError", "Settings", "choices", "config_default", "config_help", "field_help"]
 
 S = TypeVar("S", bound="Settings")
 
@@ -144,3 +144,45 @@ def choices(model: type[BaseModel], name: str) -> tuple[str, ...]:
     if not values:
         raise ConfigError(f"{model.__name__}.{name} is not a Literal field")
     return tuple(str(v) for v in values)
+
+
+def _owner(model: type[BaseModel], path: str) -> tuple[type[BaseModel], str]:
+    """The model that declares the last field of a dotted ``path`` (``optim.lr``) and that field's name."""
+    *parents, leaf = path.split(".")
+    owner = model
+    for part in parents:
+        owner = _field(owner, part).annotation
+    return owner, leaf
+
+
+def config_default(model: type[BaseModel], name: str, *, path: str | None = None) -> Any:
+    """The default of field ``name`` as ``model`` declares it (``path``: a nested field such as ``optim.lr``,
+    its default inside the parent field's default), for a CLI option that has the field's default."""
+    parts = (path or name).split(".")
+    value: Any = _field(model, parts[0]).get_default(call_default_factory=True)
+    for part in parts[1:]:
+        value = getattr(value, part)
+    return value
+
+
+def config_help(model: type[BaseModel], name: str, *, path: str | None = None, default: bool = True) -> str:
+    """A CLI option's help written once, on the field: its description, the values a ``Literal`` field
+    allows, and (``default=True``, for an option whose own default is ``None``) the configuration's default.
+
+    ``path`` names a nested field (``optim.lr``). An option with a real default of its own passes
+    ``default=False``: typer prints that one.
+    """
+    owner, leaf = _owner(model, path or name)
+    text = field_help(owner, leaf).rstrip(".")
+    if text[:1].isascii():  # "λ: ..." stays as written
+        text = text[:1].upper() + text[1:]
+    if not text:
+        raise ConfigError(f"{owner.__name__}.{leaf} has no description to use as help")
+    if _literals(_field(owner, leaf).annotation):
+        text += f"; one of {', '.join(choices(owner, leaf))}"
+    if not default:
+        return f"{text}."
+    value = config_default(model, name, path=path)
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    return f"{text} (default {value})." if value not in (None, "") else f"{text}."

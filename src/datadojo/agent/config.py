@@ -35,9 +35,15 @@ class AgentConfig(Settings):
       ``{{code_note}}``, ``{{max_turns}}``, ``{{answer_format}}``).
     """
 
-    max_turns: int = 10
-    dialect: str = "datamind"
-    reserve_final_turn: bool = False
+    max_turns: int = Field(
+        10, description="turn budget T (DataMind §3.1: 10; SciDataSailor §5.1 evaluates with 12 and 24)"
+    )
+    dialect: str = Field("datamind", description="tag protocol: datamind or sailor")
+    reserve_final_turn: bool = Field(
+        False,
+        description="tell the model to answer when one turn is left (SciDataSailor App. C.1: agents that "
+        "never reserve a step for the answer end with nothing to score)",
+    )
     max_invalid_turns: int = 3
     sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
     language: Literal["auto", "python", "sql"] | None = None

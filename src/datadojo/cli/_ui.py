@@ -1,4 +1,4 @@
-"""What every command shows the same way: its progress bar and its tables of counts.
+"""What every command shows the same way: its progress bar, its tables of counts, its config flags.
 
 One definition of each, so a user reads every command's progress and summary alike, and a change of
 look is made once.
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -20,7 +22,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-__all__ = ["count_table", "progress_bar"]
+from datadojo.config import config_default, config_help
+
+__all__ = ["config_option", "count_table", "progress_bar"]
 
 
 def progress_bar(
@@ -63,3 +67,16 @@ def count_table(
     if total is not None:
         table.add_row(f"[bold]{total[0]}", f"[bold]{total[1]}")
     return table
+
+
+def config_option(
+    model: type[BaseModel], name: str, *param_decls: str, extra: str = "", **options: Any
+) -> Any:
+    """A typer option for the configuration field ``name`` of ``model``: the field's default and its help
+    (description and allowed values, :func:`datadojo.config.config_help`), so neither is written twice.
+
+    ``extra`` is appended to the help for what only the flag has (how it spells "no bound", an
+    environment variable); ``options`` go to :func:`typer.Option` (``min``, ``metavar``…).
+    """
+    text = config_help(model, name, default=False)
+    return typer.Option(config_default(model, name), *param_decls, help=f"{text} {extra}".strip(), **options)

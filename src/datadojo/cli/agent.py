@@ -19,14 +19,34 @@ from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
+from datadojo.config import config_default
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import SamplingParams
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import DataFile, Task, Trajectory, Turn
 
 __all__ = ["register"]
+
+_SAMPLING = config_default(AgentConfig, "sampling")
+# The episode's flags, the same in `ask` and `rollout`.
+_MAX_TURNS = config_option(AgentConfig, "max_turns", "--max-turns", "-T")
+_DIALECT = config_option(AgentConfig, "dialect", "--dialect")
+_MODE = config_option(SandboxConfig, "mode", "--mode")
+_ISOLATION = config_option(SandboxConfig, "isolation", "--isolation")
+_TEMPERATURE = typer.Option(
+    _SAMPLING.temperature,
+    "--temperature",
+    help=f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature}).",
+)
+_TOP_P = typer.Option(
+    _SAMPLING.top_p, "--top-p", help=f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
+)
+_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap on tokens per reply.")
+_RESERVE_FINAL_TURN = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn")
+
 
 MODEL_HELP = (
     "Model spec: `openai:MODEL@BASE_URL` for any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, "
@@ -61,11 +81,7 @@ def _model_spec(model: str | None) -> str:
     return spec
 
 
-def _sandbox_config(
-    mode: str, isolation: str
-):  # -> SandboxConfig (imported lazily: sandbox start-up is heavy)
-    from datadojo.sandbox import SandboxConfig
-
+def _sandbox_config(mode: str, isolation: str) -> SandboxConfig:
     return SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
 
 
@@ -123,18 +139,14 @@ def ask(
     as_json: bool = typer.Option(
         False, "--json", help="Print the trajectory as JSON instead of the live view."
     ),
-    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
-    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
-    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option(
-        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
-    ),
-    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature (DataMind: 0.7)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (DataMind: 0.95)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
-    reserve_final_turn: bool = typer.Option(
-        False, "--reserve-final-turn", help="Tell the model to answer when one turn is left."
-    ),
+    max_turns: int = _MAX_TURNS,
+    dialect: str = _DIALECT,
+    mode: str = _MODE,
+    isolation: str = _ISOLATION,
+    temperature: float = _TEMPERATURE,
+    top_p: float = _TOP_P,
+    max_tokens: int | None = _MAX_TOKENS,
+    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
 
@@ -203,16 +215,14 @@ def rollout(
     n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int = typer.Option(10, "--max-turns", "-T", help="Turn budget (DataMind: 10)."),
-    dialect: str = typer.Option("datamind", "--dialect", help="Tag protocol: datamind or sailor."),
-    mode: str = typer.Option("chunked", "--mode", help="Python state between turns: chunked or persistent."),
-    isolation: str = typer.Option(
-        "auto", "--isolation", help="auto (bubblewrap when present), bwrap or none."
-    ),
-    temperature: float = typer.Option(0.7, "--temperature"),
-    top_p: float = typer.Option(0.95, "--top-p"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    reserve_final_turn: bool = typer.Option(False, "--reserve-final-turn"),
+    max_turns: int = _MAX_TURNS,
+    dialect: str = _DIALECT,
+    mode: str = _MODE,
+    isolation: str = _ISOLATION,
+    temperature: float = _TEMPERATURE,
+    top_p: float = _TOP_P,
+    max_tokens: int | None = _MAX_TOKENS,
+    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),

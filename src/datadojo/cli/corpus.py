@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
-from datadojo.cli._ui import count_table
+from datadojo.cli._ui import config_option, count_table
+from datadojo.config import config_default, config_help
+from datadojo.corpus.config import FilterConfig, OverlapConfig, ScanConfig
 
 __all__ = ["register"]
 
@@ -40,24 +42,34 @@ def _bound(value: str | None, name: str) -> int | None:
     return n
 
 
+def _bound_default(name: str) -> str:
+    """A row bound's default as the flag spells it (``none`` for no bound)."""
+    value = config_default(FilterConfig, name)
+    return "none" if value is None else str(value)
+
+
+def _bound_help(name: str) -> str:
+    return f"{config_help(FilterConfig, name, default=False)} 'none' for no bound."
+
+
 @corpus_app.command("scan")
 def scan_cmd(
     paths: list[Path] = typer.Argument(..., help="Folders (walked recursively) and files to scan."),
     out: Path = typer.Option(
         Path("corpus.jsonl"), "--out", "-o", help="JSONL output, appended and resumable."
     ),
-    min_rows: str = typer.Option("20", help="Fewest data rows (DataMind §3.1: 20); 'none' for no bound."),
-    max_rows: str = typer.Option("1000", help="Most data rows (DataMind §3.1: 1,000); 'none' for no bound."),
-    sqlite_min_rows: str = typer.Option("20", help="Fewest rows for SQLite databases; 'none' for no bound."),
-    sqlite_max_rows: str = typer.Option("none", help="Most rows for SQLite databases; 'none' for no bound."),
-    row_scope: str = typer.Option(
-        "largest", help="Which tables the row bound checks: largest | every | total."
+    min_rows: str = typer.Option(_bound_default("min_rows"), help=_bound_help("min_rows")),
+    max_rows: str = typer.Option(_bound_default("max_rows"), help=_bound_help("max_rows")),
+    sqlite_min_rows: str = typer.Option(
+        _bound_default("sqlite_min_rows"), help=_bound_help("sqlite_min_rows")
     ),
-    dedupe: bool = typer.Option(
-        True, "--dedupe/--no-dedupe", help="Reject files whose content was already accepted."
+    sqlite_max_rows: str = typer.Option(
+        _bound_default("sqlite_max_rows"), help=_bound_help("sqlite_max_rows")
     ),
-    profile_chars: int = typer.Option(4000, help="Budget of the profile text stored per file."),
-    include_hidden: bool = typer.Option(False, help="Also scan hidden files and folders."),
+    row_scope: str = config_option(FilterConfig, "row_scope"),
+    dedupe: bool = config_option(FilterConfig, "dedupe", "--dedupe/--no-dedupe"),
+    profile_chars: int = config_option(ScanConfig, "profile_chars"),
+    include_hidden: bool = config_option(ScanConfig, "include_hidden"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
@@ -69,7 +81,7 @@ def scan_cmd(
     which must see them at the same paths; the records and OUT are those of a local scan.
     """
     from datadojo.config import ConfigError
-    from datadojo.corpus import FilterConfig, ScanConfig, scan_corpus
+    from datadojo.corpus import scan_corpus
     from datadojo.jsonl import JsonlError
 
     missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
@@ -179,14 +191,14 @@ def show_cmd(
 def overlap_cmd(
     train: list[Path] = typer.Option(..., "--train", help="Training corpus: corpus.jsonl, folders or files."),
     bench: list[Path] = typer.Option(..., "--bench", help="Benchmark: corpus.jsonl, folders or files."),
-    unit: str = typer.Option("table", help="table (share of benchmark tables) | column (share of names)."),
-    match: str = typer.Option("exact", help="exact | jaccard | containment."),
-    threshold: float = typer.Option(0.8, help="Similarity needed for jaccard / containment."),
+    unit: str = config_option(OverlapConfig, "unit"),
+    match: str = config_option(OverlapConfig, "match"),
+    threshold: float = config_option(OverlapConfig, "threshold"),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Header-overlap ratio between a training corpus and a benchmark (DataMind Appendix H)."""
     from datadojo.config import ConfigError
-    from datadojo.corpus import OverlapConfig, collect_headers, header_overlap
+    from datadojo.corpus import collect_headers, header_overlap
 
     try:
         cfg = OverlapConfig(unit=unit, match=match, threshold=threshold)  # type: ignore[arg-type]

@@ -10,30 +10,23 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
+from datadojo.config import config_default, config_help
+from datadojo.demo.pipeline import DemoConfig
 
 __all__ = ["register"]
 
 
 def demo_command(
-    out: Path = typer.Option(
-        Path("runs/demo"),
-        "--out",
-        "-o",
-        help="Folder for everything the demo writes (a previous demo there is replaced).",
-    ),
+    out: Path = config_option(DemoConfig, "out", "--out", "-o"),
     examples: Path | None = typer.Option(
-        None,
-        "--examples",
-        help="The examples folder of a DataDojo checkout (default: ./examples, else the installed checkout's).",
+        config_default(DemoConfig, "examples"), "--examples", help=config_help(DemoConfig, "examples")
     ),
-    tasks: int = typer.Option(12, "--tasks", min=1, help="EnvLunch warm-up tasks to build and solve."),
-    candidates: int = typer.Option(
-        120, "--candidates", min=1, help="Reference-solver budget: compositions tried per task."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Everything is reproducible from the seed."),
-    workers: int = typer.Option(2, "--workers", "-j", min=1, help="Processes for the task build."),
-    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1, help="Sandboxes at once."),
+    tasks: int = config_option(DemoConfig, "n_tasks", "--tasks", min=1),
+    candidates: int = config_option(DemoConfig, "solver_candidates", "--candidates", min=1),
+    seed: int = config_option(DemoConfig, "seed", "--seed"),
+    workers: int = config_option(DemoConfig, "workers", "--workers", "-j", min=1),
+    concurrency: int = config_option(DemoConfig, "concurrency", "--concurrency", "-c", min=1),
 ) -> None:
     """See DataDojo work end to end on the bundled example data, with no model and no network.
 
@@ -49,7 +42,7 @@ def demo_command(
 
     Example: datadojo demo --out runs/demo
     """
-    from datadojo.demo import STAGES, DemoConfig, DemoError, run_demo
+    from datadojo.demo import STAGES, DemoError, run_demo
 
     console = Console()
     titles = dict(STAGES)

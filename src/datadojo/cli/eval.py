@@ -17,10 +17,13 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
 from datadojo.cli.agent import MODEL_HELP
+from datadojo.config import config_help
+from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, official_value
 from datadojo.llm.base import SamplingParams
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
 __all__ = ["register"]
@@ -125,28 +128,16 @@ def eval_command(
     judge: str | None = typer.Option(
         None,
         "--judge",
-        help="Model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor App. B.2 "
-        "rubrics); or $DATADOJO_JUDGE. Verdicts are cached in OUT/judge_cache.jsonl.",
+        help=f"{config_help(EvalConfig, 'judge', default=False)} Default: $DATADOJO_JUDGE.",
     ),
-    judge_structured: str = typer.Option(
-        "auto",
-        "--judge-structured",
-        help="How the judge is asked for its JSON verdict: auto (a JSON Schema as response_format for "
-        "OpenAI-compatible servers, stepping down if the server rejects it), json_schema, json_object, "
-        "or off (schema in the prompt only). The reply is validated and repaired once in every mode.",
-    ),
-    n: int = typer.Option(3, "-n", "--trials", help="Trials per task (DataMind §5.1: 3)."),
+    judge_structured: str = config_option(EvalConfig, "judge_structured", "--judge-structured"),
+    n: int = config_option(EvalConfig, "n_trials", "-n", "--trials"),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
-    agent: str = typer.Option("model", "--agent", help="model, or oracle (gold SQL through the agent loop)."),
-    limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int | None = typer.Option(
-        None,
-        "--max-turns",
-        "-T",
-        help="Turn budget (default: the benchmark's; DataMind 10, scidata 12; SciDataSailor reports 12 and 24).",
-    ),
-    dialect: str | None = typer.Option(None, "--dialect", help="Tag protocol (default: the benchmark's)."),
+    agent: str = config_option(EvalConfig, "agent", "--agent"),
+    limit: int | None = config_option(EvalConfig, "limit", "--limit"),
+    concurrency: int = config_option(EvalConfig, "concurrency", "--concurrency", "-c"),
+    max_turns: int | None = config_option(EvalConfig, "max_turns", "--max-turns", "-T"),
+    dialect: str | None = config_option(EvalConfig, "dialect", "--dialect"),
     temperature: float | None = typer.Option(
         None,
         "--temperature",
@@ -156,24 +147,17 @@ def eval_command(
         None, "--top-p", help="Nucleus sampling (default: the benchmark's, 0.95)."
     ),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
-    reserve_final_turn: bool = typer.Option(
-        False,
-        "--reserve-final-turn",
-        help="Tell the model to answer when one turn is left (SciDataSailor App. C.1: agents that never "
-        "reserve a step for the answer end with nothing to score).",
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
+    reserve_final_turn: bool = config_option(EvalConfig, "reserve_final_turn", "--reserve-final-turn"),
+    seed: int | None = config_option(EvalConfig, "seed", "--seed"),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),
     mode: str | None = typer.Option(
         None,
         "--mode",
-        help="Python state between turns: chunked or persistent (default: the benchmark's; scidata persistent).",
+        help=f"{config_help(SandboxConfig, 'mode', default=False)} Default: the benchmark's (scidata persistent).",
     ),
-    isolation: str | None = typer.Option(
-        None, "--isolation", help="auto (bubblewrap when present; the default), bwrap or none."
-    ),
+    isolation: str | None = typer.Option(None, "--isolation", help=config_help(SandboxConfig, "isolation")),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -197,7 +181,7 @@ def eval_command(
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
-    from datadojo.eval.harness import EvalConfig, run_eval
+    from datadojo.eval.harness import run_eval
 
     if agent not in ("model", "oracle"):
         raise typer.BadParameter("expected model or oracle", param_hint="--agent")

@@ -18,7 +18,10 @@ from typing import Any
 
 import typer
 
+from datadojo.cli._ui import config_option
 from datadojo.cli.inputs import check_data_file, read_text_input
+from datadojo.config import config_default, config_help
+from datadojo.sandbox.config import Limits, SandboxConfig
 
 __all__ = ["register"]
 
@@ -60,20 +63,23 @@ def exec_command(
     data: list[Path] = typer.Option(
         [], "--data", "-d", help="A data file or dataset folder for the workspace (repeat)."
     ),
-    mode: str = typer.Option(
-        "chunked", "--mode", help="chunked (re-run kept chunks, DataMind) or persistent."
-    ),
-    isolation: str = typer.Option("auto", "--isolation", help="auto, bwrap or none."),
+    mode: str = config_option(SandboxConfig, "mode", "--mode"),
+    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
     db: str | None = typer.Option(None, "--db", help="SQLite file (visible name) for .sql turns."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Wall-clock seconds per turn."),
-    max_chars: int = typer.Option(2048, "--max-chars", help="Observation length (head + tail)."),
+    timeout: float = typer.Option(
+        config_default(Limits, "wall_s"),
+        "--timeout",
+        help=f"{config_help(Limits, 'wall_s', default=False)} CPU seconds: the smaller of this and "
+        f"{config_default(Limits, 'cpu_s'):g}.",
+    ),
+    max_chars: int = config_option(Limits, "max_observation_chars", "--max-chars"),
     no_policy: bool = typer.Option(
         False, "--no-policy", help="Skip the static policy check (isolation still applies)."
     ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per turn instead of text."),
 ) -> None:
     """Run TURN files as consecutive turns of one trajectory in a fresh sandbox; print each observation."""
-    from datadojo.sandbox import Limits, PolicyConfig, SandboxConfig, SandboxError
+    from datadojo.sandbox import PolicyConfig, SandboxError
     from datadojo.sandbox.isolation import IsolationUnavailable
 
     if mode not in ("chunked", "persistent"):

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import count_table, progress_bar
+from datadojo.cli._ui import config_option, count_table, progress_bar
+from datadojo.synth.datamind.config import DataMindConfig
 
 __all__ = ["register"]
 
@@ -48,8 +49,15 @@ SPEC_HELP = (
 _INPUTS = typer.Argument(
     None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively)."
 )
-_CONCURRENCY = typer.Option(32, "--concurrency", help="Requests / episodes in flight.")
-_STRUCTURED = typer.Option("auto", help="response_format mode: auto | json_schema | json_object | off.")
+_CONCURRENCY = config_option(DataMindConfig, "concurrency", "--concurrency")
+_STRUCTURED = config_option(DataMindConfig, "structured", "--structured")
+_TAXONOMY = config_option(DataMindConfig, "taxonomy", "--taxonomy")
+_TAXONOMY_AGAIN = config_option(
+    DataMindConfig, "taxonomy", "--taxonomy", extra="Give the one given to `queries`."
+)
+_WORKFLOW = config_option(DataMindConfig, "use_workflow", "--workflow/--no-workflow")
+_MAX_TURNS = config_option(DataMindConfig, "max_turns", "--max-turns")
+_NON_CON = config_option(DataMindConfig, "non_con", "--non-con")
 _PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars.")
 _JSON = typer.Option(False, "--json", help="Print summary.json instead of the funnel table.")
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
@@ -68,7 +76,6 @@ def _fail(exc: BaseException) -> typer.Exit:
 
 def _config(**kwargs: Any) -> Any:
     from datadojo.config import ConfigError
-    from datadojo.synth.datamind import DataMindConfig
 
     try:
         return DataMindConfig(**{k: v for k, v in kwargs.items() if v is not None})
@@ -174,24 +181,18 @@ def run_cmd(
     teacher: str = _TEACHER,
     judge: str = _JUDGE,
     out: Path = _OUT,
-    n: int = typer.Option(3, "-n", help="Trajectories per query (DataMind: N = 3)."),
-    rounds: int = typer.Option(1, "--rounds", help="Reflection rounds for inconsistent queries (0 = none)."),
-    concurrency: int = typer.Option(32, "--concurrency", help="Episodes / requests in flight."),
-    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
-    workflow: bool = typer.Option(
-        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
-    ),
+    n: int = config_option(DataMindConfig, "n_samples", "-n"),
+    rounds: int = config_option(DataMindConfig, "rounds", "--rounds"),
+    concurrency: int = _CONCURRENCY,
+    taxonomy: Path | None = _TAXONOMY,
+    workflow: bool = _WORKFLOW,
     compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
-    chains_per_file: int = typer.Option(3, help="Composition chains per file (each 2-5 categories long)."),
-    max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
+    chains_per_file: int = config_option(DataMindConfig, "chains_per_file", "--chains-per-file"),
+    max_turns: int = _MAX_TURNS,
     structured: str = _STRUCTURED,
-    tokenizer: str = typer.Option(
-        "approx", help="Tokenizer of the 1,024-token answer filter: approx or a local HF name."
-    ),
-    seed: int = typer.Option(0, help="Seed of composition plans, sampling and random selection."),
-    non_con: str = typer.Option(
-        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
-    ),
+    tokenizer: str = config_option(DataMindConfig, "tokenizer", "--tokenizer"),
+    seed: int = config_option(DataMindConfig, "seed", "--seed"),
+    non_con: str = _NON_CON,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
@@ -215,8 +216,8 @@ def queries_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
     concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON replacing the bundled one."),
-    per_category: int = typer.Option(1, help="Questions asked per (file, category) request."),
+    taxonomy: Path | None = _TAXONOMY,
+    per_category: int = config_option(DataMindConfig, "queries_per_category", "--per-category"),
     structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
@@ -234,10 +235,10 @@ def compose_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
     concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
-    chains_per_file: int = typer.Option(3, help="Chains started per file."),
-    max_chain: int = typer.Option(5, help="Longest chain (categories)."),
-    seed: int = typer.Option(0, help="Seed of the chain plans."),
+    taxonomy: Path | None = _TAXONOMY_AGAIN,
+    chains_per_file: int = config_option(DataMindConfig, "chains_per_file", "--chains-per-file"),
+    max_chain: int = config_option(DataMindConfig, "max_chain", "--max-chain"),
+    seed: int = config_option(DataMindConfig, "seed", "--seed"),
     structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
@@ -254,17 +255,15 @@ def compose_cmd(
 def sample_cmd(
     teacher: str = _TEACHER,
     out: Path = _OUT,
-    n: int = typer.Option(3, "-n", help="Trajectories per query."),
+    n: int = config_option(DataMindConfig, "n_samples", "-n"),
     round_: int = typer.Option(
         0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
     ),
     concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = typer.Option(None, "--taxonomy", help="Taxonomy JSON (as given to `queries`)."),
-    workflow: bool = typer.Option(
-        True, "--workflow/--no-workflow", help="Put the category's workflow k in the prompt."
-    ),
-    max_turns: int = typer.Option(10, help="Turn budget T of each episode (DataMind: 10)."),
-    seed: int = typer.Option(0, help="Seed of the per-episode sampling."),
+    taxonomy: Path | None = _TAXONOMY_AGAIN,
+    workflow: bool = _WORKFLOW,
+    max_turns: int = _MAX_TURNS,
+    seed: int = config_option(DataMindConfig, "seed", "--seed"),
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
@@ -280,9 +279,9 @@ def sample_cmd(
 def judge_cmd(
     judge: str = _JUDGE,
     out: Path = _OUT,
-    n: int = typer.Option(3, "-n", help="Trajectories per query (as sampled)."),
+    n: int = config_option(DataMindConfig, "n_samples", "-n", extra="Give the number sampled."),
     round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
-    tolerance: float = typer.Option(0.03, help="Relative tolerance of the numeric pre-check (DataMind: 3%)."),
+    tolerance: float = config_option(DataMindConfig, "tolerance", "--tolerance"),
     concurrency: int = _CONCURRENCY,
     structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
@@ -299,13 +298,13 @@ def judge_cmd(
 @datamind_app.command("curate")
 def curate_cmd(
     out: Path = _OUT,
-    rounds: int = typer.Option(1, "--rounds", help="Reflection rounds the run used (for the funnel)."),
-    tokenizer: str = typer.Option("approx", help="approx or a local HF tokenizer name/path."),
-    max_answer_tokens: int = typer.Option(1024, help="Longest final answer kept (DataMind: 1,024 tokens)."),
-    seed: int = typer.Option(0, help="Seed of random-select and non-con draws."),
-    non_con: str = typer.Option(
-        "one", help="non-con set: one random round-0 trajectory per query, or all (the paper's wording)."
+    rounds: int = config_option(
+        DataMindConfig, "rounds", "--rounds", extra="Give the run's value (for the funnel)."
     ),
+    tokenizer: str = config_option(DataMindConfig, "tokenizer", "--tokenizer"),
+    max_answer_tokens: int = config_option(DataMindConfig, "max_answer_tokens", "--max-answer-tokens"),
+    seed: int = config_option(DataMindConfig, "seed", "--seed"),
+    non_con: str = _NON_CON,
     as_json: bool = _JSON,
 ) -> None:
     """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""

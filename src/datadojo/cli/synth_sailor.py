@@ -13,7 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
+from datadojo.sandbox.config import SandboxConfig
+from datadojo.synth.sailor.config import SailorConfig
 
 __all__ = ["register"]
 
@@ -49,53 +51,36 @@ def sailor(
         None, "--seeds", help="Seed file (JSON) replacing the bundled 8 intents."
     ),
     only: list[str] = typer.Option([], "--only", help="Only these seed ids or levels (L0..L3); repeatable."),
-    lam: float = typer.Option(1.0, "--lambda", help="λ: exploration weight of DF-FPU UCT."),
-    beta: float = typer.Option(0.1, "--beta", help="β: weight of the normalised depth d_w in UCT."),
-    fpu_mode: str = typer.Option(
-        "sibling",
-        "--fpu-mode",
-        help="How Δ of the first-play value ρ + Δ − δ is set: 'sibling' (mean Q̂ − ρ of the visited siblings, "
-        "the dual feedback; --fpu-bonus until one has run) or 'constant' (always --fpu-bonus).",
-    ),
-    fpu_bonus: float = typer.Option(
-        0.1, "--fpu-bonus", help="Δ: first-play value of an unvisited probe is ρ + Δ − δ (see --fpu-mode)."
-    ),
-    fpu_reduction: float = typer.Option(0.0, "--fpu-reduction", help="δ (see --fpu-bonus)."),
-    calibration: float = typer.Option(
-        0.5, "--calibration", help="η: backed-up value (1−η)·ρ + η·post-execution score."
-    ),
-    max_nodes: int = typer.Option(24, "--max-nodes", help="Budget: probes executed per tree."),
-    max_depth: int = typer.Option(6, "--max-depth", help="Budget: probes on one path (normalises d_w)."),
-    max_requests: int = typer.Option(400, "--max-requests", help="Budget: LLM requests per tree search."),
-    max_wall_s: float = typer.Option(3600.0, "--max-wall-s", help="Budget: seconds per tree search."),
-    tau_pre: float = typer.Option(0.3, "--tau-pre", help="τ_pre: drop strategies scored below it."),
-    k_min: int = typer.Option(1, "--k-min", help="Fewest children per expansion (confident states)."),
-    k_max: int = typer.Option(3, "--k-max", help="Most children per expansion (uncertain states)."),
-    prior_temperature: float = typer.Option(
-        0.2, "--prior-temperature", help="T_p of softmax(ρ/T_p) for H_prior."
-    ),
-    logprobs: bool = typer.Option(
-        True, "--logprobs/--no-logprobs", help="Ask for token log-probabilities (H_token)."
-    ),
-    per_seed: int = typer.Option(
-        3, "--trajectories-per-seed", help="Best leaves turned into trajectories per tree."
-    ),
-    min_depth: int = typer.Option(2, "--min-depth", help="QC: fewest probes a kept trajectory has."),
-    obs_head: int = typer.Option(4000, "--obs-head", help="Observation head kept (characters)."),
-    obs_tail: int = typer.Option(1500, "--obs-tail", help="Observation tail kept (characters)."),
-    exec_timeout: float = typer.Option(60.0, "--exec-timeout", help="Seconds per probe."),
-    temperature: float = typer.Option(
-        0.6, "--temperature", help="Policy sampling temperature (judges use 0)."
-    ),
+    lam: float = config_option(SailorConfig, "lam", "--lambda"),
+    beta: float = config_option(SailorConfig, "beta", "--beta"),
+    fpu_mode: str = config_option(SailorConfig, "fpu_mode", "--fpu-mode"),
+    fpu_bonus: float = config_option(SailorConfig, "fpu_bonus", "--fpu-bonus"),
+    fpu_reduction: float = config_option(SailorConfig, "fpu_reduction", "--fpu-reduction"),
+    calibration: float = config_option(SailorConfig, "calibration", "--calibration"),
+    max_nodes: int = config_option(SailorConfig, "max_nodes", "--max-nodes"),
+    max_depth: int = config_option(SailorConfig, "max_depth", "--max-depth"),
+    max_requests: int = config_option(SailorConfig, "max_requests", "--max-requests"),
+    max_wall_s: float = config_option(SailorConfig, "max_wall_s", "--max-wall-s"),
+    tau_pre: float = config_option(SailorConfig, "tau_pre", "--tau-pre"),
+    k_min: int = config_option(SailorConfig, "k_min", "--k-min"),
+    k_max: int = config_option(SailorConfig, "k_max", "--k-max"),
+    prior_temperature: float = config_option(SailorConfig, "prior_temperature", "--prior-temperature"),
+    logprobs: bool = config_option(SailorConfig, "logprobs", "--logprobs/--no-logprobs"),
+    per_seed: int = config_option(SailorConfig, "trajectories_per_seed", "--trajectories-per-seed"),
+    min_depth: int = config_option(SailorConfig, "min_depth", "--min-depth"),
+    obs_head: int = config_option(SailorConfig, "obs_head", "--obs-head"),
+    obs_tail: int = config_option(SailorConfig, "obs_tail", "--obs-tail"),
+    exec_timeout: float = config_option(SailorConfig, "exec_timeout_s", "--exec-timeout"),
+    temperature: float = config_option(SailorConfig, "temperature", "--temperature"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", help="(folder, seed) units explored at once."),
     structured: str = typer.Option(
         "auto", "--structured", help="Structured output: auto, json_schema, json_object, off."
     ),
-    isolation: str = typer.Option("auto", "--isolation", help="Sandbox isolation: auto, bwrap, none."),
+    isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
 ) -> None:
     """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
     from datadojo.llm.spec import load_backend
-    from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
+    from datadojo.synth.sailor import load_seeds, run_sailor
     from datadojo.synth.sailor.env import default_sandbox_config
     from datadojo.synth.sailor.seeds import SeedError
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from datadojo.config import choices, field_help
+from datadojo.config import config_help
 from datadojo.train.config import RLConfig, SFTConfig
 
 __all__ = ["register"]
@@ -40,24 +40,6 @@ def _print(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=1) + "\n")
 
 
-def _help(model: type[SFTConfig | RLConfig], name: str, *, path: str | None = None) -> str:
-    """A flag's help: the config field's own text (``path``: a nested field such as ``optim.lr``), its
-    allowed values when it has a fixed set, and the configuration's default, so the text lives once."""
-    owner: Any = model
-    for part in (path or name).split(".")[:-1]:
-        owner = owner.model_fields[part].annotation
-    leaf = (path or name).split(".")[-1]
-    text = field_help(owner, leaf).rstrip(".")
-    try:
-        text += f"; one of {', '.join(choices(owner, leaf))}"
-    except ValueError:
-        pass
-    default = model().to_dict()
-    for part in (path or name).split("."):
-        default = default[part]
-    return f"{text} (default {default})." if default not in (None, "") else f"{text}."
-
-
 def _model_path(model: str | None, config_model: str) -> str | None:
     spec = model or config_model
     if spec and spec.startswith("hf:"):
@@ -70,19 +52,19 @@ def sft(
     data: Path = typer.Option(
         ..., "--data", "-d", help="Trajectories JSONL (e.g. curated expert trajectories)."
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help=_help(SFTConfig, "model")),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_help(SFTConfig, "output_dir")),
+    model: str | None = typer.Option(None, "--model", "-m", help=config_help(SFTConfig, "model")),
+    out: Path | None = typer.Option(None, "--out", "-o", help=config_help(SFTConfig, "output_dir")),
     config: Path | None = typer.Option(None, "--config", "-c", help="SFTConfig as .json or .toml."),
-    epochs: float | None = typer.Option(None, "--epochs", help=_help(SFTConfig, "epochs")),
-    max_steps: int | None = typer.Option(None, "--max-steps", help=_help(SFTConfig, "max_steps")),
-    batch_size: int | None = typer.Option(None, "--batch-size", help=_help(SFTConfig, "batch_size")),
+    epochs: float | None = typer.Option(None, "--epochs", help=config_help(SFTConfig, "epochs")),
+    max_steps: int | None = typer.Option(None, "--max-steps", help=config_help(SFTConfig, "max_steps")),
+    batch_size: int | None = typer.Option(None, "--batch-size", help=config_help(SFTConfig, "batch_size")),
     micro_batch_size: int | None = typer.Option(
-        None, "--micro-batch-size", help=_help(SFTConfig, "micro_batch_size")
+        None, "--micro-batch-size", help=config_help(SFTConfig, "micro_batch_size")
     ),
-    lr: float | None = typer.Option(None, "--lr", help=_help(SFTConfig, "lr", path="optim.lr")),
-    max_length: int | None = typer.Option(None, "--max-length", help=_help(SFTConfig, "max_length")),
-    save_every: int | None = typer.Option(None, "--save-every", help=_help(SFTConfig, "save_every")),
-    seed: int | None = typer.Option(None, "--seed", help=_help(SFTConfig, "seed")),
+    lr: float | None = typer.Option(None, "--lr", help=config_help(SFTConfig, "lr", path="optim.lr")),
+    max_length: int | None = typer.Option(None, "--max-length", help=config_help(SFTConfig, "max_length")),
+    save_every: int | None = typer.Option(None, "--save-every", help=config_help(SFTConfig, "save_every")),
+    seed: int | None = typer.Option(None, "--seed", help=config_help(SFTConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume", help="Refuse to continue an existing run folder."),
 ) -> None:
     """Fine-tune on trajectories, training only the agent's tokens (prompts and observations masked)."""
@@ -119,14 +101,14 @@ def sft(
 @train_app.command("rl")
 def rl(
     tasks: Path = typer.Option(..., "--tasks", "-t", help="Tasks JSONL to roll out on."),
-    model: str | None = typer.Option(None, "--model", "-m", help=_help(RLConfig, "model")),
+    model: str | None = typer.Option(None, "--model", "-m", help=config_help(RLConfig, "model")),
     experts: Path | None = typer.Option(
         None,
         "--experts",
         "-e",
         help="Expert trajectories JSONL for the SFT term (by task_id); needed when γ > 0.",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_help(RLConfig, "output_dir")),
+    out: Path | None = typer.Option(None, "--out", "-o", help=config_help(RLConfig, "output_dir")),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="RLConfig as .json or .toml (over the preset)."
     ),
@@ -142,31 +124,33 @@ def rl(
     sampler: str | None = typer.Option(
         None,
         "--sampler",
-        help=_help(RLConfig, "sampler"),
+        help=config_help(RLConfig, "sampler"),
     ),
-    steps: int | None = typer.Option(None, "--steps", help=_help(RLConfig, "total_steps")),
+    steps: int | None = typer.Option(None, "--steps", help=config_help(RLConfig, "total_steps")),
     tasks_per_step: int | None = typer.Option(
-        None, "--tasks-per-step", help=_help(RLConfig, "tasks_per_step")
+        None, "--tasks-per-step", help=config_help(RLConfig, "tasks_per_step")
     ),
-    group_size: int | None = typer.Option(None, "--group-size", help=_help(RLConfig, "group_size")),
+    group_size: int | None = typer.Option(None, "--group-size", help=config_help(RLConfig, "group_size")),
     updates_per_step: int | None = typer.Option(
-        None, "--updates-per-step", help=_help(RLConfig, "updates_per_step")
+        None, "--updates-per-step", help=config_help(RLConfig, "updates_per_step")
     ),
     micro_batch_size: int | None = typer.Option(
-        None, "--micro-batch-size", help=_help(RLConfig, "micro_batch_size")
+        None, "--micro-batch-size", help=config_help(RLConfig, "micro_batch_size")
     ),
-    max_turns: int | None = typer.Option(None, "--max-turns", help=_help(RLConfig, "max_turns")),
+    max_turns: int | None = typer.Option(None, "--max-turns", help=config_help(RLConfig, "max_turns")),
     max_new_tokens: int | None = typer.Option(
-        None, "--max-new-tokens", help=_help(RLConfig, "max_new_tokens")
+        None, "--max-new-tokens", help=config_help(RLConfig, "max_new_tokens")
     ),
-    max_length: int | None = typer.Option(None, "--max-length", help=_help(RLConfig, "max_length")),
-    lr: float | None = typer.Option(None, "--lr", help=_help(RLConfig, "lr", path="optim.lr")),
-    gamma_mode: str | None = typer.Option(None, "--gamma-mode", help=_help(RLConfig, "gamma_mode")),
-    gamma: float | None = typer.Option(None, "--gamma", help=_help(RLConfig, "gamma_value")),
-    concurrency: int | None = typer.Option(None, "--concurrency", help=_help(RLConfig, "concurrency")),
-    save_every: int | None = typer.Option(None, "--save-every", help=_help(RLConfig, "save_every")),
-    publish_every: int | None = typer.Option(None, "--publish-every", help=_help(RLConfig, "publish_every")),
-    seed: int | None = typer.Option(None, "--seed", help=_help(RLConfig, "seed")),
+    max_length: int | None = typer.Option(None, "--max-length", help=config_help(RLConfig, "max_length")),
+    lr: float | None = typer.Option(None, "--lr", help=config_help(RLConfig, "lr", path="optim.lr")),
+    gamma_mode: str | None = typer.Option(None, "--gamma-mode", help=config_help(RLConfig, "gamma_mode")),
+    gamma: float | None = typer.Option(None, "--gamma", help=config_help(RLConfig, "gamma_value")),
+    concurrency: int | None = typer.Option(None, "--concurrency", help=config_help(RLConfig, "concurrency")),
+    save_every: int | None = typer.Option(None, "--save-every", help=config_help(RLConfig, "save_every")),
+    publish_every: int | None = typer.Option(
+        None, "--publish-every", help=config_help(RLConfig, "publish_every")
+    ),
+    seed: int | None = typer.Option(None, "--seed", help=config_help(RLConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume"),
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""

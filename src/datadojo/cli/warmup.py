@@ -18,7 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import config_option, progress_bar
+from datadojo.config import config_help
+from datadojo.synth.envlunch.config import BuildConfig, SolverConfig
 
 __all__ = ["register"]
 
@@ -70,15 +72,17 @@ def _executor(in_process: bool, concurrency: int) -> Any:
 @warmup_app.command("build")
 def build(
     sources: list[Path] = typer.Argument(..., help="SQLite databases, table files, or folders holding them."),
-    n: int = typer.Option(1600, "--n", help="Number of tasks (EnvLunch §4 uses 1,600)."),
+    n: int = config_option(BuildConfig, "n", "--n"),
     out: Path = typer.Option(
         Path("tasks.jsonl"), "--out", "-o", help="Task file; copies go to <stem>.copies/."
     ),
     exclude: list[str] = typer.Option([], "--exclude", help="Environment names (file stems) to leave out."),
-    seed: int = typer.Option(0, "--seed", help="Everything is reproducible from the seed."),
-    sql_fraction: float = typer.Option(0.5, "--sql-fraction", help="Share of SQL tasks (the rest pandas)."),
-    workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
-    attempts: int = typer.Option(25, "--attempts", help="Draws per task and environment before moving on."),
+    seed: int = config_option(BuildConfig, "seed", "--seed"),
+    sql_fraction: float = config_option(BuildConfig, "sql_fraction", "--sql-fraction"),
+    workers: int = typer.Option(
+        2, "--workers", "-j", help=config_help(BuildConfig, "workers", default=False)
+    ),
+    attempts: int = config_option(BuildConfig, "attempts", "--attempts"),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
@@ -87,7 +91,7 @@ def build(
     With `--executor ray` the jobs run on the cluster's nodes (one worker per CPU; --workers is then
     unused); sources and the output folder must be at the same paths on every node. Same seed, same tasks.
     """
-    from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
+    from datadojo.synth.envlunch.build import build_tasks, load_environments
     from datadojo.synth.envlunch.environment import EnvError
 
     try:
@@ -165,21 +169,21 @@ def solve(
     out: Path = typer.Option(
         Path("trajectories.jsonl"), "--out", "-o", help="Trajectory JSONL (overwritten)."
     ),
-    time_limit: float = typer.Option(
-        3.0,
+    time_limit: float = config_option(
+        SolverConfig,
+        "time_limit_s",
         "--time-limit",
-        help="Wall-clock seconds per task (0: none, so only --max-candidates bounds the search and the "
-        "result is the same on any machine).",
+        extra="0 for none.",
         min=0.0,
     ),
-    max_candidates: int = typer.Option(400, "--max-candidates", help="Compositions tried per task."),
+    max_candidates: int = config_option(SolverConfig, "max_candidates", "--max-candidates"),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = config_option(SolverConfig, "seed", "--seed"),
 ) -> None:
     """Run the reference query-by-output solver; write its trajectories (score them with `warmup score`)."""
     from datadojo.jsonl import write_jsonl_atomic
-    from datadojo.synth.envlunch.solver import SolverConfig, solver_trajectory
     from datadojo.synth.envlunch.solver import solve as run_solve
+    from datadojo.synth.envlunch.solver import solver_trajectory
 
     infos = _load_infos(tasks_path, limit)
     config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit or None, seed=seed)

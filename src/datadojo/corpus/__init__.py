@@ -21,40 +21,44 @@ The two calls other stages need::
     d = profile_text("shop.sqlite", budget_chars=3000)
 """
 
-from datadojo.corpus.contamination import (
-    HeaderSet,
-    OverlapConfig,
-    OverlapReport,
-    collect_headers,
-    header_overlap,
-)
-from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, FilterConfig, Verdict, filter_file
-from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
-from datadojo.corpus.profile import (
-    COLUMN_ROLES,
-    ColumnProfile,
-    FileProfile,
-    TableProfile,
-    column_role,
-    column_roles,
-    profile_file,
-    profile_loaded,
-    profile_table,
-)
-from datadojo.corpus.readers import load, load_sniffed
-from datadojo.corpus.render import profile_text, render_file_profile, render_folder_profile
-from datadojo.corpus.scan import CorpusRecord, ScanConfig, ScanSummary, scan_corpus
+from typing import TYPE_CHECKING
+
 from datadojo.corpus.sniff import FILE_KINDS, TABULAR_KINDS, Sniffed, sniff
-from datadojo.corpus.tables import (
-    COLUMN_TYPES,
-    LOAD_ERROR_REASONS,
-    ForeignKey,
-    LoadedFile,
-    LoadError,
-    ReadOptions,
-    Table,
-    infer_column_type,
-)
+from datadojo.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from datadojo.corpus.config import FilterConfig, OverlapConfig, ReadOptions, ScanConfig
+    from datadojo.corpus.contamination import (
+        HeaderSet,
+        OverlapReport,
+        collect_headers,
+        header_overlap,
+    )
+    from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, Verdict, filter_file
+    from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
+    from datadojo.corpus.profile import (
+        COLUMN_ROLES,
+        ColumnProfile,
+        FileProfile,
+        TableProfile,
+        column_role,
+        column_roles,
+        profile_file,
+        profile_loaded,
+        profile_table,
+    )
+    from datadojo.corpus.readers import load, load_sniffed
+    from datadojo.corpus.render import profile_text, render_file_profile, render_folder_profile
+    from datadojo.corpus.scan import CorpusRecord, ScanSummary, scan_corpus
+    from datadojo.corpus.tables import (
+        COLUMN_TYPES,
+        LOAD_ERROR_REASONS,
+        ForeignKey,
+        LoadedFile,
+        LoadError,
+        Table,
+        infer_column_type,
+    )
 
 __all__ = [
     "COLUMN_ROLES",
@@ -101,3 +105,50 @@ __all__ = [
     "scan_corpus",
     "sniff",
 ]
+
+_WHERE = {
+    "HeaderSet": "contamination",
+    "OverlapConfig": "config",
+    "OverlapReport": "contamination",
+    "collect_headers": "contamination",
+    "header_overlap": "contamination",
+    "REJECT_REASONS": "filters",
+    "DuplicateFilter": "filters",
+    "FilterConfig": "config",
+    "Verdict": "filters",
+    "filter_file": "filters",
+    "FolderProfile": "folder",
+    "TreeEntry": "folder",
+    "profile_folder": "folder",
+    "COLUMN_ROLES": "profile",
+    "ColumnProfile": "profile",
+    "FileProfile": "profile",
+    "TableProfile": "profile",
+    "column_role": "profile",
+    "column_roles": "profile",
+    "profile_file": "profile",
+    "profile_loaded": "profile",
+    "profile_table": "profile",
+    "load": "readers",
+    "load_sniffed": "readers",
+    "profile_text": "render",
+    "render_file_profile": "render",
+    "render_folder_profile": "render",
+    "CorpusRecord": "scan",
+    "ScanConfig": "config",
+    "ScanSummary": "scan",
+    "scan_corpus": "scan",
+    "COLUMN_TYPES": "tables",
+    "LOAD_ERROR_REASONS": "tables",
+    "ForeignKey": "tables",
+    "LoadedFile": "tables",
+    "LoadError": "tables",
+    "ReadOptions": "config",
+    "Table": "tables",
+    "infer_column_type": "tables",
+}
+
+# The names import their module on first use: ``datadojo.corpus.config`` (what the CLI reads at start-up)
+# must not load pandas through this package. ``sniff`` (light) is imported above: the function must win
+# over the submodule of the same name, which ``corpus.config`` imports.
+__getattr__, __dir__ = lazy_exports("datadojo.corpus", _WHERE, globals())

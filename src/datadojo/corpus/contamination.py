@@ -26,11 +26,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from datadojo.config import Settings
+from datadojo.corpus.config import OverlapConfig
 from datadojo.corpus.readers import load
 from datadojo.corpus.sniff import TABULAR_KINDS, sniff
 from datadojo.corpus.tables import LoadError
@@ -65,19 +64,6 @@ class HeaderSet:
     @classmethod
     def from_names(cls, source: str, names: Iterable[str]) -> HeaderSet:
         return cls(source, frozenset(n for n in map(normalize_column, names) if n))
-
-
-class OverlapConfig(Settings):
-    """How :func:`header_overlap` counts (see the module docstring for the choices)."""
-
-    unit: Literal["table", "column"] = Field(
-        "table", description="table: share of benchmark tables; column: share of benchmark column names"
-    )
-    match: Literal["exact", "jaccard", "containment"] = Field(
-        "exact", description="how two headers match: the same names, or Jaccard / containment >= threshold"
-    )
-    threshold: float = Field(0.8, gt=0.0, le=1.0, description="similarity needed for jaccard / containment")
-    min_columns: int = Field(2, ge=1)
 
 
 class OverlapReport(BaseModel):

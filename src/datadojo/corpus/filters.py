@@ -30,14 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field
-
-from datadojo.config import Settings
+from datadojo.corpus.config import FilterConfig
 from datadojo.corpus.readers import load_sniffed
 from datadojo.corpus.sniff import TABULAR_KINDS, Sniffed, sniff
-from datadojo.corpus.tables import LOAD_ERROR_REASONS, LoadedFile, LoadError, ReadOptions, Table
+from datadojo.corpus.tables import LOAD_ERROR_REASONS, LoadedFile, LoadError, Table
 
 __all__ = [
     "REJECT_REASONS",
@@ -59,43 +56,6 @@ REJECT_REASONS: tuple[str, ...] = (
     "duplicate",
     "kind_excluded",
 )
-
-
-class FilterConfig(Settings):
-    """Settings of the DataMind filters; defaults follow §3.1 (20 ≤ rows ≤ 1,000)."""
-
-    min_rows: int | None = Field(20, ge=0, description="fewest data rows (DataMind §3.1: 20)")
-    max_rows: int | None = Field(1000, ge=0, description="most data rows (DataMind §3.1: 1,000)")
-    sqlite_min_rows: int | None = Field(
-        20, ge=0, description="fewest rows for SQLite (largest table by default)"
-    )
-    sqlite_max_rows: int | None = Field(None, ge=0, description="most rows for SQLite; None = no upper bound")
-    row_scope: Literal["largest", "every", "total"] = Field(
-        "largest",
-        description="which rows of a multi-table file (SQLite, workbook) the bounds apply to: the largest "
-        "table, every table, or the total",
-    )
-    reject_nested: bool = True
-    reject_binary: bool = True
-    max_anomalous_columns: int = Field(0, ge=0)
-    max_missing_ratio: float | None = Field(None, ge=0.0, le=1.0)
-    dedupe: bool = Field(True, description="reject exact duplicate files (same content hash)")
-    kinds: tuple[str, ...] = TABULAR_KINDS
-    encodings: tuple[str, ...] = ("utf-8", "cp1252")
-    profile_rows: int = Field(1000, ge=1, description="rows kept per table when no upper bound applies")
-
-    def bounds(self, kind: str) -> tuple[int | None, int | None]:
-        """``(min, max)`` rows for a file of ``kind``."""
-        if kind == "sqlite":
-            return self.sqlite_min_rows, self.sqlite_max_rows
-        return self.min_rows, self.max_rows
-
-    def read_options(self, kind: str) -> ReadOptions:
-        """Read options that stop counting just past the upper bound and keep at most that many rows."""
-        _, hi = self.bounds(kind)
-        keep = self.profile_rows if hi is None else hi + 1
-        # one table over the bound already puts the file over it, whatever the scope
-        return ReadOptions(encodings=self.encodings, max_rows=keep, count_limit=hi)
 
 
 @dataclass

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from datadojo.config import Settings
-from datadojo.corpus.filters import DuplicateFilter, FilterConfig, Verdict, filter_file
+from datadojo.corpus.config import ScanConfig
+from datadojo.corpus.filters import DuplicateFilter, Verdict, filter_file
 from datadojo.corpus.folder import walk_folder
 from datadojo.corpus.other_kinds import summarize
 from datadojo.corpus.profile import FileProfile, profile_loaded
@@ -82,15 +82,6 @@ class CorpusRecord(_Model):
     warnings: list[str] = Field(default_factory=list)
     profile: str = ""
     seconds: float = 0.0
-
-
-class ScanConfig(Settings):
-    """Settings of a corpus scan: the filters, the profile budget, what to walk."""
-
-    filters: FilterConfig = Field(default_factory=FilterConfig)
-    profile_chars: int = Field(4000, ge=200, description="budget of the rendered profile text per file")
-    profile_rejected: bool = Field(True, description="also profile files rejected after loading")
-    include_hidden: bool = False
 
 
 class ScanSummary(_Model):

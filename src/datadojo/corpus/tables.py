@@ -18,9 +18,8 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from pydantic import model_validator
 
-from datadojo.config import Settings
+from datadojo.corpus.config import ReadOptions
 from datadojo.errors import DataDojoError
 
 __all__ = [
@@ -83,56 +82,6 @@ class LoadError(DataDojoError, ValueError):
         self.where = where
         self.message = message
         super().__init__(f"{self.path}: {where}: {message}" if where else f"{self.path}: {message}")
-
-
-class ReadOptions(Settings):
-    """How :func:`datadojo.corpus.readers.load` reads a file.
-
-    ``encodings`` are tried in order for text formats without a byte-order mark; the default stops at
-    cp1252 rather than ending with latin-1 (which decodes any byte string) so that a file in an encoding
-    it cannot decode is reported as an encoding error, as DataMind §3.1 discards them. ``max_rows`` caps
-    the rows kept per table in memory (``None`` = all); ``count_limit`` stops counting rows once a table
-    has more than that many (the table's ``row_count`` is then a lower bound): together they let the row
-    filter reject a 1 GB file after reading its first thousand rows. ``on_ragged`` says what a CSV row
-    with more fields than the header does: ``"warn"`` skips it and records the line, ``"error"`` raises.
-    ``json_max_bytes`` bounds a single JSON document, which has to be parsed whole (JSON Lines stream).
-    ``header`` is ``"auto"`` (a first CSV row made only of numbers is taken as data), ``"first_row"`` or
-    ``"none"``.
-    """
-
-    encodings: tuple[str, ...] = ("utf-8", "cp1252")
-    delimiter: str | None = None
-    max_rows: int | None = None
-    count_limit: int | None = None
-    on_ragged: Literal["warn", "error"] = "warn"
-    header: Literal["auto", "first_row", "none"] = "auto"
-    max_warnings: int = 20
-    json_max_bytes: int = 256 * 1024 * 1024
-    xlsx_scan_max_bytes: int = 64 * 1024 * 1024
-
-    @model_validator(mode="after")
-    def _check(self) -> ReadOptions:
-        if not self.encodings:
-            raise ValueError("ReadOptions.encodings must name at least one encoding")
-        for name in ("max_rows", "count_limit"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"ReadOptions.{name} must be >= 0, got {value}")
-        if self.delimiter is not None and len(self.delimiter) != 1:
-            raise ValueError(f"ReadOptions.delimiter must be one character, got {self.delimiter!r}")
-        return self
-
-    def keep_more(self, n_kept: int) -> bool:
-        """True while a reader should still store rows (``n_kept`` rows stored so far)."""
-        return self.max_rows is None or n_kept < self.max_rows
-
-    def count_more(self, n_counted: int) -> bool:
-        """True while a reader should still count rows (``n_counted`` rows counted so far)."""
-        return self.count_limit is None or n_counted <= self.count_limit
-
-    def over_limit(self, n_counted: int) -> bool:
-        """True when counting stopped early, so ``n_counted`` is only a lower bound."""
-        return self.count_limit is not None and n_counted > self.count_limit
 
 
 @dataclass(frozen=True)

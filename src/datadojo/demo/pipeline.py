@@ -36,11 +36,10 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from datadojo.config import Settings
 from datadojo.demo.examples import EXAMPLE_SOURCES, DemoError, ExampleData, ensure_example_data, find_examples
@@ -73,13 +72,20 @@ class DemoConfig(Settings):
     ``solver_candidates`` compositions per task for the reference solver (a count, so results do not depend
     on machine speed), ``workers`` processes for the task build, ``concurrency`` sandboxes at once."""
 
-    out: str | Path = Path("runs/demo")
-    examples: str | Path | None = None
-    n_tasks: int = 12
-    solver_candidates: int = 120
-    seed: int = 0
-    workers: int = 2
-    concurrency: int = 2
+    out: str | Path = Field(
+        Path("runs/demo"),
+        description="folder for everything the demo writes (a previous demo there is replaced)",
+    )
+    examples: str | Path | None = Field(
+        None,
+        description="the examples folder of a DataDojo checkout (default: ./examples, else the installed "
+        "checkout's)",
+    )
+    n_tasks: int = Field(12, description="EnvLunch warm-up tasks to build and solve")
+    solver_candidates: int = Field(120, description="reference-solver budget: compositions tried per task")
+    seed: int = Field(0, description="everything is reproducible from the seed")
+    workers: int = Field(2, description="processes for the task build")
+    concurrency: int = Field(2, description="sandboxes at once")
 
     @model_validator(mode="after")
     def _check(self) -> DemoConfig:

@@ -58,7 +58,7 @@ from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
 from datadojo.bench.spider import extract_sql
-from datadojo.config import Settings
+from datadojo.config import Settings, field_help
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
@@ -129,21 +129,36 @@ class EvalConfig(Settings):
     data: str | Path
     out: str | Path
     model: str | None = None
-    agent: AgentKind = "model"
-    n_trials: int = 3
-    limit: int | None = None
-    concurrency: int = 8
-    max_turns: int | None = None
-    dialect: str | None = None
+    agent: AgentKind = Field(
+        "model", description="who answers: model (an LLM), or oracle (gold SQL through the agent loop)"
+    )
+    n_trials: int = Field(3, description="trials per task (DataMind §5.1: 3)")
+    limit: int | None = Field(None, description="only the first N tasks")
+    concurrency: int = Field(8, description="episodes (and sandboxes) in flight")
+    max_turns: int | None = Field(
+        None,
+        description="turn budget (default: the benchmark's; DataMind 10, scidata 12; SciDataSailor reports "
+        "12 and 24)",
+    )
+    dialect: str | None = Field(None, description="tag protocol (default: the benchmark's)")
     sampling: SamplingParams | None = None
-    reserve_final_turn: bool = False
+    reserve_final_turn: bool = Field(False, description=field_help(AgentConfig, "reserve_final_turn"))
     loader_options: dict[str, Any] = Field(default_factory=dict)
     ks: tuple[int, ...] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, description="base seed for reproducible sampling")
     sandbox: Any = None
     report: bool = True
-    judge: str | None = None
-    judge_structured: StructuredMode = "auto"
+    judge: str | None = Field(
+        None,
+        description="model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor "
+        "App. B.2 rubrics); verdicts are cached in OUT/judge_cache.jsonl",
+    )
+    judge_structured: StructuredMode = Field(
+        "auto",
+        description="how the judge is asked for its JSON verdict: auto sends a JSON Schema as "
+        "response_format to OpenAI-compatible servers, stepping down if the server rejects it; off puts "
+        "the schema in the prompt only; the reply is validated and repaired once in every mode",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:

@@ -66,12 +66,14 @@ class Limits(Settings):
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
     cpu_s: float = 30.0
-    wall_s: float = 60.0
+    wall_s: float = Field(60.0, description="wall-clock seconds per turn (one cell with its replay)")
     memory_mb: int = 4096
     max_procs: int = 64
     max_file_mb: int = 256
     max_output_bytes: int = 1_000_000
-    max_observation_chars: int = 2048
+    max_observation_chars: int = Field(
+        2048, description="characters of the observation the model sees (head + tail, a marker between)"
+    )
     observation_head_chars: int | None = None
     observation_tail_chars: int | None = None
 
@@ -143,8 +145,16 @@ class SandboxConfig(Settings):
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
     limits: Limits = Field(default_factory=Limits)
-    mode: Mode = "chunked"
-    isolation: Isolation = "auto"
+    mode: Mode = Field(
+        "chunked",
+        description="how turns share state: chunked re-runs the kept chunks before each new one (DataMind §4), "
+        "persistent keeps one live interpreter per trajectory",
+    )
+    isolation: Isolation = Field(
+        "auto",
+        description="bubblewrap isolation: auto (when it works, else resource limits + the static policy), "
+        "bwrap (insist on it) or none",
+    )
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     preload: tuple[str, ...] = ("numpy", "pandas")
     auto_install: bool = False

@@ -36,21 +36,25 @@ class DataMindConfig(Settings):
     query_temperature: float = Field(0.7, ge=0.0)
     query_max_tokens: int = Field(1024, ge=16)
     # composition (§3.2, Step 3: chains of 2-5 categories)
-    chains_per_file: int = Field(3, ge=0, description="composition chains started per file")
-    min_chain: int = Field(2, ge=2)
-    max_chain: int = Field(5, ge=2)
+    chains_per_file: int = Field(
+        3, ge=0, description="composition chains started per file (each 2-5 categories long)"
+    )
+    min_chain: int = Field(2, ge=2, description="shortest chain, in categories (§3.2: 2)")
+    max_chain: int = Field(5, ge=2, description="longest chain, in categories (§3.2: 5)")
     # sampling (§3.2: N = 3 trajectories per query, knowledge k in the prompt)
-    n_samples: int = Field(3, ge=1)
+    n_samples: int = Field(3, ge=1, description="trajectories per query (DataMind §3.2: N = 3)")
     use_workflow: bool = Field(True, description="put the category's workflow k in the agent prompt")
     detailed_workflow: Literal["auto", "always", "never"] = "auto"
-    max_turns: int = Field(10, ge=1, description="T = 10 rounds (§3.1)")
+    max_turns: int = Field(10, ge=1, description="turn budget T of each episode (DataMind §3.1: 10)")
     temperature: float = Field(0.7, ge=0.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1, description="tokens per agent turn (None: server default)")
     concurrency: int = Field(32, ge=1, description="episodes / requests in flight")
     # self-consistency and reflection (§3.2, Steps 3-4, Eq. 3)
-    tolerance: float = Field(0.03, ge=0.0, description="relative tolerance of numbers (App. I.4: within 3%)")
-    rounds: int = Field(1, ge=0, description="reflection rounds R")
+    tolerance: float = Field(
+        0.03, ge=0.0, description="relative tolerance of the numeric pre-check (DataMind App. I.4: within 3%)"
+    )
+    rounds: int = Field(1, ge=0, description="reflection rounds R for inconsistent queries (0 = none)")
     judge_max_tokens: int = Field(1024, ge=16)
     context_chars: int = Field(
         1500,
@@ -58,8 +62,13 @@ class DataMindConfig(Settings):
         description="per trajectory: how much of its steps the judge and the reflection prompt see",
     )
     # rule filters (§3.2)
-    max_answer_tokens: int = Field(1024, ge=1, description="final answer at most 1,024 tokens")
-    tokenizer: str = Field("approx", description="'approx' or a local Hugging Face tokenizer name/path")
+    max_answer_tokens: int = Field(
+        1024, ge=1, description="longest final answer kept, in tokens (DataMind §3.2: 1,024)"
+    )
+    tokenizer: str = Field(
+        "approx",
+        description="tokenizer of the answer-length filter: approx or a local Hugging Face name/path",
+    )
     mixed_script_share: float = Field(
         0.1,
         gt=0.0,
@@ -79,8 +88,10 @@ class DataMindConfig(Settings):
         "of them ('all': the paper's description, 'uses all trajectories including inconsistent ones')",
     )
     # LLM I/O
-    structured: Literal["auto", "json_schema", "json_object", "off"] = "auto"
-    seed: int = 0
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="how the teacher and the judge are asked for JSON (the response_format mode)"
+    )
+    seed: int = Field(0, description="seed of composition plans, sampling and random selection")
 
     @model_validator(mode="after")
     def _check(self) -> DataMindConfig:

@@ -32,11 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
-
-from datadojo.config import Settings
 from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import write_jsonl_atomic
+from datadojo.synth.envlunch.config import BuildConfig
 from datadojo.synth.envlunch.environment import (
     EnvError,
     Environment,
@@ -50,28 +48,6 @@ from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task
 
 __all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "load_environments"]
-
-
-class BuildConfig(Settings):
-    """How many tasks, from which mix, with how much effort."""
-
-    n: int = 1600
-    seed: int = 0
-    sql_fraction: float = 0.5
-    attempts: int = 25
-    max_rounds: int = 6
-    workers: int = 1
-    synth: SynthConfig = Field(default_factory=SynthConfig)
-
-    @model_validator(mode="after")
-    def _check(self) -> BuildConfig:
-        if self.n < 0:
-            raise ValueError(f"n must be >= 0, got {self.n}")
-        if not 0.0 <= self.sql_fraction <= 1.0:
-            raise ValueError(f"sql_fraction must be in [0, 1], got {self.sql_fraction}")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-        return self
 
 
 @dataclass

@@ -37,6 +37,7 @@ import pandas as pd
 
 from datadojo.corpus.sqlite_reader import quote_ident
 from datadojo.fs import atomic_path, write_bytes_atomic
+from datadojo.synth.envlunch.config import K_PANDAS, K_SQL
 from datadojo.synth.envlunch.environment import Environment, ForeignKey, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo
 
@@ -60,9 +61,6 @@ __all__ = [
 #: EnvLunch §3: "deletes 30% of the rows of every table with at least twenty rows".
 DELETE_FRACTION = 0.3
 MIN_ROWS_TO_DELETE = 20
-#: EnvLunch §3: "We use K=2 copies for SQL and K=3 for pandas."
-K_SQL = 2
-K_PANDAS = 3
 #: Bounds on |log factor| for rescaling measures (paper: "a random factor"; our choice, see module doc).
 RESCALE_RANGE = (1.1, 2.0)
 

@@ -27,45 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import model_validator
 
-from datadojo.config import Settings
 from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
 from datadojo.synth.envlunch.canon import canonical_pandas, canonical_rows
+from datadojo.synth.envlunch.config import SolverConfig
 from datadojo.synth.envlunch.environment import Environment, ForeignKey, TableData, load_sqlite, stable_int
 from datadojo.synth.envlunch.keys import column_roles
 from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
 from datadojo.types import Action, Observation, Trajectory, Turn
 
 __all__ = ["SolveResult", "SolverConfig", "solve", "solver_trajectory"]
-
-
-class SolverConfig(Settings):
-    """Search budget per task: at most ``max_candidates`` compositions and ``time_limit_s`` seconds.
-
-    ``max_candidates`` is the deterministic budget: with ``time_limit_s=None`` the search draws exactly the
-    same compositions on any machine, so its result depends only on the seed (tests and reproducible runs
-    use that). The wall-clock limit is for users, who want a bound on how long a hard task may take; with
-    it, a loaded machine may stop earlier and find fewer programs.
-    """
-
-    max_candidates: int = 400
-    time_limit_s: float | None = 3.0
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _check(self) -> SolverConfig:
-        if self.max_candidates < 1:
-            raise ValueError(f"max_candidates must be >= 1, got {self.max_candidates}")
-        if self.time_limit_s is not None and not self.time_limit_s > 0:
-            raise ValueError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
-        return self
-
-    def budget_text(self) -> str:
-        """The budget in words, for reports: ``400 candidates`` or ``400 candidates / 3 s``."""
-        text = f"{self.max_candidates} candidates"
-        return text if self.time_limit_s is None else f"{text} / {self.time_limit_s:g} s"
 
 
 @dataclass

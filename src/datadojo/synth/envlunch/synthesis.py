@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from datadojo.config import Settings
 from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
 from datadojo.synth.envlunch.canon import (
@@ -31,11 +30,10 @@ from datadojo.synth.envlunch.canon import (
     is_degenerate,
     json_value,
 )
+from datadojo.synth.envlunch.config import MAX_TARGET_ROWS, SynthConfig
 from datadojo.synth.envlunch.environment import Environment, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo, column_roles
 from datadojo.synth.envlunch.perturb import (
-    K_PANDAS,
-    K_SQL,
     MIN_ROWS_TO_DELETE,
     CopyPlan,
     pandas_copy,
@@ -53,17 +51,6 @@ __all__ = [
 ]
 
 Backend = Literal["sql", "pandas"]
-MAX_TARGET_ROWS = 30
-
-
-class SynthConfig(Settings):
-    """Synthesis settings; defaults from EnvLunch §3 where it gives them (K, levels), ours otherwise."""
-
-    seed: int = 0
-    k_sql: int = K_SQL
-    k_pandas: int = K_PANDAS
-    max_target_rows: int = MAX_TARGET_ROWS
-    levels: tuple[int, ...] = (1, 2, 3, 4)
 
 
 @dataclass

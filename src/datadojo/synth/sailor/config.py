@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from datadojo.config import Settings
 
@@ -84,35 +84,45 @@ class SailorConfig(Settings):
     ``profile_chars`` of the folder profile (:func:`datadojo.corpus.profile_text`) open the system prompt.
     """
 
-    lam: float = 1.0
-    beta: float = 0.1
-    fpu_mode: Literal["sibling", "constant"] = "sibling"
-    fpu_bonus: float = 0.1
-    fpu_reduction: float = 0.0
-    calibration: float = 0.5
-    max_nodes: int = 24
-    max_depth: int = 6
-    max_requests: int = 400
-    max_wall_s: float = 3600.0
+    lam: float = Field(1.0, description="λ: exploration weight of DF-FPU UCT")
+    beta: float = Field(0.1, description="β: weight of the normalised depth d_w in UCT")
+    fpu_mode: Literal["sibling", "constant"] = Field(
+        "sibling",
+        description="how Δ of the first-play value ρ + Δ − δ is set: sibling (mean Q̂ − ρ of the visited "
+        "siblings, the dual feedback; the bonus Δ until one has run) or constant (always the bonus Δ)",
+    )
+    fpu_bonus: float = Field(
+        0.1, description="Δ: the first-play value of an unvisited probe is ρ + Δ − δ (see the FPU mode)"
+    )
+    fpu_reduction: float = Field(0.0, description="δ of the first-play value ρ + Δ − δ")
+    calibration: float = Field(0.5, description="η: backed-up value (1−η)·ρ + η·post-execution score")
+    max_nodes: int = Field(24, description="budget: probes executed per tree")
+    max_depth: int = Field(6, description="budget: probes on one path (normalises d_w)")
+    max_requests: int = Field(400, description="budget: LLM requests per tree search")
+    max_wall_s: float = Field(3600.0, description="budget: seconds per tree search")
     max_strategies: int = 4
-    tau_pre: float = 0.3
-    prior_temperature: float = 0.2
-    k_min: int = 1
-    k_max: int = 3
+    tau_pre: float = Field(0.3, description="τ_pre: drop strategies scored below it")
+    prior_temperature: float = Field(0.2, description="T_p of softmax(ρ/T_p) for H_prior")
+    k_min: int = Field(1, description="fewest children per expansion (confident states)")
+    k_max: int = Field(3, description="most children per expansion (uncertain states)")
     token_weight: float = 0.5
-    logprobs: bool = True
+    logprobs: bool = Field(True, description="ask for token log-probabilities (H_token)")
     top_logprobs: int = 5
-    trajectories_per_seed: int = 3
-    min_depth: int = 2
+    trajectories_per_seed: int = Field(3, description="best leaves turned into trajectories per tree")
+    min_depth: int = Field(2, description="QC: fewest probes a kept trajectory has")
     min_substantive_chars: int = 40
     substantive_score: float = 0.5
     max_reverify: int = 1
-    obs_head: int = 4000
-    obs_tail: int = 1500
-    exec_timeout_s: float = 60.0
+    obs_head: int = Field(
+        4000, description="observation head kept, in characters (SciDataSailor's environment: 4,000)"
+    )
+    obs_tail: int = Field(
+        1500, description="observation tail kept, in characters (SciDataSailor's environment: 1,500)"
+    )
+    exec_timeout_s: float = Field(60.0, description="seconds per probe")
     excerpt_chars: int = 300
     profile_chars: int = 3000
-    temperature: float = 0.6
+    temperature: float = Field(0.6, description="policy sampling temperature (judges use 0)")
     top_p: float = 0.95
     max_tokens: int = 2048
 
