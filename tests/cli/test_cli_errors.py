@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,44 @@ def test_a_bad_model_spec_is_one_line_exit_2(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, (result.output, result.exception)
     assert says in result.stderr and "Traceback" not in result.output
+
+
+def test_a_run_where_every_episode_failed_on_the_server_exits_3(tmp_path: Path) -> None:
+    """An unreachable model server is not an agent that scores 0: exit 3 with one line, records kept."""
+    from datadojo.cli._ui import EXIT_SERVER_DOWN
+
+    data = tmp_path / "x.csv"
+    data.write_text("a,b\n1,2\n")
+    tasks = tmp_path / "tasks.jsonl"
+    record = {"question": "How many rows?", "files": [{"path": str(data)}]}
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", **record}) + "\n" for i in (1, 2)))
+    out = tmp_path / "out"
+    spec = "openai:m@http://127.0.0.1:9/v1?max_retries=0"  # the discard port: connection refused at once
+    result = CliRunner().invoke(app, ["rollout", str(tasks), "--model", spec, "--out", str(out)])
+    assert result.exit_code == EXIT_SERVER_DOWN == 3, (result.output, result.exception)
+    assert "all 2 episode(s) of this run failed on the model server" in result.stderr
+    assert len((out / "trajectories.jsonl").read_text().splitlines()) == 2  # the records are kept
+
+
+def test_eval_where_every_trial_failed_on_the_server_exits_3_after_writing_its_report(tmp_path: Path) -> None:
+    shop = Path(__file__).resolve().parents[2] / "examples" / "data" / "shop.sqlite"
+    out = tmp_path / "run"
+    spec = "openai:m@http://127.0.0.1:9/v1?max_retries=0"
+    args = [
+        "eval",
+        "shop-sql",
+        "--data",
+        str(shop),
+        "--model",
+        spec,
+        "--out",
+        str(out),
+        "--limit",
+        "2",
+        "-n",
+        "1",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, (result.output, result.exception)
+    assert "all 2 episode(s) of this run failed on the model server" in result.stderr
+    assert (out / "summary.json").exists() and (out / "report.html").exists()

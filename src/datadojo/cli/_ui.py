@@ -80,3 +80,26 @@ def config_option(
     """
     text = config_help(model, name, default=False)
     return typer.Option(config_default(model, name), *param_decls, help=f"{text} {extra}".strip(), **options)
+
+
+#: Exit status of a run in which every episode failed on the model server (nothing was learnt about the agent).
+EXIT_SERVER_DOWN = 3
+
+
+def exit_if_server_down(summary: Any, model: str) -> None:
+    """End the command with :data:`EXIT_SERVER_DOWN` when every episode this run made stopped on ``llm_error``.
+
+    A run against an unreachable or failing model server otherwise ends like a run of a very bad agent
+    (exit 0, accuracy 0), and a script or scheduler cannot tell the two apart. Partial failures keep exit 0:
+    their episodes are counted in the summary and run again by the next run of the same command (the runner
+    drops ``llm_error`` records before it runs a sample again). ``summary`` is a
+    :class:`~datadojo.agent.runner.RolloutSummary`; the records written stay where they are.
+    """
+    failed = summary.stop_reasons.get("llm_error", 0)
+    if summary.finished and failed == summary.finished:
+        typer.echo(
+            f"error: all {failed} episode(s) of this run failed on the model server ({model}): is it up and "
+            "serving that model? The records are kept; rerun the same command to run them again.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_SERVER_DOWN)

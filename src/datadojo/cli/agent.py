@@ -19,7 +19,7 @@ from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, progress_bar
+from datadojo.cli._ui import config_option, exit_if_server_down, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
@@ -308,6 +308,7 @@ def rollout(
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     tmp.replace(out / "summary.json")
     console.print(_summary_table(summary))
+    exit_if_server_down(summary, spec)
     if remote is not None:
         console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
     console.print(f"trajectories: {traj_path}")

@@ -17,7 +17,7 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, progress_bar
+from datadojo.cli._ui import config_option, exit_if_server_down, progress_bar
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
@@ -273,7 +273,13 @@ def eval_command(
         raise typer.Exit(2) from exc
     if as_json:
         sys.stdout.write(json.dumps(result.summary, ensure_ascii=False, default=str) + "\n")
-        return
+    else:
+        _print_eval_result(result, remote)
+    if result.rollout is not None:
+        exit_if_server_down(result.rollout, model or "the model")
+
+
+def _print_eval_result(result: Any, remote: Any) -> None:
     out_console = Console()
     out_console.print(_summary_table(result.summary))
     if remote is not None and result.rollout is not None:
