@@ -103,3 +103,13 @@ def exit_if_server_down(summary: Any, model: str) -> None:
             err=True,
         )
         raise typer.Exit(EXIT_SERVER_DOWN)
+
+
+def error_exit(exc: BaseException) -> typer.Exit:
+    """Print ``exc`` as the one ``error: …`` line on stderr and return the exit (status 2) to raise.
+
+    The form of every error a command reports on purpose: the root handler in ``cli/app.py`` uses it for a
+    :class:`~datadojo.errors.DataDojoError`, commands for the ``OSError`` of a file they read or write.
+    """
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)

@@ -18,6 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from datadojo import __version__
+from datadojo.cli._ui import error_exit
 from datadojo.errors import DataDojoError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -40,8 +41,7 @@ class _RootGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except DataDojoError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise error_exit(exc) from exc
 
 
 app = typer.Typer(

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import config_option, progress_bar
+from datadojo.cli._ui import config_option, error_exit, progress_bar
 from datadojo.config import config_default, config_help
 from datadojo.demo.pipeline import DemoConfig
 
@@ -68,8 +68,7 @@ def demo_command(
             result = run_demo(config, progress=on_progress)
         except DemoError as exc:
             progress.stop()
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise error_exit(exc) from exc
         except KeyboardInterrupt:
             progress.stop()
             typer.echo(f"interrupted: rerun the command to start the demo again in {out}", err=True)

@@ -17,7 +17,7 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, exit_if_server_down, progress_bar
+from datadojo.cli._ui import config_option, error_exit, exit_if_server_down, progress_bar
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
@@ -269,8 +269,7 @@ def eval_command(
         )
         raise typer.Exit(130) from None
     except OSError as exc:  # a file that cannot be read or written (bad settings and records: DataDojoError)
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise error_exit(exc) from exc
     if as_json:
         sys.stdout.write(json.dumps(result.summary, ensure_ascii=False, default=str) + "\n")
     else:
@@ -303,8 +302,7 @@ def report_command(
     try:
         html_path, md_path = write_report(run_dir, max_trajectories=max_trajectories)
     except FileNotFoundError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise error_exit(exc) from exc
     typer.echo(f"report: {html_path}\nsummary: {md_path}")
 
 
@@ -378,8 +376,7 @@ def bench_download(
         except KeyError as exc:
             raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
         except OSError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise error_exit(exc) from exc
     table = Table(title=f"{result.benchmark}: {len(result.files)} file(s)", show_header=True)
     for col in ("file", "status", "bytes", "sha256", "pinned"):
         table.add_column(col)

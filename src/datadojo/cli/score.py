@@ -15,6 +15,7 @@ from rich.table import Table
 
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.bench.base import RULES_DOC
+from datadojo.cli._ui import error_exit
 from datadojo.cli.inputs import check_input_file
 from datadojo.eval.report import official_value
 from datadojo.eval.scoring import ScoreReport, read_predictions, score_predictions
@@ -169,8 +170,7 @@ def register(app: typer.Typer) -> None:
             preds = read_predictions(predictions)
             report = score_predictions(benchmark, tasks, preds)
         except OSError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise error_exit(exc) from exc
         if as_json:
             sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False, default=str) + "\n")
             return

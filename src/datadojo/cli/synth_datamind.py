@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import config_option, count_table, progress_bar
+from datadojo.cli._ui import config_option, count_table, error_exit, progress_bar
 from datadojo.synth.datamind.config import DataMindConfig
 
 __all__ = ["register"]
@@ -67,11 +67,6 @@ _TEACHER = typer.Option(
 _JUDGE = typer.Option(
     ..., "--judge", help="Judge model for self-consistency (separate from the teacher). " + SPEC_HELP
 )
-
-
-def _fail(exc: BaseException) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
 
 
 def _config(**kwargs: Any) -> Any:
@@ -157,7 +152,7 @@ def _execute(
         run = DataMindRun(inputs, out, config, progress=bars)
         backends = [load_backend(s) for s in specs if s]
     except OSError as exc:  # a folder that cannot be made or read: the message names it
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
 
     async def main() -> dict[str, Any]:
         try:
@@ -171,7 +166,7 @@ def _execute(
         with bars.progress:
             summary = asyncio.run(main())
     except OSError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print_summary(summary, as_json)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from datadojo.cli._ui import error_exit
 from datadojo.config import config_help
 from datadojo.train.config import RLConfig, SFTConfig
 
@@ -29,11 +30,6 @@ export_app = typer.Typer(
     help="Export trajectories / tasks for LLaMA-Factory, TRL or verl.",
     no_args_is_help=True,
 )
-
-
-def _fail(exc: BaseException) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
 
 
 def _print(data: dict[str, Any]) -> None:
@@ -94,7 +90,7 @@ def sft(
 
         summary = train_sft(cfg, trajectories, resume=not no_resume)
     except (OSError, ImportError) as exc:  # a file the OS refuses; the training extra not installed
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print(summary.to_dict())
 
 
@@ -226,7 +222,7 @@ def rl(
         finally:
             trainer.source.close()
     except (OSError, ImportError) as exc:  # a file the OS refuses; the training extra not installed
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print(summary.to_dict())
 
 
@@ -247,7 +243,7 @@ def export_llamafactory_cmd(
     try:
         report = export_llamafactory(trajectories, out, name=name, observation_role=observation_role)  # type: ignore[arg-type]
     except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print(report.to_dict())
 
 
@@ -265,7 +261,7 @@ def export_trl_cmd(
     try:
         report = export_trl(trajectories, out, with_masks=with_masks)
     except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print(report.to_dict())
 
 
@@ -296,7 +292,7 @@ def export_verl_cmd(
             tasks_path=tasks,
         )
     except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     _print(report.to_dict())
 
 
