@@ -6,15 +6,38 @@ base they always had (``ValueError``, ``RuntimeError``, ``KeyError``), so ``exce
 code keeps working. The ``datadojo`` command catches :class:`DataDojoError` in one place
 (:mod:`datadojo.cli.app`) and prints its message on one line with exit status 2; anything else is a bug
 and shows its traceback.
+
+The exit status comes from the error: :class:`ExitCode` is the one table of the command's exit statuses, and
+each class says which of them it ends with (:attr:`DataDojoError.exit_code`, 2 unless a subclass says
+otherwise), so that a model server that cannot be reached ends every command with 3, whichever raised it.
 """
 
 from __future__ import annotations
 
-__all__ = ["DataDojoError", "UnknownNameError"]
+import enum
+
+__all__ = ["DataDojoError", "ExitCode", "UnknownNameError"]
+
+
+class ExitCode(enum.IntEnum):
+    """The exit statuses of the ``datadojo`` command (docs/reliability.md, "Exit statuses")."""
+
+    OK = 0
+    BUG = 1  # an exception that is not a DataDojoError: a bug, shown with its traceback
+    BAD_INPUT = 2  # bad input or usage: a file, flag or setting the message names
+    MODEL_SERVER = 3  # the model server could not be reached (down, wrong URL or model name)
+    SANDBOX = 4  # the sandbox could not run code (isolation unavailable, worker died at start)
+    NOTHING_KEPT = 5  # the run finished, but produced nothing usable (e.g. every trajectory filtered out)
+    INTERRUPTED = 130  # Ctrl-C; rerun the same command to resume
 
 
 class DataDojoError(Exception):
-    """Root of the errors DataDojo raises on purpose; the message says what to fix."""
+    """Root of the errors DataDojo raises on purpose; the message says what to fix.
+
+    ``exit_code`` is the status the ``datadojo`` command ends with when this error reaches it.
+    """
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
 
 
 class UnknownNameError(DataDojoError, KeyError, ValueError):

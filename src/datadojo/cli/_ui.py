@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from datadojo.config import config_default, config_help
+from datadojo.errors import ExitCode
 
 __all__ = ["config_option", "count_table", "progress_bar"]
 
@@ -106,10 +107,11 @@ def exit_if_server_down(summary: Any, model: str) -> None:
 
 
 def error_exit(exc: BaseException) -> typer.Exit:
-    """Print ``exc`` as the one ``error: …`` line on stderr and return the exit (status 2) to raise.
+    """Print ``exc`` as the one ``error: …`` line on stderr and return the exit to raise.
 
     The form of every error a command reports on purpose: the root handler in ``cli/app.py`` uses it for a
-    :class:`~datadojo.errors.DataDojoError`, commands for the ``OSError`` of a file they read or write.
+    :class:`~datadojo.errors.DataDojoError` (the status is its ``exit_code``), commands for the ``OSError``
+    of a file they read or write (status 2).
     """
     typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
+    return typer.Exit(int(getattr(exc, "exit_code", ExitCode.BAD_INPUT)))
