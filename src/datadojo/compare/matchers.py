@@ -5,15 +5,22 @@ benchmark-specific rule. Asking an LLM judge for each of them is slow and costs 
 are a number, a name, a yes/no or a short list, so this matcher applies the rules of DataMind's judge
 (§3.2 "Consistency judging" and §4 "Answer reward") deterministically:
 
-* **numbers** are equal within a relative tolerance of 3% of the reference (``rel_tol=0.03``; an
-  absolute ``abs_tol`` covers a reference of 0). Thousands separators, currency symbols, scale words
-  (``1.2 million``) and short trailing units (``12.5 kg``) are read; units are *not* converted (that is
-  the judge's job). A percent sign is read both ways, as a fraction (``45%`` = 0.45) and as percentage
-  points (``45%`` = 45), on either side. When the prediction is a sentence rather than a number, its
-  *last* number is taken (``"The mean is 45.3"``), never "any number in it", which a verbose answer
-  could game (DataMind §3.2, "length control"). ``nan`` equals ``nan``.
-* **text** is equal after SQuAD normalisation (:func:`~datadojo.compare.text.normalize_text`). Semantic
-  equivalence of free text is out of reach for rules; use :mod:`datadojo.compare.judge` for that.
+* **numbers** are compared by the comparison core (:mod:`datadojo.compare.core`): within a relative
+  tolerance of 3% of the reference (``rel_tol=0.03``, boundary included; an absolute ``abs_tol`` covers
+  a reference of 0). Sign, exponent, thousands separators of several locales (``1,234.5``, ``1.234,5``),
+  currency symbols, magnitudes (``1.2 million``, ``1.2M``, ``5k``; ``magnitude_letters``) and units
+  (converted where both sides state one) are read. A percent against a percent compares as percents
+  (``0.125%`` is not ``12.5%``); a percent against a bare figure as a fraction (``45%`` = 0.45), or, as an
+  undecided guess, as percentage points (``45%`` = 45). In a sentence the number that answers is chosen:
+  not a sample size (``n=100``), a row number, a count of rows or a parenthesised aside; several
+  different candidates leave the verdict undecided, and a range, alternatives or a bound that merely
+  contain the value (``between 40 and 46``, ``45.3 or 50``, ``at least 40``) are wrong (undecided).
+  A different name beside the right number (``Q1`` for ``Q3``, ``Store_7`` for ``Store_12``, ``a.csv``
+  for ``b.csv``) is wrong. ``nan`` equals ``nan``.
+* **text** is equal after SQuAD normalisation (:func:`~datadojo.compare.text.normalize_text`); a
+  reference phrase inside a longer prediction is a correct guess, differing descriptive text a wrong one
+  (both undecided). Semantic equivalence of free text is out of reach for rules; use
+  :mod:`datadojo.compare.judge` for that.
 * **booleans**: yes/true/y/correct vs no/false/n/incorrect; a prediction may start with its verdict
   (``"Yes, because …"``).
 * **lists** must have the same length and match element by element, order-insensitive by default
@@ -23,6 +30,10 @@ are a number, a name, a yes/no or a short list, so this matcher applies the rule
   must be present in the prediction (``{"k": v}``, ``@k[v]`` or ``k: v`` lines) and match.
 * **tables**: DataMind's table comparison (:func:`~datadojo.compare.tables.compare_tables`) with the
   relative tolerance above; predictions may be JSON, a Markdown table or CSV text.
+
+Every verdict says whether the rule is certain (:attr:`MatchResult.decided`): a caller with a judge
+(``rule+judge``) lets the judge decide the undecided ones, a caller without one uses the guess and counts
+it as undecided.
 
 ``Task.answer_kind`` picks the rule (``number``, ``text``, ``bool``, ``list``, ``ordered_list``,
 ``record``, ``table``); otherwise it is inferred from the reference's type.
@@ -42,6 +53,7 @@ from typing import Any
 
 from pydantic import model_validator
 
+from datadojo.compare.core import MAGNITUDE_LETTERS, MagnitudeLetters, compare_answers
 from datadojo.compare.tables import compare_tables
 from datadojo.compare.text import ParsedNumber, find_numbers, normalize_text, parse_number
 from datadojo.config import Settings
@@ -80,12 +92,15 @@ class MatchConfig(Settings):
     only matters for a reference of (nearly) zero. ``ordered_lists`` makes lists order-sensitive.
     ``exact_integers`` requires integer references (counts, years) to be matched exactly instead of
     within ``rel_tol``: off by default, as the papers' judge applies 3% to every number.
+    ``magnitude_letters`` (:data:`~datadojo.compare.core.MAGNITUDE_LETTERS`): whether ``1.2M``/``5k``
+    glued to the digits (``glued``, default), also spaced (``always``) or never are magnitudes.
     """
 
     rel_tol: float = 0.03
     abs_tol: float = 1e-6
     ordered_lists: bool = False
     exact_integers: bool = False
+    magnitude_letters: MagnitudeLetters = "glued"
 
     @model_validator(mode="after")
     def _check(self) -> MatchConfig:
@@ -93,16 +108,23 @@ class MatchConfig(Settings):
             raise ValueError(f"rel_tol must be in [0, 1), got {self.rel_tol}")
         if self.abs_tol < 0:
             raise ValueError(f"abs_tol must be >= 0, got {self.abs_tol}")
+        if self.magnitude_letters not in MAGNITUDE_LETTERS:
+            raise ValueError(f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}")
         return self
 
 
 @dataclass(frozen=True)
 class MatchResult:
-    """``correct`` plus a one-line ``reason`` and the ``kind`` of rule that decided."""
+    """``correct`` plus a one-line ``reason``, the ``kind`` of rule that decided and whether it is certain.
+
+    ``decided=False``: the rule guessed (several candidate numbers, a hedge, a missing name, descriptive
+    text); a judge should decide, and without one the guess is counted as undecided.
+    """
 
     correct: bool
     reason: str
     kind: str
+    decided: bool = True
 
     def __bool__(self) -> bool:
         return self.correct
@@ -203,51 +225,48 @@ def _as_number(value: Any) -> ParsedNumber | None:
 # --- rules -----------------------------------------------------------------------------------------------
 
 
-def _num_equal(p: float, g: float, cfg: MatchConfig, integer_ref: bool) -> bool:
-    if math.isnan(p) or math.isnan(g):
-        return math.isnan(p) and math.isnan(g)
-    if math.isinf(p) or math.isinf(g):
-        return p == g
-    if integer_ref and cfg.exact_integers:
-        return p == g
-    return abs(p - g) <= max(cfg.rel_tol * abs(g), cfg.abs_tol)
-
-
-def _readings(n: ParsedNumber) -> tuple[float, ...]:
-    return (n.value, n.raw) if n.percent else (n.value,)
+def _number_text(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
 
 
 def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
     g = _as_number(gold)
     if g is None:
         raise ValueError(f"the reference answer {gold!r} is not a number")
-    p = _as_number(pred) if not isinstance(pred, str) else parse_number(_clean(pred))
-    how = "the prediction"
-    if p is None and isinstance(pred, str):
-        found = find_numbers(_clean(pred))
-        if not found:
-            return MatchResult(False, f"no number in the prediction (reference {g.text})", "number")
-        p, how = found[-1], "the last number in the prediction"
-    if p is None:
+    ptext = _clean(pred) if isinstance(pred, str) else _number_text(pred)
+    if isinstance(pred, bool):
         return MatchResult(False, f"the prediction {pred!r} is not a number", "number")
+    if math.isnan(g.value) or math.isinf(g.value):
+        p = parse_number(ptext)
+        ok = p is not None and (p.value == g.value or (math.isnan(p.value) and math.isnan(g.value)))
+        return MatchResult(ok, f"{ptext[:40]!r} {'equals' if ok else 'differs from'} {g.text}", "number")
     integer_ref = g.decimals == 0 and not g.percent and float(g.value).is_integer()
-    for pv in _readings(p):
-        for gv in _readings(g):
-            if _num_equal(pv, gv, cfg, integer_ref):
-                return MatchResult(True, f"{how} {p.text} equals {g.text} within {cfg.rel_tol:.0%}", "number")
-    return MatchResult(
-        False, f"{how} {p.text} differs from {g.text} by more than {cfg.rel_tol:.0%}", "number"
+    exact = integer_ref and cfg.exact_integers
+    v = compare_answers(
+        ptext,
+        _number_text(gold) if not isinstance(gold, str) else gold,
+        rel_tol=0.0 if exact else cfg.rel_tol,
+        abs_tol=0.0 if exact else cfg.abs_tol,
+        magnitude_letters=cfg.magnitude_letters,
     )
+    tol = "exactly" if exact else f"within {cfg.rel_tol:.0%}"
+    return MatchResult(v.correct, f"{v.reason} ({tol})", "number", v.decided)
 
 
-def _match_text(pred: Any, gold: Any) -> MatchResult:
-    p = normalize_text(_clean(str(pred)))
-    g = normalize_text(str(gold))
-    if not g:  # a reference made only of punctuation: compare case-insensitively as written
-        p, g = str(pred).strip().lower(), str(gold).strip().lower()
-    if p == g:
-        return MatchResult(True, "equal after normalisation", "text")
-    return MatchResult(False, f"{p[:60]!r} != {g[:60]!r} after normalisation", "text")
+def _match_text(pred: Any, gold: Any, cfg: MatchConfig | None = None, *, exact: bool = False) -> MatchResult:
+    """Text through the core: names checked, numbers inside compared (``exact``: without tolerance, for
+    ``kind="text"`` asked for explicitly)."""
+    cfg = cfg or MatchConfig()
+    v = compare_answers(
+        _clean(str(pred)),
+        str(gold),
+        rel_tol=0.0 if exact else cfg.rel_tol,
+        abs_tol=0.0 if exact else cfg.abs_tol,
+        magnitude_letters=cfg.magnitude_letters,
+    )
+    return MatchResult(v.correct, v.reason, "text", v.decided)
 
 
 def _match_bool(pred: Any, gold: Any) -> MatchResult:
@@ -321,16 +340,20 @@ def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchR
     if len(p) != len(g):
         return MatchResult(False, f"{len(p)} item(s) predicted, {len(g)} expected", "list")
     if ordered:
-        for i, (pi, gi) in enumerate(zip(p, g, strict=True)):
-            r = _match_scalar(pi, gi, cfg)
+        results = [_match_scalar(pi, gi, cfg) for pi, gi in zip(p, g, strict=True)]
+        for i, r in enumerate(results):
             if not r.correct:
-                return MatchResult(False, f"item {i}: {r.reason}", "ordered_list")
-        return MatchResult(True, f"all {len(g)} items match in order", "ordered_list")
-    ok = [[_match_scalar(pj, gi, cfg).correct for pj in p] for gi in g]
+                return MatchResult(False, f"item {i}: {r.reason}", "ordered_list", r.decided)
+        decided = all(r.decided for r in results)
+        return MatchResult(True, f"all {len(g)} items match in order", "ordered_list", decided)
+    res = [[_match_scalar(pj, gi, cfg) for pj in p] for gi in g]
+    ok = [[r.correct for r in row] for row in res]
     matched = _bipartite(len(g), ok)
     if matched == len(g):
-        return MatchResult(True, f"all {len(g)} items match (any order)", "list")
-    return MatchResult(False, f"{len(g) - matched} of {len(g)} expected item(s) not found", "list")
+        sure = _bipartite(len(g), [[r.correct and r.decided for r in row] for row in res]) == len(g)
+        return MatchResult(True, f"all {len(g)} items match (any order)", "list", sure)
+    unsure = any(not r.decided for row in res for r in row)
+    return MatchResult(False, f"{len(g) - matched} of {len(g)} expected item(s) not found", "list", not unsure)
 
 
 def _infer_scalar(x: Any) -> str:
@@ -344,7 +367,7 @@ def _match_scalar(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
         return _match_number(pred, gold, cfg)
     if kind == "bool":
         return _match_bool(pred, gold)
-    return _match_text(pred, gold)
+    return _match_text(pred, gold, cfg)
 
 
 _PAIR_AT = re.compile(r"@(\w+)\[(.*?)\]")
@@ -369,19 +392,21 @@ def _as_record(pred: Any) -> dict[str, Any]:
 def _match_record(pred: Any, gold: Mapping[str, Any], cfg: MatchConfig) -> MatchResult:
     p = _as_record(pred)
     bad: list[str] = []
+    decided = True
     for k, gv in gold.items():
         pk = _key(k)
         if pk not in p:
             bad.append(f"{k}: missing")
             continue
         r = _match_any(p[pk], gv, None, cfg)
+        decided = decided and r.decided
         if not r.correct:
             bad.append(f"{k}: {r.reason}")
     if bad:
         return MatchResult(
-            False, f"{len(bad)} of {len(gold)} field(s) wrong: " + "; ".join(bad[:3]), "record"
+            False, f"{len(bad)} of {len(gold)} field(s) wrong: " + "; ".join(bad[:3]), "record", decided
         )
-    return MatchResult(True, f"all {len(gold)} field(s) match", "record")
+    return MatchResult(True, f"all {len(gold)} field(s) match", "record", decided)
 
 
 def _parse_table_text(text: str) -> Any:
@@ -418,7 +443,7 @@ def _match_any(pred: Any, gold: Any, kind: str | None, cfg: MatchConfig) -> Matc
     if k == "bool":
         return _match_bool(pred, gold)
     if k == "text":
-        return _match_text(pred, gold)
+        return _match_text(pred, gold, cfg, exact=kind is not None)
     if k in ("list", "ordered_list"):
         return _match_list(pred, gold, cfg, ordered=k == "ordered_list" or cfg.ordered_lists)
     if k == "record":
