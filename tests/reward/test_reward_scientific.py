@@ -83,7 +83,10 @@ def test_settings() -> None:
     strict = ScientificConfig(require_units=True)
     assert "no unit" in match_scientific("2.89", "2.89 mg/L", strict).reason
     assert match_scientific("6.93 (n = 96, 8 sites, 3 depths)", "6.93", ScientificConfig(max_extra_values=3))
-    assert not match_scientific("6.93 (n = 96, 8 sites, 3 depths)", "6.93")
+    # a sample size and counts in an aside are context, not hedging (issue 28 item 3) …
+    assert match_scientific("6.93 (n = 96, 8 sites, 3 depths)", "6.93").decisive
+    # … four candidate values are
+    assert "hedging" in match_scientific("6.93, 6.95, 7.0 and 7.2", "6.93").reason
     with pytest.raises(ValueError, match="rel_tol"):
         ScientificConfig(rel_tol=2.0)
     with pytest.raises(ValueError, match="no reference"):

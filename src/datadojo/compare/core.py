@@ -425,6 +425,9 @@ def _entities(text: str) -> dict[str, set[str]]:
         stem, digits = m.group(1).lower(), m.group(2).lower()
         if stem in ("e", "x") and digits.isdigit():
             continue  # 1e5 / 3x leftovers
+        glue = text[m.end(1) : m.start(2)]
+        if glue in ("", "-") and len(digits) <= 2 and digits.isdigit() and parse_unit(m.group(1)) is not None:
+            continue  # a unit with an exponent (m-2, s-1, m2), not a name
         out.setdefault(f"id:{stem}", set()).add(f"{stem}{digits}")
     for m in _FILE.finditer(text):
         out.setdefault(f"file:{m.group(2).lower()}", set()).add(m.group(0).lower())

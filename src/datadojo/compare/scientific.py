@@ -44,9 +44,20 @@ from dataclasses import dataclass
 
 from pydantic import model_validator
 
+from datadojo.compare.core import (
+    MAGNITUDE_LETTERS,
+    MagnitudeLetters,
+    Number,
+    Verdict,
+    answer_candidates,
+    entity_check,
+    find_numbers,
+    hedge,
+    numbers_match,
+)
 from datadojo.compare.matchers import MatchConfig, _bipartite, match_answer
 from datadojo.compare.text import normalize_text
-from datadojo.compare.units import Unit, normalise_unit_text, read_unit
+from datadojo.compare.units import Unit
 from datadojo.config import Settings
 from datadojo.protocol.boxed import unwrap_boxed
 
@@ -67,12 +78,15 @@ class ScientificConfig(Settings):
     require_units: bool = False
     max_extra_values: int = 2
     categorical_max_words: int = 6
+    magnitude_letters: MagnitudeLetters = "glued"
 
     @model_validator(mode="after")
     def _check(self) -> ScientificConfig:
         MatchConfig(rel_tol=self.rel_tol, abs_tol=self.abs_tol)  # the same checks as the matcher's
         if self.max_extra_values < 0:
             raise ValueError(f"max_extra_values must be >= 0, got {self.max_extra_values}")
+        if self.magnitude_letters not in MAGNITUDE_LETTERS:
+            raise ValueError(f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}")
         if self.categorical_max_words < 1:
             raise ValueError(f"categorical_max_words must be >= 1, got {self.categorical_max_words}")
         return self
@@ -107,100 +121,21 @@ class ScientificMatch:
         return {"correct": self.correct, "reason": self.reason, "kind": self.kind, "decisive": self.decisive}
 
 
-_NUMBER = re.compile(
-    r"(?P<sign>[-+−–]?)"
-    r"(?P<body>(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"
-    r"(?:[eE](?P<exp>[-+−]?\d+)|\s*[x×·*]\s*10\s*\^?\s*(?P<exp10>[-+−]?\d+))?"
-    r"(?P<pm>\s*(?:±|\+/-|\+-)\s*(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)?"
-    r"(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?"
-)
-_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
-_SIGN_BEFORE = frozenset(" \t\n([{=:,;~≈<>")
+def find_quantities(text: str, *, magnitude_letters: MagnitudeLetters = "glued") -> list[Quantity]:
+    """Every number in ``text`` with the unit written after it, in order: the comparison core's reading
+    (:func:`datadojo.compare.core.find_numbers`: digits that are part of a name, dates, times and ratios
+    skipped; sign, exponent, ``±``, magnitudes and separators read). Never raises."""
+    return [Quantity(n.value, n.unit, n.text) for n in find_numbers(text, magnitude_letters=magnitude_letters)]
 
 
-def find_quantities(text: str) -> list[Quantity]:
-    """Every number in ``text`` with the unit written after it, in order (module docstring).
-
-    Digits that are part of a name are skipped: glued to a letter or ``_`` before (``L2``, ``x_3``), to
-    letters after that are not a unit (``2nd``, ``3D``), a file extension (``2021.csv``), or dates, times
-    and ratios (``2021-03-04``, ``12:30``, ``3/4``). Never raises.
-    """
-    s = normalise_unit_text(text)
-    out: list[Quantity] = []
-    consumed = 0  # the end of the last unit read: exponents inside it (m-2) are not numbers
-    for m in _NUMBER.finditer(s):
-        start, body_start = m.start(), m.start("body")
-        if body_start < consumed:
-            continue
-        before = s[body_start - 1] if body_start > 0 else ""
-        if before.isalpha() or before == "_" or before == "." or before.isdigit():
-            continue
-        if (
-            before in "-/:"
-            and body_start >= 2
-            and (s[body_start - 2].isdigit() or s[body_start - 2].isalpha())
-        ):
-            continue  # a date, time or ratio (2021-03, 12:30, 3/4), or an exponent / id (m-2, CO-2)
-        end = m.end()
-        after = s[end] if end < len(s) else ""
-        if after in "-/:" and end + 1 < len(s) and s[end + 1].isdigit():
-            continue
-        if after == "." and end + 1 < len(s) and s[end + 1].isalpha():
-            continue
-        unit, unit_end = read_unit(s, end)
-        glued_letters = after.isalpha() or after == "_"
-        if glued_letters and (unit is None or (unit_end < len(s) and s[unit_end].isalnum())):
-            continue
-        exp = (m.group("exp") or "").replace("−", "-")
-        try:
-            value = float(m.group("body").replace(",", "") + (f"e{exp}" if exp else ""))
-            if m.group("exp10"):
-                value *= 10.0 ** int(m.group("exp10").replace("−", "-"))
-        except (ValueError, OverflowError):
-            continue
-        sign = m.group("sign")
-        if sign and (start == 0 or s[start - 1] in _SIGN_BEFORE) and sign in "-−–":
-            value = -value
-        if m.group("scale"):
-            value *= _SCALES[m.group("scale")]
-        if math.isnan(value) or math.isinf(value):
-            continue
-        consumed = unit_end
-        out.append(Quantity(value, unit, s[body_start if not sign else start : unit_end].strip()))
-    return out
+def _value_match(pred: Number, ref: Number, cfg: ScientificConfig) -> Verdict:
+    """Whether ``pred`` states ``ref`` (module docstring: conversion, unit consistency), through the core."""
+    if ref.unit is not None and pred.unit is None and cfg.require_units:
+        return Verdict(False, True, f"{pred.text}: no unit (expected {ref.unit.text})")
+    return numbers_match(pred, ref, cfg.rel_tol, cfg.abs_tol)
 
 
-def _close(p: float, g: float, cfg: ScientificConfig) -> bool:
-    if math.isnan(p) or math.isinf(p):
-        return False
-    return match_answer(p, g, kind="number", config=cfg.match_config).correct
-
-
-def _value_match(pred: Quantity, ref: Quantity, cfg: ScientificConfig) -> tuple[bool, str]:
-    """Whether ``pred`` states ``ref`` (module docstring: conversion, unit consistency); and a note."""
-    if ref.unit is not None and pred.unit is not None:
-        if not pred.unit.compatible(ref.unit):
-            return False, f"{pred.text}: unit {pred.unit.text} is incompatible with {ref.unit.text}"
-        try:
-            v = pred.unit.convert(pred.value, ref.unit)
-        except (ValueError, OverflowError, ZeroDivisionError):
-            return False, f"{pred.text}: cannot convert to {ref.unit.text}"
-        shown = f"{pred.text} (= {v:.6g} {ref.unit.text})" if pred.unit.text != ref.unit.text else pred.text
-        return _close(v, ref.value, cfg), shown
-    if ref.unit is not None:  # a bare number
-        if cfg.require_units:
-            return False, f"{pred.text}: no unit (expected {ref.unit.text})"
-        readings = [pred.value]
-        if ref.unit.dimensionless:
-            readings.append(ref.unit.from_si(pred.value))  # 0.45 for 45%
-        return any(_close(v, ref.value, cfg) for v in readings), pred.text
-    readings = [pred.value]
-    if pred.unit is not None and pred.unit.dimensionless:
-        readings.append(pred.unit.to_si(pred.value))  # 45% for 0.45
-    return any(_close(v, ref.value, cfg) for v in readings), pred.text
-
-
-_SEGMENT_SPLIT = re.compile(r"\s*(?:;|,(?!\d{3}(?!\d))|\n)\s*")
+_SEGMENT_SPLIT = re.compile(r"\s*(?:;|(?<!\d),|,(?!\d)|\n)\s*")
 _AND_SPLIT = re.compile(r"\s+and\s+", re.IGNORECASE)
 _YES_NO = frozenset({"yes", "no", "true", "false"})
 
@@ -241,13 +176,16 @@ def match_scientific(
     if normalize_text(ref) in _YES_NO:
         r = match_answer(pred, ref, kind="bool")
         return ScientificMatch(r.correct, r.reason, "bool")
-    ref_values: list[Quantity] = []
+    names = entity_check(pred, ref)
+    if names is not None and names.decided:
+        return ScientificMatch(False, names.reason, "entity")
+    ref_values: list[Number] = []
     categorical: list[str] = []
     free_text: list[str] = []
     for seg in _segments(ref, cfg.categorical_max_words):
-        found = find_quantities(seg)
+        found = find_numbers(seg, magnitude_letters=cfg.magnitude_letters)
         if found:
-            ref_values.extend(found)
+            ref_values.extend(answer_candidates(found))
         elif len(normalize_text(seg).split()) <= cfg.categorical_max_words:
             if normalize_text(seg):
                 categorical.append(seg)
@@ -268,19 +206,23 @@ def match_scientific(
                 "categorical",
             )  # fmt: skip
         return ScientificMatch(True, f"all {len(categorical)} categorical value(s) present", "categorical")
-    return _match_values(pred, ref_values, categorical, missing, free_text, cfg)
+    r = _match_values(pred, ref_values, categorical, missing, free_text, cfg)
+    if names is not None and r.correct:  # a reference name the prediction does not state: a guess
+        return ScientificMatch(True, f"{r.reason}; {names.reason}", r.kind, decisive=False)
+    return r
 
 
 def _match_values(
     pred: str,
-    ref_values: list[Quantity],
+    ref_values: list[Number],
     categorical: list[str],
     missing: list[str],
     free_text: list[str],
     cfg: ScientificConfig,
 ) -> ScientificMatch:
     decisive = not free_text
-    found = find_quantities(pred)
+    stated = find_numbers(pred, magnitude_letters=cfg.magnitude_letters)
+    found = answer_candidates(stated)  # sample sizes, row numbers, counts and asides only if nothing else
     kind = "number" if not categorical else "number+categorical"
     if not found:
         return ScientificMatch(False, "no number in the prediction", kind, decisive)
@@ -294,13 +236,13 @@ def _match_values(
             decisive,
         )
     checks = [[_value_match(p, r, cfg) for p in found] for r in ref_values]
-    ok = [[c[0] for c in row] for row in checks]
+    ok = [[c.correct for c in row] for row in checks]
     matched = _bipartite(len(ref_values), ok)
     problems: list[str] = []
     if matched < len(ref_values):
         for r, row in zip(ref_values, checks, strict=True):
-            if not any(c[0] for c in row):
-                notes = [c[1] for c in row if "unit" in c[1]] or [c[1] for c in row]
+            if not any(c.correct for c in row):
+                notes = [c.reason for c in row if "unit" in c.reason] or [c.reason for c in row]
                 problems.append(f"{r.text}: not matched (prediction has {'; '.join(notes[:2])})")
         if not problems:
             problems.append(f"only {matched} of {len(ref_values)} values matched one-to-one")
@@ -308,6 +250,18 @@ def _match_values(
         problems.append(f"categorical value(s) missing: {', '.join(repr(c) for c in missing[:3])}")
     if problems:
         return ScientificMatch(False, "; ".join(problems)[:300], kind, decisive)
+    for r, row in zip(ref_values, checks, strict=True):
+        for p, c in zip(found, row, strict=True):
+            hedged = hedge(pred, stated, p) if c.correct else None
+            if hedged:
+                return ScientificMatch(False, f"{hedged}: the answer does not commit to one value", kind, False)
+    sure = _bipartite(len(ref_values), [[c.correct and c.decided for c in row] for row in checks])
+    if sure < len(ref_values):
+        decisive = False
+    elif len(found) > len(ref_values):
+        used = {i for row in ok for i, hit in enumerate(row) if hit}
+        if any(i not in used for i in range(len(found))):
+            decisive = False  # other candidate numbers beside the matching one: which answers is a guess
     what = f"all {len(ref_values)} value(s) match within {cfg.rel_tol:.3g} relative tolerance"
     if categorical:
         what += f" and all {len(categorical)} categorical value(s) are present"

@@ -9,10 +9,15 @@ the final synthesized answer".
 Asking the judge about three identical numbers wastes a request, so :func:`rule_check` runs first:
 
 * any attempt without a final answer → inconsistent (method ``rule``; the critique names the attempts);
-* all answers equal after normalisation (:func:`datadojo.compare.text.normalize_text`) → consistent;
-* the same words around the same count of numbers, every number within ``tolerance`` (relative, default
-  0.03 = the paper's 3%) of the others → consistent;
-* anything else is left to the judge (method ``llm``).
+* every pair of answers the comparison core (:func:`datadojo.compare.core.compare_answers`, symmetric
+  mode) finds equal *and is certain about* → consistent: identical after a normalisation that keeps sign,
+  decimal point, percent, exponent and identifiers (``-5``/``5``, ``1.5``/``15``, ``12.5%``/``125%``,
+  ``3.14e-2``/``3.14e2``, ``Q1``/``Q3``, ``Store_12``/``Store_7`` all differ), or the same words around
+  numbers that agree within ``tolerance`` (relative to the larger, default 0.03 = the paper's 3%) after
+  sign, percent, exponent, magnitude and unit are parsed, with the same names;
+* anything else — numbers that differ, a percent against a bare figure, a hedge or range, a missing or
+  different name, differing words (the judge also checks completeness) — is left to the judge (method
+  ``llm``). The rule never says "inconsistent" about answers it could read: only the judge does.
 
 When the rule finds the answers consistent it picks the best itself: the attempt with the fewest turns,
 then the shortest answer, then the lowest sample number (the paper's judge prefers the "most concise and
@@ -31,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from datadojo.compare.text import find_numbers, normalize_text
+from datadojo.compare.core import compare_answers, within
 from datadojo.jsonl import JsonlAppender, read_models, read_trajectories
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.llm.structured import StructuredOutputError
@@ -75,31 +80,30 @@ class RuleOutcome:
 
 
 def numbers_agree(a: float, b: float, tolerance: float) -> bool:
-    """``|a − b| ≤ tolerance · max(|a|, |b|)`` (exact equality when both are 0)."""
-    return abs(a - b) <= tolerance * max(abs(a), abs(b))
-
-
-def _words(text: str) -> str:
-    letters = "".join(ch if ch.isalpha() or ch.isspace() else " " for ch in text)
-    return normalize_text(letters)
+    """``|a − b| ≤ tolerance · max(|a|, |b|)``, boundary included (exact equality when both are 0)."""
+    return within(a, b, tolerance, symmetric=True)
 
 
 def rule_check(answers: Sequence[str | None], tolerance: float = 0.03) -> RuleOutcome:
-    """The deterministic pre-check of N final answers (module docstring)."""
+    """The deterministic pre-check of N final answers (module docstring).
+
+    ``consistent`` is ``True`` only when the core is certain every pair agrees, ``False`` only when an
+    attempt gave no answer, ``None`` (ask the judge) otherwise. Signature and return type unchanged.
+    """
     missing = [i + 1 for i, a in enumerate(answers) if a is None or not a.strip()]
     if missing:
         return RuleOutcome(False, f"attempt(s) {', '.join(map(str, missing))} gave no final answer")
     texts = [str(a) for a in answers]
-    if len({normalize_text(t) for t in texts}) == 1:
+    reasons: list[str] = []
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            v = compare_answers(texts[j], texts[i], rel_tol=tolerance, abs_tol=0.0, symmetric=True)
+            if not (v.correct and v.decided):
+                return RuleOutcome(None, f"attempts {i + 1} and {j + 1}: {v.reason}; the judge decides")
+            reasons.append(v.reason)
+    if all(r == "identical after normalisation" for r in reasons):
         return RuleOutcome(True, "identical answers after normalisation")
-    nums = [[n.value for n in find_numbers(t)] for t in texts]
-    if all(nums) and len({len(n) for n in nums}) == 1 and len({_words(t) for t in texts}) == 1:
-        for pos in range(len(nums[0])):
-            column = [n[pos] for n in nums]
-            if not all(numbers_agree(x, y, tolerance) for x in column for y in column):
-                return RuleOutcome(None, "numbers differ beyond the tolerance")
-        return RuleOutcome(True, f"same words, numbers within {tolerance:.0%}")
-    return RuleOutcome(None, "answers differ in wording; the judge decides")
+    return RuleOutcome(True, f"same words and names, numbers within {tolerance:.0%}")
 
 
 def rule_best(trajectories: Sequence[Trajectory]) -> Trajectory:
