@@ -28,13 +28,17 @@ by the loader option ``qa_scoring`` (:data:`QA_SCORING_MODES`):
     the judge's verdict decides (DataDojo's behaviour before the matcher existed); the rule's verdict is
     still computed and recorded.
 ``rule+judge``
-    both are asked and recorded; the rule decides where it is decisive (the reference is numbers, units,
-    yes/no or short categorical values), the judge where the reference holds free text the rule can only
-    compare verbatim. Recommended for synthesised QA whose references are sentences.
+    both are asked and recorded; the rule decides only where it is certain (``decisive``: numbers, units,
+    yes/no or short categorical values it could read, or a wrong name beside the right number, which is
+    wrong), the judge wherever the rule is not (free text, several candidate numbers, a hedge or range, a
+    reference name the answer does not state). A rule's 1.0 never overrides the judge's 0 when the rule
+    was guessing. Recommended for synthesised QA whose references are sentences.
 
 ``qa_rel_tol`` / ``qa_abs_tol`` set the matcher's tolerances (default 1% / 1e-6,
 :class:`~datadojo.compare.scientific.ScientificConfig`). Each QA item records ``parts["rule"]`` (correct,
-reason, kind, decisive), ``parts["judge"]`` where the judge was asked, and ``parts["decided_by"]``.
+reason, kind, decisive), ``parts["judge"]`` where the judge was asked, ``parts["decided_by"]`` and, under
+``rule`` when the rule was not certain, ``parts["undecided"]`` (counted in the run's summary and report
+as the undecided share).
 Pass@1 is the mean score, the success rate the share of episodes that produced an answer within the
 budget.
 
@@ -301,6 +305,8 @@ class SciData(JudgedBenchmark):
         parts: dict[str, Any] = {"qa_scoring": mode, "rule": rule.to_dict()}
         if mode == "rule":
             parts["decided_by"] = "rule"
+            if not rule.decisive:  # no judge to ask: the rule's guess stands and is counted as undecided
+                parts["undecided"] = True
             return self._qa_score(rule.correct, f"rule: {rule.reason}", prediction, metric, parts)
         verdict = self._verdicts.get(verdict_key(task.id, prediction))
         if verdict is None:

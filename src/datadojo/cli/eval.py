@@ -21,7 +21,7 @@ from datadojo.cli._ui import config_option, error_exit, exit_if_server_down, pro
 from datadojo.cli.agent import MODEL_HELP
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
-from datadojo.eval.report import behaviour_rows, official_value
+from datadojo.eval.report import behaviour_rows, decision_rows, official_value
 from datadojo.llm.base import SamplingParams
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
@@ -65,6 +65,8 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     table.add_column("value", justify="right")
     table.add_row("tasks × trials", f"{summary['n_tasks']} × {n}")
     table.add_row("scoring rule", (summary.get("rule") or {}).get("name", "not recorded"))
+    for _key, label, value in decision_rows(summary):
+        table.add_row(label, value)
     table.add_row("pass@1 (mean over trials)", _pct(m.get("pass@1")))
     for k in summary.get("ks", []):
         if k != 1 and f"pass@{k}" in m:

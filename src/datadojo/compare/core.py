@@ -160,9 +160,12 @@ _DATE = re.compile(
     r"(?<!\d)(?:\d{4}-\d{1,2}(?:-\d{1,2})?|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}|\d{1,2}:\d{2}(?::\d{2})?)(?![\d.,]\d)"
 )
 _NOT_UNITS = frozenset(
-    "and or to the of in is was with for per at on by from than as vs versus which that this it its are were "
-    "be been being has have had a an over under between respectively each".split()
-)
+    {
+        "and", "or", "to", "the", "of", "in", "is", "was", "with", "for", "per", "at", "on", "by", "from",
+        "than", "as", "vs", "versus", "which", "that", "this", "it", "its", "are", "were", "be", "been",
+        "being", "has", "have", "had", "an", "over", "under", "between", "respectively", "each",
+    }
+)  # fmt: skip
 _YEAR_BEFORE = re.compile(r"\b(?:in|since|during|until|by|year|from|of)\s*$", re.IGNORECASE)
 
 
@@ -311,7 +314,9 @@ def numbers_match(
         return Verdict(ok, True, f"{pred.text} {'equals' if ok else 'differs from'} {ref.text} (as percents)")
     if pred.unit is not None and ref.unit is not None:
         if not pred.unit.compatible(ref.unit):
-            return Verdict(False, True, f"{pred.text}: unit {pred.unit.text} is incompatible with {ref.unit.text}")
+            return Verdict(
+                False, True, f"{pred.text}: unit {pred.unit.text} is incompatible with {ref.unit.text}"
+            )
         try:
             v = pred.unit.convert(pred.value, ref.unit)
         except (ValueError, OverflowError, ZeroDivisionError):
@@ -560,7 +565,9 @@ def _several_numbers(
     from datadojo.compare.matchers import _bipartite  # the one maximum-matching helper
 
     pcands = answer_candidates(pnums)
-    ok = [[numbers_match(p, r, rel_tol, abs_tol, symmetric=symmetric).correct for p in pcands] for r in rcands]
+    ok = [
+        [numbers_match(p, r, rel_tol, abs_tol, symmetric=symmetric).correct for p in pcands] for r in rcands
+    ]
     matched = _bipartite(len(rcands), ok)
     if matched < len(rcands):
         return Verdict(False, True, f"{len(rcands) - matched} of {len(rcands)} reference numbers not matched")

@@ -109,7 +109,9 @@ class MatchConfig(Settings):
         if self.abs_tol < 0:
             raise ValueError(f"abs_tol must be >= 0, got {self.abs_tol}")
         if self.magnitude_letters not in MAGNITUDE_LETTERS:
-            raise ValueError(f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}")
+            raise ValueError(
+                f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}"
+            )
         return self
 
 
@@ -353,7 +355,9 @@ def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchR
         sure = _bipartite(len(g), [[r.correct and r.decided for r in row] for row in res]) == len(g)
         return MatchResult(True, f"all {len(g)} items match (any order)", "list", sure)
     unsure = any(not r.decided for row in res for r in row)
-    return MatchResult(False, f"{len(g) - matched} of {len(g)} expected item(s) not found", "list", not unsure)
+    return MatchResult(
+        False, f"{len(g) - matched} of {len(g)} expected item(s) not found", "list", not unsure
+    )
 
 
 def _infer_scalar(x: Any) -> str:

@@ -38,7 +38,6 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -86,7 +85,9 @@ class ScientificConfig(Settings):
         if self.max_extra_values < 0:
             raise ValueError(f"max_extra_values must be >= 0, got {self.max_extra_values}")
         if self.magnitude_letters not in MAGNITUDE_LETTERS:
-            raise ValueError(f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}")
+            raise ValueError(
+                f"magnitude_letters must be one of {MAGNITUDE_LETTERS}, got {self.magnitude_letters!r}"
+            )
         if self.categorical_max_words < 1:
             raise ValueError(f"categorical_max_words must be >= 1, got {self.categorical_max_words}")
         return self
@@ -125,7 +126,9 @@ def find_quantities(text: str, *, magnitude_letters: MagnitudeLetters = "glued")
     """Every number in ``text`` with the unit written after it, in order: the comparison core's reading
     (:func:`datadojo.compare.core.find_numbers`: digits that are part of a name, dates, times and ratios
     skipped; sign, exponent, ``±``, magnitudes and separators read). Never raises."""
-    return [Quantity(n.value, n.unit, n.text) for n in find_numbers(text, magnitude_letters=magnitude_letters)]
+    return [
+        Quantity(n.value, n.unit, n.text) for n in find_numbers(text, magnitude_letters=magnitude_letters)
+    ]
 
 
 def _value_match(pred: Number, ref: Number, cfg: ScientificConfig) -> Verdict:
@@ -250,11 +253,13 @@ def _match_values(
         problems.append(f"categorical value(s) missing: {', '.join(repr(c) for c in missing[:3])}")
     if problems:
         return ScientificMatch(False, "; ".join(problems)[:300], kind, decisive)
-    for r, row in zip(ref_values, checks, strict=True):
+    for row in checks:
         for p, c in zip(found, row, strict=True):
             hedged = hedge(pred, stated, p) if c.correct else None
             if hedged:
-                return ScientificMatch(False, f"{hedged}: the answer does not commit to one value", kind, False)
+                return ScientificMatch(
+                    False, f"{hedged}: the answer does not commit to one value", kind, False
+                )
     sure = _bipartite(len(ref_values), [[c.correct and c.decided for c in row] for row in checks])
     if sure < len(ref_values):
         decisive = False

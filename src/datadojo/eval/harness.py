@@ -365,6 +365,31 @@ async def judge_run(
     return benchmark.with_verdicts(verdicts)
 
 
+def decided_by_counts(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Which scorer decided the scored answers (``rule``, ``judge``, the benchmark's ``official`` rule) and
+    how many rule verdicts were guesses (``undecided``: the rule was not certain and no judge was asked).
+
+    Items without an answer are left out: nothing was decided about them.
+    """
+    by: Counter[str] = Counter()
+    undecided = 0
+    for row in rows:
+        if row.get("answer") is None or row.get("stop_reason") == "missing":
+            continue
+        parts = row.get("parts") or {}
+        who = parts.get("decided_by") or (
+            "judge" if "judge" in parts or parts.get("judge_error") else "official"
+        )
+        by[str(who)] += 1
+        undecided += bool(parts.get("undecided"))
+    n = sum(by.values())
+    return {
+        "decided_by": dict(sorted(by.items())),
+        "undecided": undecided,
+        "undecided_share": undecided / n if n else None,
+    }
+
+
 def score_run(
     benchmark: Benchmark,
     tasks: Sequence[Task],
@@ -425,6 +450,7 @@ def score_run(
         source_counts[row["prediction_source"]] += 1
         rows.append(row)
     write_jsonl_atomic(out / SCORES, rows)
+    decisions = decided_by_counts(rows)
     behaviour = behaviour_metrics(trajs.values()).to_dict() if trajs else None
     if behaviour is not None:
         behaviour["total_tokens"] = sum(sum(_tokens(t)) for t in trajs.values())
@@ -445,6 +471,7 @@ def score_run(
             "format_ok": sum(r["format"] for r in rewards) / len(rewards) if rewards else None,
         },
         "behaviour": behaviour,
+        "decisions": decisions,
         "missing_trials": len(tasks) * n_trials - len(trajs),
         "rollout": rollout.to_dict() if rollout is not None else None,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -30,6 +30,7 @@ __all__ = [
     "COUNT_TOTALS",
     "bar_chart_svg",
     "behaviour_rows",
+    "decision_rows",
     "histogram_svg",
     "html_page",
     "html_table",
@@ -198,7 +199,27 @@ def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("mean_reward", "mean DataMind reward R", _num(rewards["mean_total"], 3)))
         rows.append(("format_ok", "well-formed trajectories (r_format = 1)", _pct(rewards.get("format_ok"))))
     rows.append(("missing_trials", "trials without a trajectory", str(summary.get("missing_trials", 0))))
+    rows += decision_rows(summary)
     return rows
+
+
+def decision_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Which scorer decided the verdicts (with counts) and the undecided share: the share of verdicts that
+    rest on a rule's guess because the rule was not certain and no judge was asked (``summary["decisions"]``,
+    :func:`datadojo.eval.harness.decided_by_counts`). Older summaries have none: no rows."""
+    d = summary.get("decisions") or {}
+    if not d.get("decided_by"):
+        return []
+    who = ", ".join(f"{k} {v}" for k, v in d["decided_by"].items())
+    share = d.get("undecided_share")
+    return [
+        ("decided_by", "verdicts decided by", who),
+        (
+            "undecided_share",
+            "undecided share (rule guesses, no judge)",
+            f"{_pct(share)} ({d.get('undecided', 0)})",
+        ),
+    ]
 
 
 # --- plots ----------------------------------------------------------------------------------------------
