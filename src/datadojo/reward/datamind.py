@@ -134,11 +134,16 @@ def token_counter(tokenizer: Any = None) -> TokenCounter:
 
 @dataclass(frozen=True)
 class AnswerCheck:
-    """The verdict of an answer checker: ``correct`` and why (the judge's reason, or the rule's)."""
+    """The verdict of an answer checker: ``correct`` and why (the judge's reason, or the rule's).
+
+    ``decided=False``: the rule was not certain (:attr:`datadojo.compare.matchers.MatchResult.decided`);
+    with ``rule_first`` a judge decides such answers, without a judge the guess stands and is counted.
+    """
 
     correct: bool
     reason: str
     source: str
+    decided: bool = True
 
 
 AnswerChecker = Callable[[Task, str | None], AnswerCheck]
@@ -158,7 +163,7 @@ def default_answer_check(task: Task, prediction: str | None) -> AnswerCheck:
     if prediction is None or not prediction.strip():
         return AnswerCheck(False, "no final answer", "matcher")
     res = match_task(task, prediction)
-    return AnswerCheck(res.correct, res.reason, f"matcher:{res.kind}")
+    return AnswerCheck(res.correct, res.reason, f"matcher:{res.kind}", res.decided)
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,7 @@ class RewardBreakdown:
     format_problems: tuple[str, ...]
     answer_reason: str
     answer_source: str
+    answer_decided: bool = True
 
     def as_rewards(self) -> dict[str, float]:
         """The numbers for :attr:`Trajectory.rewards` (``format``, ``answer``, ``length``, ``total``)."""
@@ -183,7 +189,8 @@ class DataMindReward:
     """Scores trajectories with DataMind's reward (module docstring).
 
     ``checker`` decides r_answer synchronously (default :func:`default_answer_check`); with a ``judge``,
-    :meth:`ascore` asks the LLM judge instead, as DataMind does. ``tokenizer`` is anything
+    :meth:`ascore` asks the LLM judge instead, as DataMind does; with ``rule_first`` (``rule+judge``) only
+    for answers the checker is not certain about (a rule's guess never overrides the judge). ``tokenizer`` is anything
     :func:`token_counter` accepts. ``l_min``, ``l_max`` and ``malformed_penalty`` default to the paper's.
     """
 
@@ -196,6 +203,7 @@ class DataMindReward:
         l_min: int = L_MIN,
         l_max: int = L_MAX,
         malformed_penalty: float = MALFORMED_PENALTY,
+        rule_first: bool = False,
     ) -> None:
         length_reward(0, l_min, l_max)  # validates the bounds once
         self.checker = checker or default_answer_check
@@ -203,6 +211,7 @@ class DataMindReward:
         self.count_tokens = token_counter(tokenizer)
         self.l_min, self.l_max = l_min, l_max
         self.malformed_penalty = malformed_penalty
+        self.rule_first = rule_first
 
     def _combine(self, trajectory: Trajectory, check: AnswerCheck) -> RewardBreakdown:
         r_format, problems = format_reward(trajectory)
@@ -220,6 +229,7 @@ class DataMindReward:
             format_problems=tuple(problems),
             answer_reason=check.reason,
             answer_source=check.source,
+            answer_decided=check.decided,
         )
 
     def _check_task(self, trajectory: Trajectory, task: Task) -> None:
@@ -236,6 +246,10 @@ class DataMindReward:
         self._check_task(trajectory, task)
         if self.judge is None:
             return self._combine(trajectory, self.checker(task, trajectory.final_answer))
+        if self.rule_first:  # rule+judge: the rule decides what it is certain about, the judge the rest
+            check = self.checker(task, trajectory.final_answer)
+            if check.decided:
+                return self._combine(trajectory, check)
         if task.answer is None:
             raise ValueError(f"task {task.id!r}: no reference answer for the judge")
         reference = (
