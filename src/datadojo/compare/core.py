@@ -380,7 +380,10 @@ _BOUND = re.compile(
     re.IGNORECASE,
 )
 _RANGE_BETWEEN = re.compile(r"\b(?:between|from)\s*$", re.IGNORECASE)
-_RANGE_JOIN = re.compile(r"^\s*(?:and|to|-|–|—|or|and/or)\s*$", re.IGNORECASE)
+_RANGE_JOIN = re.compile(
+    r"^\s*,?\s*(?:and|to|-|–|—|or|and/or)(?:\s+(?:maybe|possibly|perhaps|even|about|around))?\s*$",
+    re.IGNORECASE,
+)
 
 
 def hedge(text: str, numbers: list[Number], chosen: Number | None) -> str | None:
@@ -395,7 +398,7 @@ def hedge(text: str, numbers: list[Number], chosen: Number | None) -> str | None
     if _BOUND.search(head):
         return f"a bound, not a value ({head.strip()[-15:]} {chosen.text})"
     for j in (i - 1, i + 1):
-        if 0 <= j < len(numbers):
+        if 0 <= j < len(numbers) and not numbers[j].context:
             a, b = (numbers[j], chosen) if j < i else (chosen, numbers[j])
             gap = s[a.end : b.start]
             if _RANGE_JOIN.match(gap) and not numbers_match(a, b, 0.0).correct:
@@ -447,8 +450,8 @@ def _entities(text: str) -> dict[str, set[str]]:
 
 def entity_check(prediction: str, reference: str, *, symmetric: bool = False) -> Verdict | None:
     """``None`` when the names agree (or the reference names nothing); a wrong :class:`Verdict` when the
-    prediction gives a different name of a kind the reference names (decided); an undecided verdict when a
-    reference name is missing and nothing contradicts it (the rule cannot tell an omission from a paraphrase).
+    prediction gives a different name of a kind the reference names (decided); an undecided wrong verdict
+    when a reference name is missing and nothing contradicts it (an omission, unless the question named it).
     """
     ref, pred = _entities(reference), _entities(prediction)
     missing: list[str] = []
@@ -468,7 +471,7 @@ def entity_check(prediction: str, reference: str, *, symmetric: bool = False) ->
             if kind not in ref:
                 missing.extend(sorted(names))
     if missing:
-        return Verdict(True, False, f"the reference names {', '.join(missing[:3])}; the prediction does not")
+        return Verdict(False, False, f"the reference names {', '.join(missing[:3])}; the prediction does not")
     return None
 
 
@@ -526,8 +529,8 @@ def compare_answers(
         verdict = _several_numbers(pnums, rcands, rel_tol, abs_tol, symmetric)
     if verdict.correct and symmetric and _words(prediction, pnums) != _words(reference, rnums):
         return Verdict(True, False, f"{verdict.reason}; the wording differs")
-    if ent is not None and verdict.correct:
-        return Verdict(True, False, f"{verdict.reason}; {ent.reason}")
+    if ent is not None and verdict.correct:  # incomplete unless the question named it: a judge decides
+        return Verdict(False, False, f"{verdict.reason}, but {ent.reason}")
     return verdict
 
 

@@ -210,8 +210,10 @@ def match_scientific(
             )  # fmt: skip
         return ScientificMatch(True, f"all {len(categorical)} categorical value(s) present", "categorical")
     r = _match_values(pred, ref_values, categorical, missing, free_text, cfg)
-    if names is not None and r.correct:  # a reference name the prediction does not state: a guess
-        return ScientificMatch(True, f"{r.reason}; {names.reason}", r.kind, decisive=False)
+    if (
+        names is not None
+    ):  # a reference name the prediction does not state: incomplete, or named by the question
+        return ScientificMatch(False, f"{r.reason}; {names.reason}", r.kind, decisive=False)
     return r
 
 
