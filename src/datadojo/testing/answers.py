@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ANSWER_PAIRS", "AnswerPair", "TOLERANCE", "careful_verdict"]
+__all__ = ["ANSWER_PAIRS", "TOLERANCE", "AnswerPair", "careful_verdict"]
 
 #: The relative tolerance every rule is run at on this table (DataMind §3.2).
 TOLERANCE = 0.03
@@ -121,7 +121,7 @@ ANSWER_PAIRS: tuple[AnswerPair, ...] = (
         True,
         "entity",
         _SDS,
-    ),  # fmt: skip
+    ),
     _p("25.3 °C", "January, 25.3 °C", False, False, "entity", _DM_SEM),
 )
 
