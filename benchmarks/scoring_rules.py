@@ -16,12 +16,19 @@ comparison).
 Answer:`` marker, with a trailing period, with a decimal dropped or added, with the sign flipped) is scored
 under ``official`` (the script's verdicts, the default) and ``readme``; printed: the share of items on
 which the credits agree.
+
+**Matchers** (``--section matchers``, issue 28): real DABench sub-answers and TableBench answers rewritten
+the ways models write them, each with the careful grader's verdict, scored by the DataMind matcher, the
+scientific matcher and the DataMind consistency pre-check *before* (the code of commit
+``_answer_rewrites.BEFORE``, loaded from git) and *after* the comparison core; printed: verdicts right,
+false accepts, false rejects and undecided, per rule and per way of writing (``benchmarks/_answer_rewrites.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,9 +143,20 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data")
     ap.add_argument("--spider-limit", type=int, default=200)
     ap.add_argument("--tablebench-limit", type=int, default=300)
+    ap.add_argument(
+        "--matchers-limit", type=int, default=400, help="references per benchmark for the matchers"
+    )
+    ap.add_argument("--section", choices=("all", "spider", "tablebench", "matchers"), default="all")
     args = ap.parse_args()
-    run_spider(args.data, args.spider_limit)
-    run_tablebench(args.data, args.tablebench_limit)
+    if args.section in ("all", "spider"):
+        run_spider(args.data, args.spider_limit)
+    if args.section in ("all", "tablebench"):
+        run_tablebench(args.data, args.tablebench_limit)
+    if args.section in ("all", "matchers"):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _answer_rewrites import run_matchers
+
+        run_matchers(args.data, args.matchers_limit)
 
 
 if __name__ == "__main__":

@@ -276,9 +276,20 @@ def _match_bool(pred: Any, gold: Any) -> MatchResult:
     if g is None:
         raise ValueError(f"the reference answer {gold!r} is not a yes/no value")
     p = _bool_of(_clean(pred) if isinstance(pred, str) else pred)
+    decided = True
+    if p is None and isinstance(pred, str):  # "Based on 101 rows, the answer is no"
+        stated = re.search(r"\b(?:answer|result|verdict)\s+is\s*:?\s*(\w+)\s*\.?\s*$", pred, re.IGNORECASE)
+        words = set(normalize_text(pred).split())
+        polarities = {True for w in words if w in _TRUE} | {False for w in words if w in _FALSE}
+        if stated and _bool_of(stated.group(1)) is not None:
+            p = _bool_of(stated.group(1))
+        elif len(polarities) == 1:  # one polarity somewhere in the sentence: a guess
+            p, decided = polarities.pop(), False
     if p is None:
         return MatchResult(False, "the prediction is neither yes nor no", "bool")
-    return MatchResult(p == g, f"prediction {'yes' if p else 'no'}, reference {'yes' if g else 'no'}", "bool")
+    return MatchResult(
+        p == g, f"prediction {'yes' if p else 'no'}, reference {'yes' if g else 'no'}", "bool", decided
+    )
 
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")

@@ -1,0 +1,229 @@
+"""Real DABench / TableBench references rewritten the ways models write them, scored by the answer rules
+before and after the comparison core (issue 28), for ``benchmarks/scoring_rules.py --section matchers``.
+
+*Before* is the code of commit ``BEFORE`` (the matcher, the scientific matcher and the consistency
+pre-check as they were), loaded from git into private modules, so the figures compare the two in one run
+on the same pairs. Every rewrite carries the careful grader's verdict (DataMind App. I.4, SciDataSailor
+App. B.2.3): restating, rounding within tolerance, thousands separators of other locales, a magnitude
+suffix, a sample size or a row number beside the value, a percent written as a fraction are **correct**;
+a flipped sign, a decimal slip (×10), a range or alternatives containing the value, a percent a hundred
+times off and a wrong name beside the right number are **wrong**.
+
+Counted per rule: verdicts that agree with the careful grader (a guess counts by its value), false
+accepts, false rejects and undecided verdicts (the rule says it is not sure; a judge would decide). For
+the consistency pre-check a pair is two samples ``[reference, rewrite]``: "consistent" on a wrong
+rewrite is a false accept, and ``None`` (ask the judge) is undecided, never a false verdict.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: The commit before the comparison core (main at the time of issue 28).
+BEFORE = "d41e384"
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    prediction: str
+    reference: str
+    correct: bool
+    kind: str
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}" if abs(v) < 1e15 else repr(v)
+
+
+def rewrites(reference: str, k: int) -> list[Rewrite]:
+    """The rewrites of one reference (module docstring); ``k`` varies names and counts between items."""
+    ref = reference.strip()
+    out = [Rewrite(f"The answer is {ref}.", ref, True, "restated")]
+    pct = ref.endswith("%")
+    v = _num(ref.rstrip("%").strip())
+    if v is None:
+        names = re.findall(r"[A-Za-z][\w.-]*", ref)
+        if names:
+            out.append(Rewrite(f"Based on {100 + k} rows, the answer is {ref}", ref, True, "count beside"))
+        return out
+    out += [
+        Rewrite(f"{ref} (n={50 + k})", ref, True, "sample size"),
+        Rewrite(f"Row {k % 40 + 2} has it: {ref}", ref, True, "row number"),
+        Rewrite(f"Store_{k % 9 + 1}: {ref}", f"Store_{k % 9 + 1}: {ref}", True, "name restated"),
+        Rewrite(f"Store_{k % 9 + 11}: {ref}", f"Store_{k % 9 + 1}: {ref}", False, "wrong name"),
+    ]
+    if v != 0:
+        out.append(Rewrite(_fmt(-v) + ("%" if pct else ""), ref, False, "sign flipped"))
+        out.append(Rewrite(_fmt(v * 10) + ("%" if pct else ""), ref, False, "decimal slip"))
+        lo, hi = sorted((v * 0.8, v))
+        out.append(Rewrite(f"between {_fmt(lo)} and {_fmt(hi)}", ref, False, "range"))
+        out.append(Rewrite(f"{ref} or {_fmt(v * 1.5)}", ref, False, "alternatives"))
+        out.append(Rewrite(f"{float(f'{v:.4g}'):g}", ref, True, "rounded"))
+    if pct:
+        out.append(Rewrite(_fmt(v / 100), ref, True, "percent as fraction"))
+        out.append(Rewrite(f"{_fmt(v / 100)}%", ref, False, "percent 100x off"))
+    if abs(v) >= 1000:
+        out.append(
+            Rewrite(f"{v:,}".rstrip("0").rstrip(".") if "." in f"{v:,}" else f"{v:,}", ref, True, "thousands")
+        )
+        eu = f"{v:,.2f}".replace(",", "_").replace(".", ",").replace("_", ".")
+        if abs(float(f"{v:.2f}") - v) <= 0.01 * abs(v):
+            out.append(Rewrite(eu, ref, True, "locale 1.234,5"))
+    if abs(v) >= 1e6:
+        out.append(Rewrite(f"{v / 1e6:.4g}M", ref, True, "magnitude M"))
+        out.append(Rewrite(f"{v / 1e6:.4g} million", ref, True, "magnitude million"))
+    return out
+
+
+def references(data: Path, limit: int) -> Iterator[tuple[str, str]]:
+    """``(benchmark, reference)`` for DABench sub-answers and TableBench answers (``limit`` per benchmark)."""
+    labels = data / "dabench" / "da-dev-labels.jsonl"
+    if labels.exists():
+        n = 0
+        for line in labels.read_text(encoding="utf-8").splitlines():
+            for _name, value in json.loads(line)["common_answers"]:
+                if n < limit:
+                    n += 1
+                    yield "dabench", str(value)
+    tb = data / "tablebench" / "TableBench.jsonl"
+    if tb.exists():
+        n = 0
+        for line in tb.read_text(encoding="utf-8").splitlines():
+            answer = str(json.loads(line).get("answer", "")).strip()
+            if answer and n < limit and len(answer) <= 60:
+                n += 1
+                yield "tablebench", answer
+
+
+def _git_module(name: str, path: str, replace: dict[str, str]) -> types.ModuleType | None:
+    try:
+        src = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{BEFORE}:{path}"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for old, new in replace.items():
+        src = src.replace(old, new)
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    exec(compile(src, f"{BEFORE}:{path}", "exec"), mod.__dict__)
+    return mod
+
+
+Rule = Callable[[str, str], tuple[bool | None, bool]]  # (verdict, decided); None: left to a judge
+
+
+def rules() -> dict[str, tuple[Rule | None, Rule]]:
+    """``name -> (before, after)``; ``before`` is ``None`` when git history is unavailable."""
+    from datadojo.compare.matchers import match_answer
+    from datadojo.compare.scientific import match_scientific
+    from datadojo.synth.datamind.consistency import rule_check
+
+    old_m = _git_module("_before_matchers", "src/datadojo/compare/matchers.py", {})
+    old_s = _git_module(
+        "_before_scientific", "src/datadojo/compare/scientific.py",
+        {"from datadojo.compare.matchers import": "from _before_matchers import"},
+    )  # fmt: skip
+    old_c = _git_module("_before_consistency", "src/datadojo/synth/datamind/consistency.py", {})
+
+    def matcher(fn: Callable[..., object]) -> Rule:
+        def run(p: str, r: str) -> tuple[bool | None, bool]:
+            res = fn(p, r)
+            return bool(res.correct), bool(getattr(res, "decided", True))  # type: ignore[attr-defined]
+
+        return run
+
+    def scientific(fn: Callable[..., object]) -> Rule:
+        def run(p: str, r: str) -> tuple[bool | None, bool]:
+            res = fn(p, r)
+            return bool(res.correct), bool(res.decisive)  # type: ignore[attr-defined]
+
+        return run
+
+    def consistency(fn: Callable[..., object]) -> Rule:
+        def run(p: str, r: str) -> tuple[bool | None, bool]:
+            res = fn([r, p])
+            return res.consistent, res.consistent is not None  # type: ignore[attr-defined]
+
+        return run
+
+    return {
+        "DataMind matcher": (matcher(old_m.match_answer) if old_m else None, matcher(match_answer)),
+        "scientific matcher": (
+            scientific(old_s.match_scientific) if old_s else None,
+            scientific(match_scientific),
+        ),
+        "consistency pre-check": (consistency(old_c.rule_check) if old_c else None, consistency(rule_check)),
+    }
+
+
+@dataclass
+class Tally:
+    right: int = 0
+    false_accept: int = 0
+    false_reject: int = 0
+    undecided: int = 0
+    total: int = 0
+
+    def add(self, verdict: bool | None, decided: bool, truth: bool) -> None:
+        self.total += 1
+        if not decided:
+            self.undecided += 1
+        if verdict is None:  # the consistency rule left it to the judge: not a false verdict
+            return
+        if verdict == truth:
+            self.right += 1
+        elif verdict:
+            self.false_accept += 1
+        else:
+            self.false_reject += 1
+
+
+def run_matchers(data: Path, limit: int) -> None:
+    pairs = [rw for k, (_b, ref) in enumerate(references(data, limit)) for rw in rewrites(ref, k)]
+    if not pairs:
+        print(f"matchers: DABench/TableBench data absent under {data}")
+        return
+    n_refs = len({p.reference for p in pairs})
+    print(f"matchers: {len(pairs)} rewrites of {n_refs} real DABench/TableBench references "
+          f"({sum(p.correct for p in pairs)} correct, {sum(not p.correct for p in pairs)} wrong by the careful grader)")  # fmt: skip
+    header = f"{'rule':24} {'when':7} {'right':>7} {'right %':>8} {'false acc':>9} {'false rej':>9} {'undecided':>9}"
+    print(header)
+    by_kind: dict[str, dict[str, list[int]]] = {}
+    for name, (before, after) in rules().items():
+        for when, rule in (("before", before), ("after", after)):
+            if rule is None:
+                print(f"{name:24} {when:7} (git history of {BEFORE} not available)")
+                continue
+            t = Tally()
+            for p in pairs:
+                verdict, decided = rule(p.prediction, p.reference)
+                t.add(verdict, decided, p.correct)
+                if name == "DataMind matcher":
+                    slot = by_kind.setdefault(p.kind, {}).setdefault(when, [0, 0])
+                    slot[0] += verdict == p.correct
+                    slot[1] += 1
+            print(f"{name:24} {when:7} {t.right:7d} {t.right / t.total:8.1%} {t.false_accept:9d} "
+                  f"{t.false_reject:9d} {t.undecided:9d}")  # fmt: skip
+    print("DataMind matcher, right by way of writing (before -> after):")
+    for kind, w in sorted(by_kind.items()):
+        b, a = w.get("before", [0, 1]), w["after"]
+        print(f"  {kind:22} {b[0]:5d}/{b[1]:<5d} -> {a[0]:5d}/{a[1]}")
