@@ -41,6 +41,9 @@ class Rewrite:
 
 
 def _num(text: str) -> float | None:
+    """A reference that is one number (``1,234.5``; not a list such as ``2009,2010``), else ``None``."""
+    if not re.fullmatch(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?", text):
+        return None
     try:
         return float(text.replace(",", ""))
     except ValueError:
@@ -98,7 +101,7 @@ def references(data: Path, limit: int) -> Iterator[tuple[str, str]]:
         n = 0
         for line in labels.read_text(encoding="utf-8").splitlines():
             for _name, value in json.loads(line)["common_answers"]:
-                if n < limit:
+                if n < limit and str(value).strip():
                     n += 1
                     yield "dabench", str(value)
     tb = data / "tablebench" / "TableBench.jsonl"

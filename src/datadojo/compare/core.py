@@ -386,8 +386,18 @@ _RANGE_JOIN = re.compile(
 )
 
 
-def hedge(text: str, numbers: list[Number], chosen: Number | None) -> str | None:
-    """A description of the range, alternatives or bound around ``chosen`` in ``text``, or ``None``."""
+def hedge(
+    text: str,
+    numbers: list[Number],
+    chosen: Number | None,
+    reference: list[Number] | None = None,
+    rel_tol: float = 0.0,
+) -> str | None:
+    """A description of the range, alternatives or bound around ``chosen`` in ``text``, or ``None``.
+
+    A pair whose other number is also one of the ``reference`` numbers is the reference's own range or
+    score (``3 - 0``, ``2011 - 12``), not a hedge.
+    """
     if chosen is None:
         return None
     s = normalise_unit_text(text)
@@ -401,6 +411,12 @@ def hedge(text: str, numbers: list[Number], chosen: Number | None) -> str | None
         if 0 <= j < len(numbers) and not numbers[j].context:
             a, b = (numbers[j], chosen) if j < i else (chosen, numbers[j])
             gap = s[a.end : b.start]
+            if (
+                reference
+                and len(reference) >= 2
+                and all(any(numbers_match(n, r, rel_tol).correct for r in reference) for n in (a, b))
+            ):
+                continue  # both ends are reference values: the reference's own range or score
             if _RANGE_JOIN.match(gap) and not numbers_match(a, b, 0.0).correct:
                 if gap.strip().lower() in ("-", "–", "—") and b.value < 0 and a.value > 0:
                     continue  # 5 - -3 is not a range anyone writes; the minus belongs to the number

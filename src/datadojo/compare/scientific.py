@@ -197,7 +197,7 @@ def match_scientific(
     if not ref_values and free_text:
         r = match_answer(pred, ref, kind="text")
         return ScientificMatch(r.correct, f"free-text reference, {r.reason}", "text", decisive=False)
-    pred_tokens = normalize_text(pred).split()
+    pred_tokens = normalize_text(re.sub(r"[,;]", " ", pred)).split()  # "1982,Limerick": two words
     missing = [c for c in categorical if not _contains_phrase(pred_tokens, normalize_text(c).split())]
     if not ref_values:
         if len(categorical) == 1 and match_answer(pred, ref, kind="text").correct:
@@ -257,7 +257,7 @@ def _match_values(
         return ScientificMatch(False, "; ".join(problems)[:300], kind, decisive)
     for row in checks:
         for p, c in zip(found, row, strict=True):
-            hedged = hedge(pred, stated, p) if c.correct else None
+            hedged = hedge(pred, stated, p, ref_values, cfg.rel_tol) if c.correct else None
             if hedged:
                 return ScientificMatch(
                     False, f"{hedged}: the answer does not commit to one value", kind, False

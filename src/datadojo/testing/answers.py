@@ -123,6 +123,10 @@ ANSWER_PAIRS: tuple[AnswerPair, ...] = (
         _SDS,
     ),
     _p("25.3 °C", "January, 25.3 °C", False, False, "entity", _DM_SEM),
+    # the reference's own range or score is not a hedge; a list glued by commas is still its items
+    # (TableBench references, benchmarks/scoring_rules.py)
+    _p("The answer is nicosia (cyp), 3 - 0.", "nicosia (cyp), 3 - 0", True, True, "hedge", _DM_SEM),
+    _p("The answer is 1982,Limerick.", "1982,Limerick", True, True, "context", _DM_SEM),
 )
 
 
