@@ -196,3 +196,29 @@ def test_without_a_judge_guesses_are_counted_as_undecided(tmp_path: Path) -> Non
     html, md = render_html(summary, []), render_markdown(summary, [])
     assert 'data-metric="undecided_share"' in html and "33.33% (1)" in html and "rule 3" in html
     assert "undecided share" in md and "verdicts decided by" in md
+
+
+# --- RL answer reward under rule+judge ------------------------------------------------------------------
+
+
+async def test_the_reward_asks_the_judge_only_when_the_rule_is_not_certain() -> None:
+    from datadojo.compare.judge import LLMJudge
+    from datadojo.reward import DataMindReward
+
+    def answered(text: str) -> Trajectory:
+        turn = Turn(raw=f"<think>Done.</think>\n<answer>{text}</answer>", thought="Done.",
+                    action=Action(kind="answer", text=text))  # fmt: skip
+        return Trajectory(task_id="t", sample=0, turns=[turn], final_answer=text, stop_reason="answer",
+                          prompt=[{"role": "user", "content": "q"}])  # fmt: skip
+
+    task = Task(id="t", question="What is the mean?", answer="46")
+    double = DisagreeingJudge(careful=False, rule=lambda cand, ref: False)  # says correct to everything
+    with ScriptedLLMServer(double) as srv:
+        backend = load_backend(f"openai:judge@{srv.base_url}?max_retries=0")
+        reward = DataMindReward(judge=LLMJudge(backend), rule_first=True)
+        certain = await reward.ascore(answered("-46"), task)  # the rule is certain: no request
+        assert len(srv.requests) == 0
+        hedged = await reward.ascore(answered("Between 40 and 46"), task)  # a hedge: the judge decides
+        await backend.aclose()
+    assert (certain.answer, certain.answer_decided) == (0.0, True)
+    assert hedged.answer == 1.0 and hedged.answer_source == "judge:judge" and len(srv.requests) == 1
