@@ -1,6 +1,9 @@
 """Answer comparison: the leaf that benchmark scorers (:mod:`datadojo.bench`) and rewards
 (:mod:`datadojo.reward`) both build on, so neither imports the other for it.
 
+* :mod:`~datadojo.compare.core`: the one comparison core (numbers, percent, magnitude, units, entities,
+  hedges, inclusive tolerance, certainty) behind the matcher, the scientific matcher and DataMind's
+  consistency pre-check;
 * :mod:`~datadojo.compare.text`: SQuAD normalisation, ROUGE-L and number parsing;
 * :mod:`~datadojo.compare.tables`: DataMind's table comparison and order-insensitive denotation equality;
 * :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesised tasks;
@@ -14,6 +17,7 @@ and :mod:`datadojo.jsonl` (the judge's cache), never on bench or reward. The old
 aliases of these modules.
 """
 
+from datadojo.compare.core import Verdict, compare_answers
 from datadojo.compare.matchers import MatchConfig, MatchResult, match_answer, match_task
 from datadojo.compare.tables import TableMatch, compare_tables, denotations_equal
 from datadojo.compare.text import normalize_text, parse_number, rouge_l
@@ -22,6 +26,8 @@ __all__ = [
     "MatchConfig",
     "MatchResult",
     "TableMatch",
+    "Verdict",
+    "compare_answers",
     "compare_tables",
     "denotations_equal",
     "match_answer",

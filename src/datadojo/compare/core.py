@@ -51,6 +51,7 @@ __all__ = [
     "Number",
     "Verdict",
     "answer_number",
+    "bipartite",
     "compare_answers",
     "entity_check",
     "find_numbers",
@@ -581,18 +582,33 @@ def _one_number(
 def _several_numbers(
     pnums: list[Number], rcands: list[Number], rel_tol: float, abs_tol: float, symmetric: bool
 ) -> Verdict:
-    from datadojo.compare.matchers import _bipartite  # the one maximum-matching helper
-
     pcands = answer_candidates(pnums)
     ok = [
         [numbers_match(p, r, rel_tol, abs_tol, symmetric=symmetric).correct for p in pcands] for r in rcands
     ]
-    matched = _bipartite(len(rcands), ok)
+    matched = bipartite(len(rcands), ok)
     if matched < len(rcands):
         return Verdict(False, True, f"{len(rcands) - matched} of {len(rcands)} reference numbers not matched")
     if len(pcands) > len(rcands):
         return Verdict(True, False, f"all {len(rcands)} numbers found among {len(pcands)} stated")
     return Verdict(True, True, f"all {len(rcands)} numbers match")
+
+
+def bipartite(n: int, ok: list[list[bool]]) -> int:
+    """Size of a maximum matching between n left items and the right items, ``ok[i][j]`` = may pair
+    (so a tolerance never depends on the order the items are tried in)."""
+    match_r: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j, allowed in enumerate(ok[i]):
+            if allowed and j not in seen:
+                seen.add(j)
+                if j not in match_r or augment(match_r[j], seen):
+                    match_r[j] = i
+                    return True
+        return False
+
+    return sum(augment(i, set()) for i in range(n))
 
 
 def _compare_text(prediction: str, reference: str, ent: Verdict | None) -> Verdict:

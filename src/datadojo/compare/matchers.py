@@ -53,7 +53,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from datadojo.compare.core import MAGNITUDE_LETTERS, MagnitudeLetters, compare_answers
+from datadojo.compare.core import MAGNITUDE_LETTERS, MagnitudeLetters, bipartite, compare_answers
 from datadojo.compare.tables import compare_tables
 from datadojo.compare.text import ParsedNumber, find_numbers, normalize_text, parse_number
 from datadojo.config import Settings
@@ -327,20 +327,7 @@ def _as_list(pred: Any, numeric: bool, expected: int) -> list[Any]:
     return _split_items(text, expected)
 
 
-def _bipartite(n: int, ok: list[list[bool]]) -> int:
-    """Size of a maximum matching between n left items and the right items, ``ok[i][j]`` = may pair."""
-    match_r: dict[int, int] = {}
-
-    def augment(i: int, seen: set[int]) -> bool:
-        for j, allowed in enumerate(ok[i]):
-            if allowed and j not in seen:
-                seen.add(j)
-                if j not in match_r or augment(match_r[j], seen):
-                    match_r[j] = i
-                    return True
-        return False
-
-    return sum(augment(i, set()) for i in range(n))
+_bipartite = bipartite  # the core's maximum matching (scientific.py imports it from here)
 
 
 def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchResult:
