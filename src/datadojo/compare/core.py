@@ -150,8 +150,9 @@ _CONTEXT_BEFORE = re.compile(
     r"attempt|trial|iteration|top|rank|column|col|position|out of|based on|from|of all)\s*[:=#]?|#)\s*$",
     re.IGNORECASE,
 )
+_WORD_AFTER = re.compile(r"\s*([A-Za-z]{2,24})\b")
 _CONTEXT_AFTER = re.compile(
-    r"^\s*(?:valid\s+|non-null\s+|total\s+)?(?:rows?|records?|samples?|observations?|entries|items|data points|"
+    r"\s*(?:valid\s+|non-null\s+|total\s+)?(?:rows?|records?|samples?|observations?|entries|items|data points|"
     r"points|participants|subjects|respondents|people|values|cases|countries|files|columns|groups|categories|"
     r"trials|measurements|readings|stations|years of data|days of data|lines|transactions|customers|"
     r"products|stores|sites)\b",
@@ -236,8 +237,8 @@ def find_numbers(text: str, *, magnitude_letters: MagnitudeLetters = "glued") ->
             continue  # 2nd, 3D, 12abc
         word = ""
         if unit is None:
-            w = re.match(r"\s*([A-Za-z]{2,24})\b", s[end:])
-            if w and w.group(1).lower() not in _NOT_UNITS and not _CONTEXT_AFTER.match(s[end:]):
+            w = _WORD_AFTER.match(s, end)
+            if w and w.group(1).lower() not in _NOT_UNITS and not _CONTEXT_AFTER.match(s, end):
                 word = w.group(1).lower()
         value *= magnitude
         sign = m.group("sign")
@@ -249,7 +250,8 @@ def find_numbers(text: str, *, magnitude_letters: MagnitudeLetters = "glued") ->
         stop = unit_end if unit is not None else end
         consumed = stop
         head = s[max(0, start - 40) : start]
-        context = bool(_CONTEXT_BEFORE.search(head) or _CONTEXT_AFTER.match(s[stop:]))
+        worded = any(ch.isalpha() or ch in "#=:" for ch in head)  # skip the search on bare digit runs
+        context = bool((worded and _CONTEXT_BEFORE.search(head)) or _CONTEXT_AFTER.match(s, stop))
         if (
             not context
             and unit is None
