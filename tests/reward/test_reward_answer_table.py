@@ -224,9 +224,9 @@ async def test_the_reward_asks_the_judge_only_when_the_rule_is_not_certain() -> 
     assert hedged.answer == 1.0 and hedged.answer_source == "judge:judge" and len(srv.requests) == 1
 
 
-def test_reading_a_long_answer_stays_linear() -> None:
+def test_a_column_of_numbers_is_read_whole_and_is_not_an_answer() -> None:
     # a model that dumps a column of numbers: work per number must not grow with the answer's length
-    # (counted in numbers read, not timed)
+    # (every number read, none taken as the answer)
     short, long_ = "1, " * 500, "1, " * 2000
     assert len(find_numbers(long_)) == 4 * len(find_numbers(short)) == 2000
     assert not match_scientific(long_, "5 mg/L").correct and not match_answer(long_, 5).correct

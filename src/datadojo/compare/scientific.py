@@ -24,16 +24,21 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
   ``categorical_max_words`` words, e.g. ``meadow``) a categorical value; *all* must be found in the
   prediction: numbers by a one-to-one matching with the prediction's numbers (order-insensitive),
   categorical values as whole-word phrases after SQuAD normalisation (a short segment is also split at
-  ``and``: ``temperature and salinity`` is two values). A prediction may state at most
-  ``max_extra_values`` numbers beyond the reference's (context such as a sample size); more is read as
-  hedging and fails.
+  ``and``: ``temperature and salinity`` is two values). Beyond context numbers, a prediction may state at
+  most ``max_extra_values`` numbers more than the reference; more is read as hedging and fails.
 * **categorical / textual answers**: a reference without numbers made of short segments is categorical
   (each segment must appear in the prediction as a phrase, or the whole must equal it after
   normalisation); ``yes``/``no`` references use the matcher's boolean rule.
+* **the comparison core** (:mod:`datadojo.compare.core`) reads the numbers and compares them (inclusive
+  tolerance in decimal arithmetic, percent against percent as percents), sets aside sample sizes, counts,
+  row numbers and asides, finds ranges and alternatives around the matched value (wrong, not decisive),
+  and checks names first: a different identifier, file name or month beside the right number
+  (``Site_3`` for ``Site_7``, ``July`` for ``January``) is wrong and decisive (SciDataSailor App. B.2.3:
+  a wrong entity scores 0); a reference name the prediction does not state is wrong, not decisive.
 * **decisive**: a reference containing a longer number-free segment (a sentence) is free text, which rules
-  cannot compare; the rule then falls back to normalised equality and reports ``decisive=False``, so a
-  caller combining rule and judge (``qa_scoring=rule+judge`` in :mod:`datadojo.bench.scidata`) lets the
-  judge decide those.
+  cannot compare; the rule then falls back to normalised equality and reports ``decisive=False``, as it
+  does for every verdict it is not certain of (above), so a caller combining rule and judge
+  (``qa_scoring=rule+judge`` in :mod:`datadojo.bench.scidata`) lets the judge decide those.
 """
 
 from __future__ import annotations
