@@ -230,3 +230,16 @@ def test_a_column_of_numbers_is_read_whole_and_is_not_an_answer() -> None:
     short, long_ = "1, " * 500, "1, " * 2000
     assert len(find_numbers(long_)) == 4 * len(find_numbers(short)) == 2000
     assert not match_scientific(long_, "5 mg/L").correct and not match_answer(long_, 5).correct
+
+
+def test_the_eval_header_names_who_decided() -> None:
+    from rich.console import Console
+
+    from datadojo.cli.eval import _summary_table
+
+    summary = {"benchmark": "scidata", "model": "m", "n_trials": 1, "n_tasks": 4, "ks": [1], "metrics": {},
+               "decisions": {"decided_by": {"judge": 1, "rule": 3}, "undecided": 2, "undecided_share": 0.5}}  # fmt: skip
+    console = Console(width=120, record=True)
+    console.print(_summary_table(summary))
+    text = console.export_text()
+    assert "verdicts decided by" in text and "judge 1, rule 3" in text and "50.00% (2)" in text
