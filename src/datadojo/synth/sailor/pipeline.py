@@ -153,6 +153,7 @@ async def explore_unit(
         fpu_reduction=config.fpu_reduction,
         max_depth=config.max_depth,
         fpu_mode=config.fpu_mode,
+        depth_term=config.depth_term,
     )
     # the policy sees the same "About the data" note (readers available in the sandbox) as `eval scidata`
     # gives it, so SFT trajectories and benchmark episodes start from the same prompt
