@@ -16,10 +16,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from datadojo.protocol import Dialect
+from datadojo.protocol import Dialect, get_dialect
 from datadojo.types import Task
 
-__all__ = ["GUIDANCE_SECTIONS", "build_prompt", "describe_files", "load_template", "render_template"]
+__all__ = [
+    "GUIDANCE_SECTIONS",
+    "build_prompt",
+    "describe_files",
+    "episode_prompt",
+    "load_template",
+    "render_template",
+]
 
 log = logging.getLogger(__name__)
 
@@ -149,3 +156,16 @@ def build_prompt(
     while "\n\n\n" in system:
         system = system.replace("\n\n\n", "\n\n")
     return [{"role": "system", "content": system}, {"role": "user", "content": task.question}]
+
+
+def episode_prompt(task: Task, config: Any) -> list[dict]:
+    """The opening messages the agent loop sends for ``task`` under ``config`` (an :class:`AgentConfig`).
+
+    The one builder behind :func:`datadojo.agent.loop.run_agent` (evaluation, RL rollouts, synthesis episodes)
+    and the synthesis pipelines' SFT prompts, so a trained policy is prompted as it was trained.
+    """
+    dialect = get_dialect(config.dialect)
+    template = load_template(dialect, config.system_template)
+    return build_prompt(
+        task, dialect, max_turns=config.max_turns, template=template, profile_chars=config.profile_chars
+    )

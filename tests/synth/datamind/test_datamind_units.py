@@ -179,10 +179,10 @@ def test_selection_strategies():
     rs = select("random-select", "q", v, group, round0, ok, 0)
     assert len(rs) == 1 and rs[0].sample in (3, 5)
     assert rs == select("random-select", "q", v, group, round0, ok, 0)  # seeded
-    nc = select("non-con", "q", None, [], round0, ok, 0)
+    nc = select("non-con", "q", None, [], round0, ok, 0, "one")
     assert len(nc) == 1 and nc[0].sample in (0, 1)
-    # the paper's reading of non-con: every round-0 trajectory that passed the filters
-    assert [t.sample for t in select("non-con", "q", None, [], round0, ok, 0, "all")] == [0, 1]
+    # the paper's reading of non-con (the default): every round-0 trajectory that passed the filters
+    assert [t.sample for t in select("non-con", "q", None, [], round0, ok, 0)] == [0, 1]
     inconsistent = v.model_copy(update={"consistent": False})
     assert select("non-select", "q", inconsistent, group, round0, ok, 0) == []
     with pytest.raises(ValueError, match="unknown curation strategy"):
