@@ -99,6 +99,7 @@ def test_rule_best_keeps_the_cheap_fewest_turns_path(tmp_path: Path) -> None:
 
 def test_answers_differing_in_sign_scale_percent_entity_or_identifier_are_never_consistent(judged) -> None:
     out, summary, _n, _ = judged
+    assert summary["filters"]["rl_tasks"] == 2 and summary["filters"]["best_chosen_by"] == {"judge": 1, "rule": 1}
     kept = {_scenario_of(r) for r in _records(out / "sft" / "con-select.jsonl")}
     assert kept == set(adv.AGREEING)
     rl = _records(out / "rl_tasks.jsonl")
