@@ -99,7 +99,10 @@ def test_rule_best_keeps_the_cheap_fewest_turns_path(tmp_path: Path) -> None:
 
 def test_answers_differing_in_sign_scale_percent_entity_or_identifier_are_never_consistent(judged) -> None:
     out, summary, _n, _ = judged
-    assert summary["filters"]["rl_tasks"] == 2 and summary["filters"]["best_chosen_by"] == {"judge": 1, "rule": 1}
+    assert summary["filters"]["rl_tasks"] == 2 and summary["filters"]["best_chosen_by"] == {
+        "judge": 1,
+        "rule": 1,
+    }
     kept = {_scenario_of(r) for r in _records(out / "sft" / "con-select.jsonl")}
     assert kept == set(adv.AGREEING)
     rl = _records(out / "rl_tasks.jsonl")
@@ -162,3 +165,22 @@ def test_plain_sft_prompt_is_what_the_agent_loop_sends_for_the_rl_task(judged, t
         asyncio.run(episode(ps.base_url))
         first = ps.requests[0].json["messages"]
     assert first[0]["content"] == system and first[1]["content"] == record["messages"][1]["content"]
+
+
+def test_a_stage_whose_settings_differ_from_its_input_refuses_naming_both(tmp_path: Path) -> None:
+    from datadojo.synth.datamind.errors import DataMindError
+
+    out, *_ = _synth(tmp_path, ("identical",), n_samples=3)
+    verdicts = (out / "verdicts.jsonl").read_bytes()
+    # `judge -n 2` on trajectories sampled with -n 3 used to judge 2 of 3 silently
+    run = DataMindRun([], out, DataMindConfig(n_samples=2))
+    with pytest.raises(DataMindError, match=r"judge stage would run with n_samples = 2, but the sample stage "
+                                            r"of this run used n_samples = 3"):  # fmt: skip
+        asyncio.run(stage_judge(run, load_backend("openai:j@http://127.0.0.1:9/v1")))
+    # a resumed sample stage with another turn budget would mix two runs
+    run = DataMindRun([], out, DataMindConfig(n_samples=3, max_turns=4))
+    with pytest.raises(DataMindError, match=r"max_turns = 4.*max_turns = 10"):
+        asyncio.run(stage_sample(run, load_backend("openai:t@http://127.0.0.1:9/v1")))
+    assert (out / "verdicts.jsonl").read_bytes() == verdicts  # nothing was written
+    # curation may change its own settings freely
+    stage_curate(DataMindRun([], out, DataMindConfig(non_con="one")))
