@@ -184,3 +184,17 @@ def test_a_stage_whose_settings_differ_from_its_input_refuses_naming_both(tmp_pa
     assert (out / "verdicts.jsonl").read_bytes() == verdicts  # nothing was written
     # curation may change its own settings freely
     stage_curate(DataMindRun([], out, DataMindConfig(non_con="one")))
+
+
+def test_report_shows_models_settings_samples_trajectories_and_links(judged) -> None:
+    out, summary, *_ = judged
+    assert summary["models"] == {"teacher": "teacher", "judge": "judge"}
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for text in (
+        "Models and settings", "teacher", "judge", "n_samples", "rule_best",  # models and every setting
+        "Sample queries", "[s:paths] What is the total of v?",  # sample queries
+        "Sample rejections", "Trajectories (first",  # rejections and the trajectory viewer
+        "kept as best", "chosen by judge", "check the result",  # a verdict, who chose, an attempt's code
+        'href="sft/con-select.jsonl"', 'href="rl_tasks.jsonl"',  # links to the outputs
+    ):  # fmt: skip
+        assert text in page, text

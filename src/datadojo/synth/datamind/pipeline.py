@@ -33,6 +33,7 @@ from datadojo.synth.datamind.curation import CurationResult, curate
 from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
+from datadojo.synth.datamind.report import models_file, read_models
 from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
 from datadojo.synth.datamind.store import Paths, RejectLog, StageUsage
 from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
@@ -99,6 +100,13 @@ class DataMindRun:
     def stages_file(self) -> Path:
         return self.out / "stages.json"
 
+    def record_model(self, role: str, backend: ChatBackend) -> None:
+        """Note the model id of ``role`` (teacher, judge) in ``models.json`` for the report and the summary."""
+        models = read_models(self.paths)
+        name = str(getattr(backend, "model_id", "") or type(backend).__name__)
+        if models.get(role) != name:
+            write_json_atomic(models_file(self.paths), {**models, role: name})
+
     def check_settings(self, stage: str) -> None:
         """Refuse ``stage`` when a setting it shares with a stage already run here differs, naming both values;
         then record the stage's settings (see :data:`STAGE_SETTINGS`)."""
@@ -151,6 +159,7 @@ def _require(path: Path, stage: str) -> None:
 
 async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 2: one request per (file, applicable category)."""
+    run.record_model("teacher", teacher)
     usage = await synthesize_queries(
         run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("queries")
     )
@@ -160,6 +169,7 @@ async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any
 async def stage_compose(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 3: the easy→hard chains."""
     _require(run.paths.queries, "queries")
+    run.record_model("teacher", teacher)
     usage = await compose_queries(
         run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("compose")
     )
@@ -192,6 +202,7 @@ async def stage_sample(
 ) -> dict[str, Any]:
     """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1)."""
     run.check_settings("sample")
+    run.record_model("teacher", teacher)
     if round_ == 0:
         tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
         if not tasks:
@@ -228,6 +239,7 @@ async def stage_judge(run: DataMindRun, judge: ChatBackend, *, round_: int = 0) 
     """Stage 5: verdicts on round ``round_`` (rule pre-check, then the judge)."""
     _require(run.paths.trajectories, "sample")
     run.check_settings("judge")
+    run.record_model("judge", judge)
     usage = await judge_round(
         load_queries(run.paths), judge, run.paths, run.config, round_, on_progress=run.tick(f"judge {round_}")
     )
