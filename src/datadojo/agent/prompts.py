@@ -71,6 +71,10 @@ def describe_files(task: Task, budget_chars: int) -> str:
 
     The profile is the metadata text *d* of DataMind §3.1 ("Metadata extraction"), produced by
     :func:`datadojo.corpus.profile_text`. A file that cannot be profiled is still listed, with the reason.
+    A dataset folder (``kind = dir``) is described by its header and tree only (names, sizes, kinds): its
+    per-file profiles carry statistics (ranges, means, top values) that the questions about a scientific
+    folder ask for, and the prompt must not give the answer away (``eval scidata``; SciDataSailor's agent
+    explores the folder itself).
     """
     if not task.files:
         return "(no data files)"
@@ -82,9 +86,15 @@ def describe_files(task: Task, budget_chars: int) -> str:
         if per_file <= 0:
             continue
         profile = _cached_profile(f.path, per_file)
+        if f.kind == "dir":
+            profile = profile.split(_FOLDER_FILES, 1)[0]
         if profile:
             lines.append("\n".join("  " + ln for ln in profile.splitlines()))
     return "\n".join(lines)
+
+
+#: Where a folder profile's per-file section starts (:func:`datadojo.corpus.render.render_folder_profile`).
+_FOLDER_FILES = "\nFiles:\n"
 
 
 def _cached_profile(path: str, budget_chars: int) -> str:
