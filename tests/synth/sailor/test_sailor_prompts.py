@@ -35,7 +35,9 @@ def run(tmp_path_factory) -> tuple[Path, Path]:
         async def go() -> None:
             backend = load_backend(f"openai:fake@{srv.base_url}")
             try:
-                await run_sailor([dataset], load_seeds(only=["L0-map"]), policy=backend, out=out, config=SMALL)
+                await run_sailor(
+                    [dataset], load_seeds(only=["L0-map"]), policy=backend, out=out, config=SMALL
+                )
             finally:
                 await backend.aclose()
 
@@ -46,7 +48,9 @@ def run(tmp_path_factory) -> tuple[Path, Path]:
 def _eval_prompt(task_file: Path, out: Path) -> tuple[list[dict], list]:
     bench = SciData()
     tasks = list(bench.load(task_file))
-    cfg = EvalConfig(bench="scidata", data=str(task_file), out=str(out), model="openai:x@http://127.0.0.1:9/v1")
+    cfg = EvalConfig(
+        bench="scidata", data=str(task_file), out=str(out), model="openai:x@http://127.0.0.1:9/v1"
+    )
     agent = cfg.agent_config(bench)
     dialect = get_dialect(agent.dialect)
     # exactly what the agent loop (datadojo.agent.loop.run_agent) opens an `eval scidata` episode with
