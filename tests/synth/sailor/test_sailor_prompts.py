@@ -81,7 +81,7 @@ def test_sft_turns_carry_their_strategy(run) -> None:
 
 
 def test_the_scidata_prompt_does_not_give_the_statistics_away(run, tmp_path: Path) -> None:
-    dataset, out = run
+    _, out = run
     prompt, _ = _eval_prompt(out / "qa.jsonl", tmp_path / "e")
     system = prompt[0]["content"]
     assert "ph.csv" in system and "README.md" in system  # the tree is listed
