@@ -77,6 +77,11 @@ def sailor(
         "auto", "--structured", help="Structured output: auto, json_schema, json_object, off."
     ),
     isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
+    allow_empty: bool = typer.Option(
+        False,
+        "--allow-empty",
+        help="Exit 0 even when no trajectory was kept (default: exit 5, NOTHING_KEPT).",
+    ),
 ) -> None:
     """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
     from datadojo.llm.spec import load_backend
@@ -197,6 +202,18 @@ def sailor(
         f"{run.units_done} unit(s) explored, {run.units_skipped} already done; {s['requests']} LLM requests; "  # type: ignore[attr-defined]
         f"report: {out / 'report.html'}"
     )
+    if not s["kept"]:
+        from datadojo.errors import ExitCode
+        from datadojo.synth.sailor.report import removal_reasons
+
+        top = removal_reasons(out)[:3]
+        reasons = "; ".join(f"{why} ({n})" for why, n in top) or "no reason recorded"
+        console.print(
+            f"[yellow]warning:[/yellow] 0 trajectories kept of {s['trajectories']}; top reasons: {reasons}. "
+            f"See {out / 'report.html'}."
+        )
+        if not allow_empty:
+            raise typer.Exit(int(ExitCode.NOTHING_KEPT))
 
 
 def register(synth_app: typer.Typer) -> None:
