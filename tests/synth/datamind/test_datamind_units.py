@@ -191,6 +191,9 @@ def test_selection_strategies():
 
 def test_backticked_cell_values_are_not_unknown_columns():
     # issue 21 (8): docs/datamind.md says quoted values are not checked; `active` was rejected as a column
+    plain = QueryChecker(["id", "status", "amount"])
+    assert plain.check("How many rows have status equal to `active`?") is None  # rejected on main
+    assert plain.check("How many rows have `status` = `closed`?") is None
     profile = "  - status: string, category · 3 distinct · top active (14), closed (13), pending (13)"
     c = QueryChecker(["id", "status", "amount"], profile=profile)
     assert c.check("How many rows have a status of `active`?") is None  # a value the profile shows
