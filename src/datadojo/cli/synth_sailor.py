@@ -28,7 +28,7 @@ _HELP = """Explore scientific dataset folders with SciDataSailor's tree search (
 
 For every FOLDER × seed (8 exploration intents, L0–L3; replace them with --seeds) a tree of Python probes is grown in a read-only sandbox: DF-FPU selection (the pre-execution judge's ρ gives unvisited probes their first-play value ρ+Δ−δ, the post-execution judge calibrates Q̂), strategy→tool expansion (catalog, τ_pre, dedup by tool identity) and entropy-adaptive branching. The best paths get a final answer, are checked (execution validity, step-level verifier) and turned into QA pairs; a seed's verified answers are merged into its meta reference.
 
-Writes DIR/tree.jsonl, trajectories.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, summary.json, report.html. Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
+Writes DIR/tree.jsonl, trajectories.jsonl, sft.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, rl_tasks.jsonl, summary.json, report.html. A run that keeps no trajectory exits 5 (--allow-empty: 0). Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
 
 Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor, then datadojo eval scidata --data runs/sailor/qa.jsonl ..."""
 
