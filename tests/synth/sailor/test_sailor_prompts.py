@@ -101,3 +101,12 @@ def test_sailor_rl_tasks_feed_train_rl(run) -> None:
         assert t.answer and t.extra["reference"]["chosen_by"] == "qa_synthesis" and t.description
         assert default_answer_check(t, str(t.answer)).correct  # train rl's default r_answer
         assert not default_answer_check(t, "no idea").correct
+
+
+def test_the_bundled_scidata_task_prompt_does_not_hold_its_answer(tmp_path: Path) -> None:
+    # examples/scidata_tasks.jsonl asks for the mean pH (6.93); the folder profile used to print "mean 6.93"
+    examples = Path(__file__).resolve().parents[3] / "examples" / "scidata_tasks.jsonl"
+    prompt, tasks = _eval_prompt(examples, tmp_path / "e")
+    system = prompt[0]["content"]
+    assert tasks[0].answer == "6.93" and "measurements.csv" in system
+    assert "6.93" not in system and "mean" not in system.lower().split("## about the data")[0]
