@@ -182,6 +182,14 @@ def test_a_stage_whose_settings_differ_from_its_input_refuses_naming_both(tmp_pa
     with pytest.raises(DataMindError, match=r"max_turns = 4.*max_turns = 10"):
         asyncio.run(stage_sample(run, load_backend("openai:t@http://127.0.0.1:9/v1")))
     assert (out / "verdicts.jsonl").read_bytes() == verdicts  # nothing was written
+    # the same from the command line: one line naming both settings, exit 2
+    from typer.testing import CliRunner
+
+    from datadojo.cli.app import app
+
+    res = CliRunner().invoke(app, ["synth", "datamind", "judge", "--judge", "openai:j@http://127.0.0.1:9/v1",
+                                   "-n", "2", "--out", str(out), "--no-progress"])  # fmt: skip
+    assert res.exit_code == 2 and "n_samples = 2" in res.output and "n_samples = 3" in res.output, res.output
     # curation may change its own settings freely
     stage_curate(DataMindRun([], out, DataMindConfig(non_con="one")))
 
