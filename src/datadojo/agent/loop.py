@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from datadojo.agent.config import AgentConfig
-from datadojo.agent.prompts import build_prompt, load_template
+from datadojo.agent.prompts import episode_prompt
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.protocol import default_language_for_task, get_dialect
 from datadojo.types import Observation, Provenance, Task, Timings, TokenUsage, Trajectory, Turn, config_hash
@@ -83,10 +83,7 @@ async def run_agent(
     cfg = config or AgentConfig()
     dialect = get_dialect(cfg.dialect)
     language = cfg.language or default_language_for_task(task)
-    template = load_template(dialect, cfg.system_template)
-    prompt = build_prompt(
-        task, dialect, max_turns=cfg.max_turns, template=template, profile_chars=cfg.profile_chars
-    )
+    prompt = episode_prompt(task, cfg)
     messages: list[dict[str, Any]] = [dict(m) for m in prompt]
     turns: list[Turn] = []
     params = cfg.sampling

@@ -16,10 +16,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from datadojo.protocol import Dialect
+from datadojo.protocol import Dialect, get_dialect
 from datadojo.types import Task
 
-__all__ = ["GUIDANCE_SECTIONS", "build_prompt", "describe_files", "load_template", "render_template"]
+__all__ = [
+    "GUIDANCE_SECTIONS",
+    "build_prompt",
+    "describe_files",
+    "episode_prompt",
+    "load_template",
+    "render_template",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +71,10 @@ def describe_files(task: Task, budget_chars: int) -> str:
 
     The profile is the metadata text *d* of DataMind §3.1 ("Metadata extraction"), produced by
     :func:`datadojo.corpus.profile_text`. A file that cannot be profiled is still listed, with the reason.
+    A dataset folder (``kind = dir``) is described by its header and tree only (names, sizes, kinds): its
+    per-file profiles carry statistics (ranges, means, top values) that the questions about a scientific
+    folder ask for, and the prompt must not give the answer away (``eval scidata``; SciDataSailor's agent
+    explores the folder itself).
     """
     if not task.files:
         return "(no data files)"
@@ -75,9 +86,15 @@ def describe_files(task: Task, budget_chars: int) -> str:
         if per_file <= 0:
             continue
         profile = _cached_profile(f.path, per_file)
+        if f.kind == "dir":
+            profile = profile.split(_FOLDER_FILES, 1)[0]
         if profile:
             lines.append("\n".join("  " + ln for ln in profile.splitlines()))
     return "\n".join(lines)
+
+
+#: Where a folder profile's per-file section starts (:func:`datadojo.corpus.render.render_folder_profile`).
+_FOLDER_FILES = "\nFiles:\n"
 
 
 def _cached_profile(path: str, budget_chars: int) -> str:
@@ -149,3 +166,16 @@ def build_prompt(
     while "\n\n\n" in system:
         system = system.replace("\n\n\n", "\n\n")
     return [{"role": "system", "content": system}, {"role": "user", "content": task.question}]
+
+
+def episode_prompt(task: Task, config: Any) -> list[dict]:
+    """The opening messages the agent loop sends for ``task`` under ``config`` (an :class:`AgentConfig`).
+
+    The one builder behind :func:`datadojo.agent.loop.run_agent` (evaluation, RL rollouts, synthesis episodes)
+    and the synthesis pipelines' SFT prompts, so a trained policy is prompted as it was trained.
+    """
+    dialect = get_dialect(config.dialect)
+    template = load_template(dialect, config.system_template)
+    return build_prompt(
+        task, dialect, max_turns=config.max_turns, template=template, profile_chars=config.profile_chars
+    )

@@ -58,6 +58,7 @@ _TAXONOMY_AGAIN = config_option(
 _WORKFLOW = config_option(DataMindConfig, "use_workflow", "--workflow/--no-workflow")
 _MAX_TURNS = config_option(DataMindConfig, "max_turns", "--max-turns")
 _NON_CON = config_option(DataMindConfig, "non_con", "--non-con")
+_RULE_BEST = config_option(DataMindConfig, "rule_best", "--rule-best/--judge-best")
 _PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars.")
 _JSON = typer.Option(False, "--json", help="Print summary.json instead of the funnel table.")
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
@@ -188,6 +189,7 @@ def run_cmd(
     tokenizer: str = config_option(DataMindConfig, "tokenizer", "--tokenizer"),
     seed: int = config_option(DataMindConfig, "seed", "--seed"),
     non_con: str = _NON_CON,
+    rule_best: bool = _RULE_BEST,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
@@ -197,7 +199,7 @@ def run_cmd(
     cfg = _config(
         n_samples=n, rounds=rounds, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
         use_workflow=workflow, chains_per_file=chains_per_file, max_turns=max_turns, structured=structured,
-        tokenizer=tokenizer, seed=seed, non_con=non_con,
+        tokenizer=tokenizer, seed=seed, non_con=non_con, rule_best=rule_best,
     )  # fmt: skip
     _execute(
         _check_inputs(inputs, True), out, cfg, progress, as_json,
@@ -277,6 +279,7 @@ def judge_cmd(
     n: int = config_option(DataMindConfig, "n_samples", "-n", extra="Give the number sampled."),
     round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
     tolerance: float = config_option(DataMindConfig, "tolerance", "--tolerance"),
+    rule_best: bool = _RULE_BEST,
     concurrency: int = _CONCURRENCY,
     structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
@@ -286,7 +289,7 @@ def judge_cmd(
     from datadojo.synth.datamind import stage_judge
 
     cfg = _config(n_samples=n, tolerance=tolerance, concurrency=concurrency, structured=structured,
-                  rounds=max(round_, 1))  # fmt: skip
+                  rounds=max(round_, 1), rule_best=rule_best)  # fmt: skip
     _execute([], out, cfg, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), (judge,))
 
 

@@ -28,7 +28,7 @@ _HELP = """Explore scientific dataset folders with SciDataSailor's tree search (
 
 For every FOLDER × seed (8 exploration intents, L0–L3; replace them with --seeds) a tree of Python probes is grown in a read-only sandbox: DF-FPU selection (the pre-execution judge's ρ gives unvisited probes their first-play value ρ+Δ−δ, the post-execution judge calibrates Q̂), strategy→tool expansion (catalog, τ_pre, dedup by tool identity) and entropy-adaptive branching. The best paths get a final answer, are checked (execution validity, step-level verifier) and turned into QA pairs; a seed's verified answers are merged into its meta reference.
 
-Writes DIR/tree.jsonl, trajectories.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, summary.json, report.html. Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
+Writes DIR/tree.jsonl, trajectories.jsonl, sft.jsonl, qc.jsonl, qa.jsonl, meta.jsonl, rl_tasks.jsonl, summary.json, report.html. A run that keeps no trajectory exits 5 (--allow-empty: 0). Rerun the same command to resume: finished (folder, seed) units are skipped. See docs/sailor.md.
 
 Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor, then datadojo eval scidata --data runs/sailor/qa.jsonl ..."""
 
@@ -77,6 +77,11 @@ def sailor(
         "auto", "--structured", help="Structured output: auto, json_schema, json_object, off."
     ),
     isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
+    allow_empty: bool = typer.Option(
+        False,
+        "--allow-empty",
+        help="Exit 0 even when no trajectory was kept (default: exit 5, NOTHING_KEPT).",
+    ),
 ) -> None:
     """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
     from datadojo.llm.spec import load_backend
@@ -197,6 +202,18 @@ def sailor(
         f"{run.units_done} unit(s) explored, {run.units_skipped} already done; {s['requests']} LLM requests; "  # type: ignore[attr-defined]
         f"report: {out / 'report.html'}"
     )
+    if not s["kept"]:
+        from datadojo.errors import ExitCode
+        from datadojo.synth.sailor.report import removal_reasons
+
+        top = removal_reasons(out)[:3]
+        reasons = "; ".join(f"{why} ({n})" for why, n in top) or "no reason recorded"
+        console.print(
+            f"[yellow]warning:[/yellow] 0 trajectories kept of {s['trajectories']}; top reasons: {reasons}. "
+            f"See {out / 'report.html'}."
+        )
+        if not allow_empty:
+            raise typer.Exit(int(ExitCode.NOTHING_KEPT))
 
 
 def register(synth_app: typer.Typer) -> None:

@@ -179,11 +179,27 @@ def test_selection_strategies():
     rs = select("random-select", "q", v, group, round0, ok, 0)
     assert len(rs) == 1 and rs[0].sample in (3, 5)
     assert rs == select("random-select", "q", v, group, round0, ok, 0)  # seeded
-    nc = select("non-con", "q", None, [], round0, ok, 0)
+    nc = select("non-con", "q", None, [], round0, ok, 0, "one")
     assert len(nc) == 1 and nc[0].sample in (0, 1)
-    # the paper's reading of non-con: every round-0 trajectory that passed the filters
-    assert [t.sample for t in select("non-con", "q", None, [], round0, ok, 0, "all")] == [0, 1]
+    # the paper's reading of non-con (the default): every round-0 trajectory that passed the filters
+    assert [t.sample for t in select("non-con", "q", None, [], round0, ok, 0)] == [0, 1]
     inconsistent = v.model_copy(update={"consistent": False})
     assert select("non-select", "q", inconsistent, group, round0, ok, 0) == []
     with pytest.raises(ValueError, match="unknown curation strategy"):
         select("best-of", "q", v, group, round0, ok, 0)
+
+
+def test_backticked_cell_values_are_not_unknown_columns():
+    # issue 21 (8): docs/datamind.md says quoted values are not checked; `active` was rejected as a column
+    plain = QueryChecker(["id", "status", "amount"])
+    assert plain.check("How many rows have status equal to `active`?") is None  # rejected on main
+    assert plain.check("How many rows have `status` = `closed`?") is None
+    profile = "  - status: string, category · 3 distinct · top active (14), closed (13), pending (13)"
+    c = QueryChecker(["id", "status", "amount"], profile=profile)
+    assert c.check("How many rows have a status of `active`?") is None  # a value the profile shows
+    assert c.check("What is the mean amount where `status` = `pending-review`?") is None  # after '='
+    assert c.check("Is the share of rows whose status is `archived` above 10%?") is None  # after 'is'
+    # still checked: back-quoted names called columns, and back-quoted names that read as columns
+    assert c.check("What is the mean of the `active` column?")[0] == "unknown_column"
+    assert c.check("Sum of `profit` per status?")[0] == "unknown_column"
+    assert c.check("Mean `amount` per `status`?") is None

@@ -87,3 +87,26 @@ def test_a_damaged_run_folder_is_named_by_file_and_line(dataset: Path, tmp_path:
     assert res.exit_code == 2 and "Traceback" not in res.output
     squeezed = "".join(res.output.split())  # rich wraps long paths anywhere
     assert "error:" in squeezed and "units.jsonl:2:notvalidJSON" in squeezed and "new--out" in squeezed
+
+
+def test_nothing_kept_warns_with_the_reasons_and_exits_5_unless_allowed(
+    dataset: Path, tmp_path: Path
+) -> None:
+    from datadojo.errors import ExitCode
+    from datadojo.synth.sailor.testing import FakeSailor
+
+    fake = FakeSailor()
+    fake.strategies = [("statistics", 0.1), ("schema_inspection", 0.05)]  # every strategy under tau_pre (0.3)
+    out = tmp_path / "out"
+    args = ["--out", str(out), "--only", "L0-map", "--max-nodes", "3", "--max-depth", "2", "--no-logprobs"]
+    with ScriptedLLMServer(fake) as srv:
+        res = invoke(str(dataset), "--model", f"openai:m@{srv.base_url}", *args)
+        assert res.exit_code == ExitCode.NOTHING_KEPT == 5, res.output
+        text = " ".join(res.output.split())
+        assert "0 trajectories kept" in text and "every proposed strategy scored under tau_pre" in text
+        ok = invoke(str(dataset), "--model", f"openai:m@{srv.base_url}", *args, "--allow-empty")
+        assert ok.exit_code == 0, ok.output and "0 trajectories kept" in ok.output
+    page = (out / "report.html").read_text()
+    # the report says what was run and why the tree is empty
+    assert str(dataset.resolve()) in page and "policy model" in page and "tau_pre" in page
+    assert "Units that kept nothing" in page and "every proposed strategy scored under tau_pre" in page

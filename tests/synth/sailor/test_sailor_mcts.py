@@ -202,3 +202,37 @@ def test_config_validation_names_the_field() -> None:
         SailorConfig(calibration=1.5)
     with pytest.raises(ValueError, match="max_nodes"):
         SailorConfig(max_nodes=0)
+
+
+def test_beta_flips_a_selection_by_the_depth_reached_below_each_child() -> None:
+    # Root → A (ran; its child A1 ran too: reached depth 2) and B (ran; nothing below: reached depth 1).
+    # Q̂(A) = 0.5, Q̂(B) = 0.6, ρ = 0 for both (no exploration term), max_depth = 4.
+    def pick(beta: float, depth_term: str = "reached") -> str:
+        tree = make_tree(beta=beta, **({} if depth_term == "reached" else {"depth_term": depth_term}))
+        a = tree.add_child(tree.root, code="a", rho=0.0)
+        b = tree.add_child(tree.root, code="b", rho=0.0)
+        a1 = tree.add_child(a, code="a1", rho=0.0)
+        a.executed = b.executed = a1.executed = True
+        a.n, a.w, b.n, b.w, a1.n, a1.w, tree.root.n = 2, 1.0, 1, 0.6, 1, 0.5, 3
+        chosen = tree.select_child(tree.root)
+        return "a" if chosen.id == a.id else "b"
+
+    # β = 0: UCT(A) = 0.5 < UCT(B) = 0.6 → B. β = 1: 0.5 + 0.5 = 1.0 > 0.6 + 0.25 = 0.85 → A.
+    assert (pick(0.0), pick(1.0), pick(5.0)) == ("b", "a", "a")
+    tree = make_tree(beta=1.0)
+    a, b = tree.add_child(tree.root, code="a"), tree.add_child(tree.root, code="b")
+    a1 = tree.add_child(a, code="a1")
+    a.executed = b.executed = a1.executed = True
+    a.n = b.n = a1.n = tree.root.n = 1
+    tree.select_child(tree.root)
+    terms = {c["id"]: c for c in tree.selections[-1].candidates}
+    assert (terms[a.id]["depth"], terms[b.id]["depth"]) == (0.5, 0.25)  # the d_w recorded in tree.jsonl
+    # the node's own depth is the same for both children: β cannot change anything (the defect, kept as a setting)
+    assert (pick(0.0, "node"), pick(1.0, "node"), pick(5.0, "node")) == ("b", "b", "b")
+    # an unvisited or childless node's reached depth is its own
+    tree = make_tree()
+    c = tree.add_child(tree.root, code="c")
+    tree.add_child(c, code="c1")  # not executed: does not count
+    assert tree.reached_depth(c) == 1 and tree.depth_value(c) == 0.25
+    with pytest.raises(ValueError, match="depth_term"):
+        make_tree(depth_term="raw")

@@ -65,7 +65,17 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     for s in selects:  # recompute every UCT value from the file and the config, and check every choice
         for c in s["candidates"]:
             assert set(c) == {"id", "q", "rho", "n", "depth", "uct"}
-            assert c["depth"] == nodes[c["id"]]["depth"] / cfg["max_depth"]
+            # d_w = depth reached below the candidate when it was selected: at least its own depth, at most
+            # the deepest executed node under it in the final tree
+            below = [nodes[c["id"]]["depth"]]
+            stack = [c["id"]]
+            while stack:
+                top = stack.pop()
+                kids = [n for n in nodes.values() if n["parent"] == top and n["executed"]]
+                below += [k["depth"] for k in kids]
+                stack += [k["id"] for k in kids]
+            own = nodes[c["id"]]["depth"] / cfg["max_depth"]
+            assert own <= c["depth"] <= max(below) / cfg["max_depth"] + 1e-12
             if c["n"] == 0:  # first-play value from ρ, Δ the recorded sibling offset (or fpu_bonus)
                 assert math.isclose(c["q"], c["rho"] + s["fpu_delta"] - cfg["fpu_reduction"])
             uct = uct_df_fpu(

@@ -82,10 +82,16 @@ class DataMindConfig(Settings):
         description="SFT examples keep the prompt without k and reflection feedback (the trained agent never "
         "sees them) or exactly as sampled",
     )
-    non_con: Literal["one", "all"] = Field(
-        "one",
-        description="non-con keeps one seeded random round-0 trajectory per query (the issue's reading) or all "
-        "of them ('all': the paper's description, 'uses all trajectories including inconsistent ones')",
+    non_con: Literal["all", "one"] = Field(
+        "all",
+        description="non-con keeps every round-0 trajectory that passed the filters, consistent or not "
+        "(DataMind §5.4: 'uses all trajectories including inconsistent ones'), or one seeded random one per "
+        "query (one)",
+    )
+    rule_best: bool = Field(
+        False,
+        description="when the pre-check finds differing trajectories consistent, take its fewest-turns pick as "
+        "the best instead of asking the judge (cheaper; con-select is then not the judge's choice)",
     )
     # LLM I/O
     structured: Literal["auto", "json_schema", "json_object", "off"] = Field(

@@ -19,10 +19,20 @@ Asking the judge about three identical numbers wastes a request, so :func:`rule_
   different name, differing words (the judge also checks completeness) — is left to the judge (method
   ``llm``). The rule never says "inconsistent" about answers it could read: only the judge does.
 
-When the rule finds the answers consistent it picks the best itself: the attempt with the fewest turns,
-then the shortest answer, then the lowest sample number (the paper's judge prefers the "most concise and
-accurate"; ours is a documented stand-in that costs nothing). The judge (a model separate from the teacher,
-temperature 0) answers a :class:`ConsistencyJudgement` JSON object (structured output, one repair).
+Who chooses the best trajectory (``Verdict.chosen_by``; DataMind §3.2: *y* is the judge's choice, and
+con-select in §5.4 / Fig. 4 is "best-trajectory selection by a judge model"):
+
+* the rule finds the answers consistent and the N trajectories are identical (same turns and answer): any is
+  the best; the lowest sample number is taken (``chosen_by = "rule"``, no request);
+* the rule finds them consistent but the trajectories differ: the judge is asked all the same (its verdict
+  and its ``best`` count; it also checks completeness, which the rule cannot) — ``chosen_by = "judge"``,
+  ``rule`` keeps the rule's reason. ``rule_best = True`` keeps the cheap path instead: the rule's verdict and
+  its stand-in best (fewest turns, then shortest answer, then lowest sample; ``chosen_by = "rule"``);
+* the rule cannot decide: the judge decides (``chosen_by = "judge"`` when it names a valid best, ``"rule"``
+  when its ``best`` was missing or out of range and the stand-in was used).
+
+The judge (a model separate from the teacher, temperature 0) answers a :class:`ConsistencyJudgement` JSON
+object (structured output, one repair).
 """
 
 from __future__ import annotations
@@ -147,6 +157,8 @@ class Verdict(BaseModel):
     samples: list[int]
     answers: list[str | None]
     error: str | None = None
+    chosen_by: Literal["rule", "judge"] | None = None  # who picked ``best`` (None when inconsistent)
+    rule: str | None = None  # the rule's reason when it found the answers consistent but the judge was asked
 
 
 def read_verdicts(paths: Paths) -> dict[tuple[str, int], Verdict]:
@@ -187,9 +199,17 @@ async def judge_one(
     samples = [t.sample for t in trajectories]
     rule = rule_check(answers, config.tolerance)
     base: dict[str, Any] = {"task_id": query.id, "round": round_, "samples": samples, "answers": answers}
-    if rule.consistent is not None:
-        best = rule_best(trajectories).sample if rule.consistent else None
-        return Verdict(**base, consistent=rule.consistent, critique=rule.reason, best=best, method="rule")
+    if rule.consistent is False:
+        return Verdict(**base, consistent=False, critique=rule.reason, best=None, method="rule")
+    if rule.consistent and (config.rule_best or len(trajectories) == 1 or _identical(trajectories)):
+        best = (
+            rule_best(trajectories) if config.rule_best else min(trajectories, key=lambda t: t.sample)
+        ).sample
+        return Verdict(
+            **base, consistent=True, critique=rule.reason, best=best, method="rule", chosen_by="rule"
+        )
+    if rule.consistent:
+        base["rule"] = rule.reason
     messages = judge_messages(query.question, trajectories, config.context_chars)
     try:
         j = await usage.structured(
@@ -202,13 +222,25 @@ async def judge_one(
             **base, consistent=False, critique="", best=None, method="llm",
             error=f"judge reply invalid after one repair: {exc}",
         )  # fmt: skip
-    best = None
+    best, chosen_by = None, None
     if j.consistent:
         if j.best is not None and 1 <= j.best <= len(trajectories):
-            best = trajectories[j.best - 1].sample
+            best, chosen_by = trajectories[j.best - 1].sample, "judge"
         else:
-            best = rule_best(trajectories).sample
-    return Verdict(**base, consistent=j.consistent, critique=j.critique, best=best, method="llm")
+            best, chosen_by = rule_best(trajectories).sample, "rule"
+    return Verdict(
+        **base, consistent=j.consistent, critique=j.critique, best=best, method="llm", chosen_by=chosen_by
+    )
+
+
+def _identical(trajectories: Sequence[Trajectory]) -> bool:
+    """Every trajectory has the same turns (thoughts, code, observations) and final answer: nothing to choose."""
+
+    def steps(t: Trajectory) -> list[tuple[str, str | None]]:
+        return [(x.raw, x.observation.text if x.observation else None) for x in t.turns]
+
+    first = trajectories[0]
+    return all(t.final_answer == first.final_answer and steps(t) == steps(first) for t in trajectories[1:])
 
 
 async def judge_round(

@@ -19,6 +19,7 @@ from datadojo.synth.datamind.config import STRATEGIES
 from datadojo.synth.datamind.consistency import read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.curation import CurationResult
 from datadojo.synth.datamind.queries import load_queries
+from datadojo.synth.datamind.report import read_models, report_sections
 from datadojo.synth.datamind.store import Paths, read_usage
 
 __all__ = ["USAGE_COLUMNS", "build_summary", "funnel_rows", "render_report", "usage_rows", "write_summary"]
@@ -59,6 +60,7 @@ def build_summary(
     usage = read_usage(paths)
     return {
         "out": str(paths.out),
+        "models": read_models(paths),
         "files": {
             "seen": files_seen,
             "accepted": files_accepted,
@@ -148,8 +150,10 @@ def usage_rows(summary: dict[str, Any]) -> list[tuple[str, str, int, int, int, f
     ]
 
 
-def render_report(summary: dict[str, Any]) -> str:
-    """The HTML page: funnel, per-category counts, rejections and usage per stage and role."""
+def render_report(summary: dict[str, Any], paths: Paths | None = None) -> str:
+    """The HTML page: funnel, per-category counts, rejections and usage per stage and role; with ``paths``
+    also models and settings, sample queries and rejections, the trajectory viewer and links to the outputs
+    (:mod:`.report`)."""
     q = summary["queries"]
     total = max(q["per_category"].values(), default=0)
     reasons = [
@@ -180,10 +184,12 @@ def render_report(summary: dict[str, Any]) -> str:
             num_from=2,
         ),
     ]
+    if paths is not None:
+        body[2:2] = report_sections(paths, summary.get("models") or {})
     return html_page("DataMind synthesis", "\n".join(body))
 
 
 def write_summary(paths: Paths, summary: dict[str, Any]) -> None:
     """``summary.json`` and ``report.html``, each via a temporary file and a rename."""
     write_json_atomic(paths.summary, summary)
-    write_text_atomic(paths.report, render_report(summary))
+    write_text_atomic(paths.report, render_report(summary, paths))

@@ -16,6 +16,7 @@ in order with up to ``config.rounds`` reflection rounds.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from datadojo.synth.datamind.curation import CurationResult, curate
 from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
+from datadojo.synth.datamind.report import models_file, read_models
 from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
 from datadojo.synth.datamind.store import Paths, RejectLog, StageUsage
 from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
@@ -50,6 +52,18 @@ __all__ = [
 
 #: ``(stage, done, total)``: called as a stage advances (the CLI draws progress bars with it).
 ProgressHook = Callable[[str, int, int], None]
+
+#: The settings that shape what each stage appends. A stage records its values in ``stages.json``; a later run
+#: of any stage sharing a setting with a recorded one must use the same value — ``judge -n 3`` on trajectories
+#: sampled with ``-n 5`` would judge 3 of 5, a resumed ``sample`` with another ``max_turns`` would mix two
+#: runs' trajectories in one group. The query stages are not checked: ``queries.jsonl`` is a pool that later
+#: requests may add to under other settings (each question is checked as it is kept), and curation rewrites
+#: its outputs from scratch, so its settings may change freely.
+STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "sample": ("n_samples", "use_workflow", "detailed_workflow", "max_turns", "temperature", "top_p",
+               "max_tokens", "seed"),
+    "judge": ("n_samples", "tolerance", "context_chars", "rule_best"),
+}  # fmt: skip
 
 
 @dataclass
@@ -82,6 +96,40 @@ class DataMindRun:
             self.files = [FileEntry(r) for _, r in sorted(latest.items()) if r.accepted]
             self.files_seen = len(latest)
 
+    @property
+    def stages_file(self) -> Path:
+        return self.out / "stages.json"
+
+    def record_model(self, role: str, backend: ChatBackend) -> None:
+        """Note the model id of ``role`` (teacher, judge) in ``models.json`` for the report and the summary."""
+        models = read_models(self.paths)
+        name = str(getattr(backend, "model_id", "") or type(backend).__name__)
+        if models.get(role) != name:
+            write_json_atomic(models_file(self.paths), {**models, role: name})
+
+    def check_settings(self, stage: str) -> None:
+        """Refuse ``stage`` when a setting it shares with a stage already run here differs, naming both values;
+        then record the stage's settings (see :data:`STAGE_SETTINGS`)."""
+        recorded: dict[str, dict[str, Any]] = {}
+        if self.stages_file.exists():
+            try:
+                recorded = json.loads(self.stages_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise DataMindError(
+                    f"{self.stages_file}: unreadable ({exc}); remove it to skip this check"
+                ) from exc
+        current = self.config.model_dump(mode="json")
+        for other, values in recorded.items():
+            for name in STAGE_SETTINGS.get(stage, ()):
+                if name in values and values[name] != current.get(name):
+                    raise DataMindError(
+                        f"{self.out}: the {stage} stage would run with {name} = {current.get(name)!r}, but the "
+                        f"{other} stage of this run used {name} = {values[name]!r} (recorded in "
+                        f"{self.stages_file.name}); rerun with {name} = {values[name]!r}, or use a new --out"
+                    )
+        recorded[stage] = {n: current.get(n) for n in STAGE_SETTINGS.get(stage, ())}
+        write_json_atomic(self.stages_file, recorded)
+
     def tick(self, stage: str) -> Callable[[int, int], None] | None:
         if self.progress is None:
             return None
@@ -111,6 +159,7 @@ def _require(path: Path, stage: str) -> None:
 
 async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 2: one request per (file, applicable category)."""
+    run.record_model("teacher", teacher)
     usage = await synthesize_queries(
         run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("queries")
     )
@@ -120,6 +169,7 @@ async def stage_queries(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any
 async def stage_compose(run: DataMindRun, teacher: ChatBackend) -> dict[str, Any]:
     """Stage 3: the easy→hard chains."""
     _require(run.paths.queries, "queries")
+    run.record_model("teacher", teacher)
     usage = await compose_queries(
         run.files, teacher, run.paths, run.taxonomy, run.config, on_progress=run.tick("compose")
     )
@@ -151,6 +201,8 @@ async def stage_sample(
     run: DataMindRun, teacher: ChatBackend, *, round_: int = 0, sandboxes: SandboxFactory | None = None
 ) -> dict[str, Any]:
     """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1)."""
+    run.check_settings("sample")
+    run.record_model("teacher", teacher)
     if round_ == 0:
         tasks = [agent_task(q, run.taxonomy, run.config) for q in load_queries(run.paths)]
         if not tasks:
@@ -186,6 +238,8 @@ async def stage_sample(
 async def stage_judge(run: DataMindRun, judge: ChatBackend, *, round_: int = 0) -> dict[str, Any]:
     """Stage 5: verdicts on round ``round_`` (rule pre-check, then the judge)."""
     _require(run.paths.trajectories, "sample")
+    run.check_settings("judge")
+    run.record_model("judge", judge)
     usage = await judge_round(
         load_queries(run.paths), judge, run.paths, run.config, round_, on_progress=run.tick(f"judge {round_}")
     )

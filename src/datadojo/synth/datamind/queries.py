@@ -7,7 +7,8 @@ focus on the given type". Each file yields up to one request per applicable cate
 
 Every reply is a JSON object validated against :class:`QueryBatch` (structured output, one repair). Each
 question is then checked (:class:`QueryChecker`) and rejected, with the reason, when it is empty or longer
-than ``max_query_chars``, names a column the file does not have (in its ``columns`` list or in backticks),
+than ``max_query_chars``, names a column the file does not have (in its ``columns`` list, or back-quoted and
+not a cell value: see :func:`_backticked_columns`),
 or duplicates a question already kept for the same file — exactly after normalisation
 (:func:`datadojo.compare.text.normalize_text`) or nearly (word-set Jaccard similarity ≥ ``near_duplicate``).
 Kept questions get a stable id: a hash of the file content, the category and the normalised text.
@@ -126,6 +127,39 @@ def query_id(file_sha: str, category: str | Sequence[str], text: str) -> str:
 
 
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
+#: Words that make a back-quoted name a column reference ("column `x`", "the `x` column", "field `x`").
+_COLUMN_WORDS = frozenset({"column", "columns", "field", "fields", "variable", "attribute", "feature"})
+#: Words right before a back-quoted text that make it a value ("status is `active`", "= `North`").
+_VALUE_WORDS = frozenset({"=", "==", "!=", "is", "are", "equals", "to", "as", "value", "values", "not"})
+
+
+def _near(text: str, start: int, end: int) -> tuple[str, str]:
+    before = text[:start].split()[-1:]
+    after = text[end:].split()[:1]
+    clean = [w.strip(".,;:()'\"?!").lower() for w in (before or [""]) + (after or [""])]
+    return clean[0], clean[1]
+
+
+def _backticked_columns(text: str, values: str) -> list[str]:
+    """The back-quoted names of ``text`` that must be columns.
+
+    Back quotes mark cell values as often as column names ("rows whose status is `active`"), so a back-quoted
+    text counts as a column name unless it reads as a value: the word before it is a value word (``is``,
+    ``=``, ``equal to`` …) or it is a whole word of the file's profile *d* (whose top values and sample rows
+    show cell values) — and never when the question calls it a column ("the `x` column"), which is checked.
+    """
+    out = []
+    for m in _BACKTICK.finditer(text):
+        name = m.group(1)
+        before, after = _near(text, m.start(), m.end())
+        if before in _COLUMN_WORDS or after in _COLUMN_WORDS:
+            out.append(name)
+            continue
+        shown = re.search(rf"(?<!\w){re.escape(name.strip())}(?!\w)", values, re.IGNORECASE) is not None
+        if before in _VALUE_WORDS or shown:
+            continue
+        out.append(name)
+    return out
 
 
 def _words(text: str) -> frozenset[str]:
@@ -139,6 +173,7 @@ class QueryChecker:
     columns: Sequence[str]
     max_chars: int = 600
     near_duplicate: float = 0.8
+    profile: str = ""  # the file's profile d: a back-quoted text it shows is a cell value, not a column
     _norm: set[str] = field(default_factory=set)
     _sets: list[frozenset[str]] = field(default_factory=list)
 
@@ -152,7 +187,7 @@ class QueryChecker:
             return "empty", "the question is empty"
         if len(text) > self.max_chars:
             return "too_long", f"{len(text)} characters > {self.max_chars}"
-        named = [c for c in columns if c.strip()] + _BACKTICK.findall(text)
+        named = [c for c in columns if c.strip()] + _backticked_columns(text, self.profile)
         unknown = sorted({c for c in named if c.strip().lower() not in self._known})
         if unknown:
             return "unknown_column", f"names column(s) the file does not have: {', '.join(unknown)}"
@@ -229,7 +264,8 @@ def file_checkers(
 ) -> dict[str, QueryChecker]:
     """A :class:`QueryChecker` per file (by content hash) that already knows the file's kept questions."""
     checkers = {
-        f.sha256: QueryChecker(f.columns, config.max_query_chars, config.near_duplicate) for f in files
+        f.sha256: QueryChecker(f.columns, config.max_query_chars, config.near_duplicate, f.profile or "")
+        for f in files
     }
     for t in queries:
         checker = checkers.get(str(t.extra.get("file_sha256")))

@@ -26,7 +26,8 @@ from typing import Any
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
-from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.llm.base import ChatBackend
+from datadojo.synth.datamind import prompts
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths, StageUsage
 from datadojo.synth.datamind.taxonomy import Taxonomy
@@ -49,35 +50,14 @@ FAILED_STOPS: frozenset[str] = frozenset({"llm_error", "env_error"})
 
 
 def agent_config(config: DataMindConfig) -> AgentConfig:
-    """The agent loop settings of the teacher's episodes (T turns, DataMind's sampling defaults)."""
-    return AgentConfig(
-        max_turns=config.max_turns,
-        dialect="datamind",
-        sampling=SamplingParams(
-            temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
-        ),
-    )
+    """The agent loop settings of the teacher's episodes (:func:`.prompts.agent_config`)."""
+    return prompts.agent_config(config)
 
 
 def agent_task(query: Task, taxonomy: Taxonomy, config: DataMindConfig, feedback: str | None = None) -> Task:
-    """The task the agent runs for ``query``: *k* and the answer form in ``extra``, no duplicate *d*.
-
-    The prompt already profiles every file (:func:`datadojo.agent.prompts.describe_files`), so the query's
-    ``description`` (the same profile *d*) is not repeated.
-    """
-    extra: dict[str, object] = {}
-    try:
-        category = taxonomy.get(str(query.category))
-    except KeyError:
-        category = None
-    if config.use_workflow and category is not None:
-        extra["workflow"] = category.knowledge(config.detailed_workflow)
-    form = query.extra.get("answer_form") or (category.answer_form if category is not None else None)
-    if form:
-        extra["answer_format"] = form
-    if feedback:
-        extra["feedback"] = feedback
-    return query.model_copy(update={"description": None, "extra": extra})
+    """The task the teacher runs for ``query``: :func:`.prompts.sampling_task` (the policy's task plus *k*,
+    the answer form and the reflection feedback; no duplicate *d*)."""
+    return prompts.sampling_task(query, taxonomy, config, feedback)
 
 
 def plain_prompt(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -68,6 +68,10 @@ class Paths:
         return self.out / "sft"
 
     @property
+    def rl_tasks(self) -> Path:
+        return self.out / "rl_tasks.jsonl"
+
+    @property
     def summary(self) -> Path:
         return self.out / "summary.json"
 

@@ -86,6 +86,12 @@ class SailorConfig(Settings):
 
     lam: float = Field(1.0, description="λ: exploration weight of DF-FPU UCT")
     beta: float = Field(0.1, description="β: weight of the normalised depth d_w in UCT")
+    depth_term: Literal["reached", "node"] = Field(
+        "reached",
+        description="d_w of UCT: the deepest depth reached below w (reached; differs between siblings, so β "
+        "can change a selection) or w's own depth (node; equal for all children of v, so β never matters), "
+        "both divided by max_depth",
+    )
     fpu_mode: Literal["sibling", "constant"] = Field(
         "sibling",
         description="how Δ of the first-play value ρ + Δ − δ is set: sibling (mean Q̂ − ρ of the visited "

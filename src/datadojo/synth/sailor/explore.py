@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from datadojo.agent.prompts import build_prompt, load_template
 from datadojo.llm.base import ChatBackend
 from datadojo.llm.structured import (
     StructuredMode,
@@ -41,6 +40,7 @@ from datadojo.synth.sailor.mcts import (
     prior_entropy,
     token_entropy,
 )
+from datadojo.synth.sailor.prompts import policy_prompt, probe_turn
 from datadojo.synth.sailor.seeds import Seed
 from datadojo.synth.sailor.strategies import (
     STRATEGIES,
@@ -52,7 +52,7 @@ from datadojo.synth.sailor.strategies import (
     diversify,
     tool_identity,
 )
-from datadojo.types import Action, Task
+from datadojo.types import Task
 
 __all__ = ["Explorer", "LLMCalls", "SearchStats", "path_messages", "render_steps"]
 
@@ -132,9 +132,7 @@ def path_messages(base: list[dict[str, Any]], nodes: list[Node]) -> list[dict[st
     """The policy's conversation at the end of ``nodes``: prompt, then each probe turn and its ``<result>``."""
     messages = [dict(m) for m in base]
     for n in nodes:
-        messages.append(
-            {"role": "assistant", "content": SAILOR.format_turn(n.thought, Action(kind="code", text=n.code))}
-        )
+        messages.append({"role": "assistant", "content": probe_turn(n.strategy, n.thought, n.code)})
         messages.append({"role": "user", "content": SAILOR.format_observation(n.observation)})
     return messages
 
@@ -243,14 +241,7 @@ class Explorer:
         self.task = task
         self.stats = calls.stats
         self.full_output: dict[str, str] = {}
-        template = load_template(SAILOR)
-        self.base_messages = build_prompt(
-            task,
-            SAILOR,
-            max_turns=self.config.max_depth + 1,
-            template=template,
-            profile_chars=self.config.profile_chars,
-        )
+        self.base_messages = policy_prompt(task, self.config.profile_chars)
 
     # ------------------------------------------------------------------ search
     def _budget_left(self, started: float) -> str | None:

@@ -13,8 +13,12 @@ Everything here is pure (no LLM, no sandbox) so each rule is tested on its own w
   ``fpu_mode="constant"`` always uses ``fpu_bonus``;
 * :func:`calibrated_value` — after the probe runs, ``(1−η)·ρ_w + η·s_post`` is backed up: the pre-execution
   judgment prioritises, the post-execution one calibrates (dual feedback);
-* d_w is the **normalised** depth ``depth(w)/max_depth`` (the reference code used the raw depth, which lets β
-  dominate deep trees);
+* d_w is the **normalised depth reached below w**: ``max depth(u)/max_depth`` over w and its executed
+  descendants u (``depth_term="reached"``, default). The node's own depth (``depth_term="node"``, the reference
+  code's reading, there un-normalised) is the same for every child of v, so β·d_w could never change a
+  selection; the depth reached below w differs between siblings once one of them has been followed further,
+  so β favours the branch whose trace has gone deeper (the paper's "balance breadth and depth"). Normalised
+  by ``max_depth`` so that β does not dominate deep trees;
 * :func:`prior_entropy`, :func:`token_entropy`, :func:`branching_width` — ``π = softmax(ρ/T_p)``,
   ``H_prior = −Σ π log π / log M̄_v``, the mean normalised entropy of the top-k token distributions, and a
   width that widens uncertain states and narrows obvious ones.
@@ -206,10 +210,14 @@ class Tree:
         fpu_reduction: float,
         max_depth: int,
         fpu_mode: str = "sibling",
+        depth_term: str = "reached",
     ) -> None:
         if fpu_mode not in ("sibling", "constant"):
             raise ValueError(f"fpu_mode must be 'sibling' or 'constant', got {fpu_mode!r}")
+        if depth_term not in ("reached", "node"):
+            raise ValueError(f"depth_term must be 'reached' or 'node', got {depth_term!r}")
         self.fpu_mode = fpu_mode
+        self.depth_term = depth_term
         self.prefix = prefix
         self.lam = lam
         self.beta = beta
@@ -240,8 +248,26 @@ class Tree:
         return out[::-1]
 
     def normalised_depth(self, node: Node) -> float:
-        """d_w = depth(w) / max_depth, in [0, 1]."""
+        """depth(w) / max_depth, in [0, 1]: the node's own depth."""
         return node.depth / self.max_depth
+
+    def reached_depth(self, node: Node) -> int:
+        """The deepest depth of ``node`` and its executed descendants (``node.depth`` while nothing below ran)."""
+        deepest = node.depth
+        stack = [node]
+        while stack:
+            for c in stack.pop().children:
+                child = self.nodes[c]
+                if child.executed:
+                    deepest = max(deepest, child.depth)
+                    stack.append(child)
+        return deepest
+
+    def depth_value(self, node: Node) -> float:
+        """d_w of UCT: the normalised depth reached below w (``depth_term="reached"``) or of w itself."""
+        if self.depth_term == "node":
+            return self.normalised_depth(node)
+        return self.reached_depth(node) / self.max_depth
 
     def closed(self, node: Node) -> bool:
         """Nothing more can be learned below ``node``: it ran and cannot grow, or all its children are closed."""
@@ -260,9 +286,9 @@ class Tree:
         return self.fpu_bonus if offset is None else offset
 
     def uct_terms(self, parent: Node, child: Node, delta: float | None = None) -> dict[str, Any]:
-        """The candidate record of ``child`` under ``parent``: id, q, rho, n, depth (normalised), uct."""
+        """The candidate record of ``child`` under ``parent``: id, q, rho, n, depth (d_w as used), uct."""
         q = child.q_hat(self.fpu_delta(parent) if delta is None else delta, self.fpu_reduction)
-        d = self.normalised_depth(child)
+        d = self.depth_value(child)
         uct = uct_df_fpu(q, child.rho, parent.n, child.n, d, lam=self.lam, beta=self.beta)
         return {"id": child.id, "q": q, "rho": child.rho, "n": child.n, "depth": d, "uct": uct}
 

@@ -4,9 +4,11 @@ Output folder (see ``docs/sailor.md``)::
 
     tree.jsonl          node lines and "select" lines of every tree (auditable, drawable)
     trajectories.jsonl  verified trajectories (sailor dialect), the SFT data
+    sft.jsonl           the same as OpenAI messages with ``train`` masks and each turn's strategy label
     qc.jsonl            one QC decision per candidate trajectory, with its reason
     qa.jsonl            QA-track tasks   } the SciDataSailor task format, read by
     meta.jsonl          Meta-track tasks } ``datadojo eval scidata --data DIR/qa.jsonl``
+    rl_tasks.jsonl      the QA tasks with their reference answers, for ``datadojo train rl --tasks``
     units.jsonl         one line per finished unit (the resume log)
     summary.json        config (λ = ``lam``, β = ``beta``, …) and counts: nodes, probes, kept/removed per
                         QC reason, per level
@@ -34,11 +36,13 @@ from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.llm.structured import StructuredMode
+from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.sailor.config import SailorConfig
 from datadojo.synth.sailor.env import ProbeEnv, default_sandbox_config
 from datadojo.synth.sailor.explore import Explorer, LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Tree
+from datadojo.synth.sailor.prompts import policy_task
 from datadojo.synth.sailor.qc import QCDecision, StepVerifier, execution_problem
 from datadojo.synth.sailor.seeds import LEVELS, Seed, SeedError
 from datadojo.synth.sailor.synthesis import (
@@ -55,7 +59,15 @@ from datadojo.synth.sailor.synthesis import (
 __all__ = ["OUTPUT_FILES", "SailorRun", "UnitOutput", "clean_unfinished", "run_sailor", "unit_key", "unit_of"]
 
 #: Output files holding per-unit lines (cleaned of unfinished units on resume).
-OUTPUT_FILES: tuple[str, ...] = ("tree.jsonl", "trajectories.jsonl", "qc.jsonl", "qa.jsonl", "meta.jsonl")
+OUTPUT_FILES: tuple[str, ...] = (
+    "tree.jsonl",
+    "trajectories.jsonl",
+    "sft.jsonl",
+    "qc.jsonl",
+    "qa.jsonl",
+    "meta.jsonl",
+    "rl_tasks.jsonl",
+)
 UNITS_FILE = "units.jsonl"
 
 
@@ -74,7 +86,7 @@ def unit_of(filename: str, record: Any) -> str | None:
             node = record.get("node")
             return node.rsplit("/", 1)[0] if isinstance(node, str) else None
         return record.get("unit")
-    if filename == "qc.jsonl":
+    if filename in ("qc.jsonl", "sft.jsonl"):
         return record.get("unit")
     extra = record.get("extra")
     return extra.get("unit") if isinstance(extra, dict) else None
@@ -114,6 +126,8 @@ class UnitOutput:
     qa: list[Any]
     meta: list[Any]
     record: dict[str, Any]
+    sft: list[dict[str, Any]] = field(default_factory=list)
+    rl_tasks: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -153,6 +167,7 @@ async def explore_unit(
         fpu_reduction=config.fpu_reduction,
         max_depth=config.max_depth,
         fpu_mode=config.fpu_mode,
+        depth_term=config.depth_term,
     )
     # the policy sees the same "About the data" note (readers available in the sandbox) as `eval scidata`
     # gives it, so SFT trajectories and benchmark episodes start from the same prompt
@@ -280,7 +295,39 @@ async def explore_unit(
         "finished": time.time(),
     }
     kept_trajectories = [trajectories[i] for i in kept]
-    return UnitOutput(tree_lines, kept_trajectories, qc_lines, qa_tasks, meta, record)
+    return UnitOutput(
+        tree_lines, kept_trajectories, qc_lines, qa_tasks, meta, record,
+        sft=[sft_record(t) for t in kept_trajectories], rl_tasks=[rl_task(t) for t in qa_tasks],
+    )  # fmt: skip
+
+
+def sft_record(traj: Any) -> dict[str, Any]:
+    """``sft.jsonl``: the trajectory as OpenAI messages (``train`` masks) with the strategy of each assistant
+    turn — the recorded action types (§4.1, "intermediate action-type supervision"); the answer turn's is None."""
+    strategies = list(traj.extra.get("strategies", []))
+    return {
+        "messages": trajectory_to_messages(traj),
+        "task_id": traj.task_id,
+        "sample": traj.sample,
+        "unit": traj.extra.get("unit"),
+        "seed_id": traj.extra.get("seed_id"),
+        "level": traj.extra.get("level"),
+        "strategies": strategies,
+        "turn_strategies": [*strategies, None][: len(traj.turns)],
+    }
+
+
+def rl_task(task: Any) -> Any:
+    """``rl_tasks.jsonl``: a QA task as evaluation and RL prompt it (:func:`.prompts.policy_task`) with how its
+    reference answer was chosen: the supported answer of a verified trajectory, checked by the judge (§4.1)."""
+    reference = {
+        "chosen_by": "qa_synthesis",
+        "check": "supported",
+        "tree_node": task.extra.get("tree_node"),
+        "evidence": task.extra.get("evidence", []),
+    }
+    t = policy_task(task)
+    return t.model_copy(update={"extra": {**t.extra, "reference": reference}})
 
 
 def _write_unit(out: Path, result: UnitOutput) -> None:
@@ -291,6 +338,8 @@ def _write_unit(out: Path, result: UnitOutput) -> None:
         ("qc.jsonl", result.qc_lines),
         ("qa.jsonl", result.qa),
         ("meta.jsonl", result.meta),
+        ("sft.jsonl", result.sft),
+        ("rl_tasks.jsonl", result.rl_tasks),
     ):
         with JsonlAppender(out / name) as fh:
             for line in lines:

@@ -1,23 +1,27 @@
 """``report.html`` of a ``synth sailor`` run: every tree drawn as nested boxes, with QC outcomes.
 
 Read from the output files only (``tree.jsonl``, ``qc.jsonl``, ``qa.jsonl``, ``summary.json``), so it can be
-redrawn for any run folder. It opens with the run's totals, a per-level table (units, probes, trajectories, kept,
+redrawn for any run folder. It opens with what was run — the folders, the policy and judge models, every
+setting of ``summary.json`` — then the run's totals, a per-level table (units, probes, trajectories, kept,
 QA, meta and each QC removal reason) and the QA pairs (question, answer, evidence, tree node). Each node shows its strategy, ρ, Q̂, N, the post-execution score and status; its code and
 observation excerpt fold out. Nodes on a kept trajectory are green, on a removed one red (with the QC reason).
+A unit that kept nothing says why (:func:`unit_outcome`): an empty tree (the strategy proposal stayed
+invalid, every strategy scored under τ_pre, every probe a duplicate, a budget spent), no path deep enough, or
+the QC reasons that removed its trajectories.
 """
 
 from __future__ import annotations
 
 import html
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["removal_reasons", "render_report", "unit_outcome", "write_report"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -84,6 +88,91 @@ def _qa_list(out: Path) -> str:
     return f"<h2>QA pairs ({len(rows)})</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def unit_outcome(record: dict[str, Any], root_expansion: dict[str, Any] | None = None) -> str | None:
+    """Why a finished unit (its ``units.jsonl`` record) kept no trajectory; ``None`` when it kept some.
+
+    ``root_expansion`` is the root node's ``expansion`` record from ``tree.jsonl`` (the first strategy
+    proposal), which names the error of a tree that never grew.
+    """
+    if int(record.get("kept", 0)):
+        return None
+    stop = record.get("stop") or "?"
+    if not int(record.get("nodes", 0)):
+        error = (root_expansion or {}).get("error")
+        if error:
+            return f"empty tree: {error}"
+        if int(record.get("structured_failures", 0)):
+            return f"empty tree: {record['structured_failures']} structured reply(ies) stayed invalid"
+        if int(record.get("strategies_dropped", 0)):
+            return f"empty tree: every proposed strategy scored under tau_pre ({record['strategies_dropped']} dropped)"
+        if int(record.get("duplicates_merged", 0)):
+            return "empty tree: every probe duplicated one already run"
+        return f"empty tree: no probe was added (search stopped: {stop})"
+    if not int(record.get("trajectories", 0)):
+        return f"no trajectory: no executed leaf (search stopped: {stop})"
+    reasons = {k: v for k, v in (record.get("reasons") or {}).items() if k != "kept"}
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return f"QC removed all {record['trajectories']} trajectory(ies): {listed or 'no reason recorded'}"
+
+
+def removal_reasons(out: str | Path) -> list[tuple[str, int]]:
+    """Why trajectories and units came to nothing, most frequent first: QC reasons, QA drops, empty trees."""
+    out = Path(out)
+    counts: Counter[str] = Counter()
+    roots = _root_expansions(out)
+    if (out / "units.jsonl").exists():
+        for _, rec in iter_jsonl(out / "units.jsonl"):
+            if not isinstance(rec, dict):
+                continue
+            counts.update({k: v for k, v in (rec.get("reasons") or {}).items() if k != "kept"})
+            counts.update({f"qa: {k}": v for k, v in (rec.get("qa_dropped") or {}).items()})
+            why = unit_outcome(rec, roots.get(str(rec.get("unit"))))
+            if why is not None and why.startswith(("empty tree", "no trajectory")):
+                counts[why] += 1
+    return counts.most_common()
+
+
+def _root_expansions(out: Path) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    if (out / "tree.jsonl").exists():
+        for _, rec in iter_jsonl(out / "tree.jsonl"):
+            if isinstance(rec, dict) and rec.get("type") == "node" and rec.get("parent") is None:
+                found[str(rec.get("unit"))] = rec.get("expansion") or {}
+    return found
+
+
+def _run_header(summary: dict[str, Any]) -> str:
+    """Folders, models, seeds and every setting of the run."""
+    rows = [
+        ("folders", ", ".join(summary.get("folders") or [])),
+        ("seeds", ", ".join(summary.get("seeds") or [])),
+    ]
+    rows += [(f"{role} model", str(m)) for role, m in (summary.get("models") or {}).items()]
+    rows.append(("structured output", str(summary.get("structured_mode", ""))))
+    head = "".join(
+        f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+        for k, v in rows
+    )
+    cfg = summary.get("config") or {}
+    settings = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(json.dumps(v))}</td></tr>"
+        for k, v in cfg.items()
+    )
+    return (
+        f"<h2>Run</h2><table>{head}</table>"
+        f"<details><summary>settings ({len(cfg)})</summary><table>{settings}</table></details>"
+    )
+
+
+def _unit_records(out: Path) -> dict[str, dict[str, Any]]:
+    recs: dict[str, dict[str, Any]] = {}
+    if (out / "units.jsonl").exists():
+        for _, rec in iter_jsonl(out / "units.jsonl"):
+            if isinstance(rec, dict) and isinstance(rec.get("unit"), str):
+                recs[rec["unit"]] = rec
+    return recs
+
+
 def render_report(out: str | Path) -> str:
     """The HTML text of the report for a run folder."""
     out = Path(out)
@@ -100,7 +189,10 @@ def render_report(out: str | Path) -> str:
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     parts = [f"<!doctype html><meta charset=utf-8><title>synth sailor report</title><style>{_CSS}</style>"]
     parts.append("<h1>SciDataSailor synthesis</h1>")
+    units = _unit_records(out)
+    roots = _root_expansions(out)
     if summary:
+        parts.append(_run_header(summary))
         rows = "".join(
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(_fmt(summary.get(k)))}</td></tr>"
             for k in ("units", "nodes", "probes_run", "requests", "trajectories", "kept", "qa", "meta")
@@ -112,6 +204,10 @@ def render_report(out: str | Path) -> str:
                 "<p>Removed by QC: " + ", ".join(f"{html.escape(k)} {v}" for k, v in removed.items()) + "</p>"
             )
         parts.append(_level_table(summary.get("per_level") or {}))
+    empty = [(u, why) for u, rec in units.items() if (why := unit_outcome(rec, roots.get(u))) is not None]
+    if empty:
+        items = "".join(f"<li><b>{html.escape(u)}</b>: {html.escape(why)}</li>" for u, why in empty)
+        parts.append(f"<h2>Units that kept nothing ({len(empty)})</h2><ul>{items}</ul>")
     parts.append(_qa_list(out))
     for unit, recs in nodes.items():
         by_parent: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
@@ -127,6 +223,9 @@ def render_report(out: str | Path) -> str:
                     marks[leaf] = (cls, q["reason"])
                 leaf = by_id[leaf]["parent"]
         parts.append(f"<h2>{html.escape(unit)}</h2>")
+        why = unit_outcome(units[unit], roots.get(unit)) if unit in units else None
+        if why:
+            parts.append(f"<p class=err>kept nothing: {html.escape(why)}</p>")
 
         def draw(
             node_id: str | None,

@@ -22,6 +22,7 @@ from typing import Any
 from datadojo.protocol import SAILOR
 from datadojo.synth.sailor.explore import LLMCalls, path_messages, render_steps
 from datadojo.synth.sailor.mcts import Node, Tree
+from datadojo.synth.sailor.prompts import probe_thought, probe_turn
 from datadojo.synth.sailor.seeds import Seed
 from datadojo.synth.sailor.strategies import QAPair
 from datadojo.types import Action, DataFile, Observation, Provenance, Task, Trajectory, Turn
@@ -143,8 +144,8 @@ def build_trajectory(
     """A ``sailor``-dialect trajectory: one code turn per probe on the path, then the final answer turn."""
     turns = [
         Turn(
-            raw=SAILOR.format_turn(n.thought, Action(kind="code", text=n.code)),
-            thought=n.thought,
+            raw=probe_turn(n.strategy, n.thought, n.code),
+            thought=probe_thought(n.strategy, n.thought),
             action=Action(kind="code", text=n.code),
             observation=Observation(
                 text=n.observation, status=n.status or "env_error", truncated=n.truncated
