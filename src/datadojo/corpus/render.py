@@ -39,6 +39,12 @@ _KIND_LABEL = {
     "genbank": "GenBank",
     "netcdf": "netCDF",
     "hdf5": "HDF5",
+    "npy": "NumPy array",
+    "npz": "NumPy archive",
+    "fits": "FITS",
+    "zarr": "Zarr store",
+    "parquet_dataset": "Parquet dataset",
+    "unreadable": "unreadable file",
     "image": "image",
     "readme": "documentation",
     "metadata": "metadata",
@@ -211,7 +217,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 def _render_level(fp: FileProfile, level: _Level, budget: int) -> str:
     lines = [_file_header(fp)]
     if fp.error:
-        lines.append(f"  cannot be read as a table: {fp.error}")
+        what = "cannot be read" if fp.kind == "unreadable" else "cannot be read as a table"
+        lines.append(f"  {what}: {fp.error}")
     if fp.summary:
         lines.extend(_summary_lines(fp.summary))
     if not fp.tables:
@@ -255,6 +262,10 @@ def render_file_profile(fp: FileProfile, budget_chars: int = 4000) -> str:
     (levels in the module docstring), cut with ``…`` only when even table names do not fit."""
     if budget_chars <= 0:
         raise ValueError(f"budget_chars must be positive, got {budget_chars}")
+    if isinstance(fp.summary.get("variables"), list) and not fp.tables:
+        from datadojo.corpus.render_arrays import render_arrays
+
+        return _fit(render_arrays(fp, _file_header(fp), budget_chars), budget_chars)
     fallback = None
     for level in _LEVELS:
         text = _render_level(fp, level, budget_chars)
@@ -348,7 +359,9 @@ def profile_text(path: str | Path, budget_chars: int = 4000, *, options: ReadOpt
     A file that cannot be read still yields a short text naming the problem, so a prompt never fails on
     a bad data file.
     """
+    from datadojo.corpus.sniff import store_kind
+
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() and store_kind(p) is None:  # a Zarr store or Parquet dataset is one file's profile
         return render_folder_profile(profile_folder(p, options=options), budget_chars)
     return render_file_profile(profile_file(p, options=options), budget_chars)
