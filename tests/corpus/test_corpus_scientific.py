@@ -19,7 +19,6 @@ from datadojo.corpus.inputs import NoDataFilesError, require_data_files
 from datadojo.corpus.render import render_file_profile, render_folder_profile
 from datadojo.corpus.scan import read_corpus
 from datadojo.testing.scifiles import (
-    make_cf_netcdf,
     make_corrupt,
     make_fits,
     make_hdf5,
