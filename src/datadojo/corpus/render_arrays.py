@@ -85,9 +85,9 @@ def _range_text(r: dict[str, Any]) -> str:
     if "min" not in r:
         return f"no valid values in the first {_num(r.get('sampled', 0))}" if "sampled" in r else ""
     text = f"range {_num(r['min'])} … {_num(r['max'])}"
-    if "dates" in r:
-        text += f" ({r['dates'][0]} … {r['dates'][1]})"
     extra = []
+    if "dates" in r:
+        extra.append(f"{r['dates'][0]} … {r['dates'][1]}")
     if r.get("mean") is not None:
         extra.append(f"mean {_num(r['mean'])}")
     if "sampled" in r and r.get("sampled", 0) < r.get("of", 0):

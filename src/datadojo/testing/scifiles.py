@@ -249,3 +249,31 @@ def make_sci_folder(root: Path) -> Path:
     make_corrupt(root / "climate.nc", root / "corrupt.nc")
     (root / "empty.dat").touch()
     return root
+
+
+def print_profiles(root: Path, budget: int = 1600) -> None:
+    """Build one file of each array format under ``root`` and print its profile text (docs/corpus.md)."""
+    from datadojo.corpus import profile_text
+
+    root.mkdir(parents=True, exist_ok=True)
+    made = [
+        make_cf_netcdf(root / "climate.nc"),
+        make_hdf5(root / "scan.h5"),
+        make_npy(root / "spectra.npy"),
+        make_npz(root / "grid.npz"),
+        make_fits(root / "m31.fits"),
+        make_zarr_v2(root / "sst.zarr"),
+        make_parquet_dataset(root / "observations"),
+    ]
+    made.append(make_corrupt(made[0], root / "corrupt.nc"))
+    for path in made:
+        print(profile_text(path, budget))
+        print()
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print_profiles(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp) / "sci")
