@@ -323,3 +323,28 @@ def test_sailor_excerpt_keeps_the_exception_line() -> None:
     assert len(rec["excerpt"]) <= 300 and rec["excerpt"].endswith("KeyError: 'tas'")
     assert rec["excerpt"].startswith("Traceback")
     assert head_tail("short", 300) == "short"
+
+
+def test_synth_commands_refuse_an_empty_folder(tmp_path: Path) -> None:
+    empty = tmp_path / "EMPTY"
+    empty.mkdir()
+    (empty / "a.csv").touch()
+    dead = "openai:m@http://127.0.0.1:9/v1"  # never contacted: the check comes first
+    res = runner.invoke(app, ["synth", "sailor", str(empty), "--model", dead, "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "no data files in" in res.output, res.output
+    res = runner.invoke(
+        app,
+        [
+            "synth",
+            "datamind",
+            "run",
+            str(empty),
+            "--teacher",
+            dead,
+            "--judge",
+            dead,
+            "--out",
+            str(tmp_path / "d"),
+        ],
+    )
+    assert res.exit_code == 2 and "no data files in" in res.output, res.output

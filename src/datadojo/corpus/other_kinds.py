@@ -11,8 +11,9 @@ kind it can read, cheaply and in a bounded number of bytes:
 * README / documentation: title, line and word counts, the first lines;
 * metadata (``datapackage.json``, ``DESCRIPTION``, YAML/TOML/CFF): title, keys, declared resources;
 * JSON that is not a table: its structure (top-level keys and value types);
-* netCDF / HDF5: dimensions and variables through the optional ``sci`` extra (h5py, netCDF4); without it
-  the summary says which extra to install and the scan carries on;
+* array formats (netCDF, HDF5, NumPy, FITS, Zarr, Parquet datasets): every variable with its units and
+  attributes, by :mod:`datadojo.corpus.arrays` (h5py / netCDF4 through the optional ``sci`` extra; without
+  a reader the summary says ``format X, reader not installed: pip install …`` and the scan carries on);
 * zip archives: member count and first names; plain text: line count and first lines.
 
 Every reader caps what it reads (``max_bytes``) and reports when it stopped early.
