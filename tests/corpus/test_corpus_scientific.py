@@ -348,3 +348,17 @@ def test_synth_commands_refuse_an_empty_folder(tmp_path: Path) -> None:
         ],
     )
     assert res.exit_code == 2 and "no data files in" in res.output, res.output
+
+
+def test_profile_memory_does_not_grow_with_file_size(tmp_path: Path) -> None:
+    import tracemalloc
+
+    peaks = []
+    for rows in (1_000, 100_000):  # 4 MB and 400 MB (sparse: written lazily, nothing stored)
+        arr = np.lib.format.open_memmap(tmp_path / f"a{rows}.npy", mode="w+", dtype="f4", shape=(rows, 1000))
+        del arr
+        tracemalloc.start()
+        profile_text(tmp_path / f"a{rows}.npy", 2000)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 4 * 2**20 and peaks[1] < 2 * peaks[0] + 2**20, peaks
