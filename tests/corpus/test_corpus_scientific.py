@@ -362,3 +362,34 @@ def test_profile_memory_does_not_grow_with_file_size(tmp_path: Path) -> None:
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] < 4 * 2**20 and peaks[1] < 2 * peaks[0] + 2**20, peaks
+
+
+def test_zarr_v3_and_netcdf_classic(tmp_path: Path) -> None:
+    store = tmp_path / "v3.zarr"
+    (store / "temp").mkdir(parents=True)
+    (store / "zarr.json").write_text(
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"title": "t"}})
+    )
+    meta = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [10, 20],
+        "data_type": "float64",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 20]}},
+        "codecs": [{"name": "bytes"}, {"name": "zstd"}],
+        "fill_value": 0,
+        "dimension_names": ["y", "x"],
+        "attributes": {"units": "K"},
+    }
+    (store / "temp" / "zarr.json").write_text(json.dumps(meta))
+    res = runner.invoke(app, ["corpus", "show", str(store)])  # a store is shown as one file, not a folder
+    assert res.exit_code == 0 and "format: Zarr v3" in res.output and "temp(y, x) float64 [K]" in res.output
+    assert "chunks 5×20 · zstd" in res.output
+    classic = tmp_path / "c3.nc"
+    with netCDF4.Dataset(classic, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("t", None)
+        t = ds.createVariable("t", "f8", ("t",))
+        t.units = "hours since 2020-01-01"
+        t[:] = np.arange(5)
+    text = profile_text(classic, 2000)
+    assert "t=5 (unlimited)" in text and "2020-01-01 04:00:00" in text
