@@ -45,6 +45,7 @@ __all__ = [
     "SAMPLE_VALUES",
     "ArrayReadError",
     "corner",
+    "parquet_parts",
     "reader_hint",
     "summarize_fits",
     "summarize_hdf5",
@@ -243,13 +244,17 @@ def _nc_var(name: str, var: Any, grp: Any) -> dict[str, Any]:
     n = _size(var.shape)
     if n == 0 or var.dtype is str or getattr(var.dtype, "kind", "O") not in "biuf":
         return rec
-    if is_coord and n <= _COORD_VALUES:
-        values = var[:]
-    elif is_coord:
-        values = np.ma.concatenate([np.ma.atleast_1d(var[0]), np.ma.atleast_1d(var[n - 1])])
-    else:
-        values = var[corner(tuple(var.shape))]
-    rng = value_range(values, of=n)
+    try:
+        if is_coord and n <= _COORD_VALUES:
+            values = var[:]
+        elif is_coord:
+            values = np.ma.concatenate([np.ma.atleast_1d(var[0]), np.ma.atleast_1d(var[n - 1])])
+        else:
+            values = var[corner(tuple(var.shape))]
+        rng = value_range(values, of=n)
+    except (ValueError, TypeError) as exc:  # odd attributes (a text scale_factor): keep the rest
+        rec["note"] = f"values not read: {type(exc).__name__}: {exc}"[:200]
+        return rec
     if rng is not None:
         rec["range"] = rng
         units = str(attrs.get("units", ""))
@@ -339,8 +344,12 @@ def _h5_dataset(name: str, ds: Any) -> dict[str, Any]:
     if ds.shape is None or n == 0 or ds.dtype.kind not in "biuf":
         return rec
     fill = rec.get("attrs", {}).get("_FillValue", rec.get("attrs", {}).get("missing_value"))
-    values = ds[corner(tuple(ds.shape))] if ds.ndim else ds[()]
-    rng = value_range(values, of=n, fill=fill)
+    try:
+        values = ds[corner(tuple(ds.shape))] if ds.ndim else ds[()]
+        rng = value_range(values, of=n, fill=fill)
+    except (ValueError, TypeError) as exc:  # a dtype h5py cannot convert; OSError (corrupt) propagates
+        rec["note"] = f"values not read: {type(exc).__name__}: {exc}"[:200]
+        return rec
     if rng is not None:
         rec["range"] = rng
     return rec
@@ -468,7 +477,6 @@ def summarize_fits(path: Path) -> dict[str, Any]:
     total = 0
     with path.open("rb") as fh:
         for index in range(10_000):
-            start = fh.tell()
             cards = _fits_cards(fh, f"{path.name} HDU {index}")
             if not cards:
                 break
@@ -491,7 +499,6 @@ def summarize_fits(path: Path) -> dict[str, Any]:
             fh.seek(data_start + -(-nbytes // _FITS_BLOCK) * _FITS_BLOCK)
             if fh.tell() >= size:
                 break
-            del start
     return _finish(out, total)
 
 
