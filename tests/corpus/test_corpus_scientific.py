@@ -393,3 +393,21 @@ def test_zarr_v3_and_netcdf_classic(tmp_path: Path) -> None:
         t[:] = np.arange(5)
     text = profile_text(classic, 2000)
     assert "t=5 (unlimited)" in text and "2020-01-01 04:00:00" in text
+
+
+def test_folder_budget_goes_to_every_variable_first(sci: Path) -> None:
+    make_npy(sci / "a.npy")
+    make_npz(sci / "b.npz")
+    make_fits(sci / "img.fits")
+    make_zarr_v2(sci / "sst.zarr")
+    make_parquet_dataset(sci / "obs")
+    text = profile_text(sci, 3000)  # the sailor's system-prompt budget, 10 profiled files
+    assert len(text) <= 3000
+    for core in (
+        'tas(time, lat, lon) float32 [K] "Near-Surface Air Temperature"',
+        'pr(time, lat, lon) int16 [kg m-2 s-1] "Precipitation"',
+        "entry/sample/temperature [100] float64 [K]",
+        'sst(time, x) float32 [degC] "sea surface temperature"',
+        "CATALOG [5] table",
+    ):
+        assert core in text, core

@@ -21,7 +21,7 @@ from typing import Any
 
 from datadojo.corpus.profile import FileProfile
 
-__all__ = ["KEY_ATTRS", "core_line", "detail_line", "render_arrays"]
+__all__ = ["KEY_ATTRS", "core_line", "core_text", "detail_line", "render_arrays"]
 
 #: Attributes shown at the "meaningful details" levels (all attributes at the most detailed level).
 KEY_ATTRS = (
@@ -196,6 +196,13 @@ def _size(lines: list[str]) -> int:
     return sum(len(x) + 1 for x in lines) - 1 if lines else 0
 
 
+def core_text(fp: FileProfile, header: str) -> str:
+    """The profile with every variable's core line and no details: what a folder profile grants first."""
+    top = [header] + ([f"  cannot be read: {fp.error}"] if fp.error else [])
+    s = fp.summary
+    return "\n".join([*top, *_head(s, 3), _label(s), *(core_line(v) for v in s["variables"]), *_tail(s)])
+
+
 def render_arrays(fp: FileProfile, header: str, budget: int) -> str:
     """The text of an array-format profile within ``budget`` characters (levels in the module docstring)."""
     s = fp.summary
@@ -225,7 +232,8 @@ def render_arrays(fp: FileProfile, header: str, budget: int) -> str:
                 rest = len(details) - i
                 note = f"    … details of {rest} more in `corpus show --json`"
                 if len(entry) + 1 + (len(note) + 1 if rest > 1 else 0) > left:
-                    lines.append(note if len(note) + 1 <= left else "    …")
+                    if len(note) + 1 <= left:
+                        lines.append(note)
                     break
                 lines.append(entry)
                 left -= len(entry) + 1
