@@ -358,7 +358,8 @@ def test_profile_memory_does_not_grow_with_file_size(tmp_path: Path) -> None:
         arr = np.lib.format.open_memmap(tmp_path / f"a{rows}.npy", mode="w+", dtype="f4", shape=(rows, 1000))
         del arr
         tracemalloc.start()
-        profile_text(tmp_path / f"a{rows}.npy", 2000)
+        text = profile_text(tmp_path / f"a{rows}.npy", 2000)
+        assert "×1000] float32" in text and "range 0 … 0" in text  # sampled, not skipped
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] < 4 * 2**20 and peaks[1] < 2 * peaks[0] + 2**20, peaks
