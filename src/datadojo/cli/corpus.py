@@ -155,6 +155,14 @@ def scan_cmd(
             total=("total rejected", summary.rejected),
         )
     )
+    if summary.unreadable:
+        out_console.print(
+            f"{summary.unreadable} unreadable file(s), corrupt or truncated (counted apart from the rejections):",
+            markup=False,
+            highlight=False,
+        )
+        for name, why in summary.unreadable_files.items():
+            out_console.print(f"  {name}: {why}", markup=False, highlight=False)
     if nodes:
         out_console.print(node_table(nodes, "Per node (ray)"))
     out_console.print(
@@ -169,7 +177,11 @@ def show_cmd(
     budget: int = typer.Option(4000, "--budget", "-b", min=50, help="Most characters of profile text."),
     as_json: bool = typer.Option(False, "--json", help="Print the full profile as JSON."),
 ) -> None:
-    """Print the profile (metadata text d) of a file or folder; exit status 1 if a file cannot be read."""
+    """Print the profile (metadata text d) of a file or folder; exit status 1 if a file cannot be read.
+
+    A Zarr store or a Parquet dataset (a folder holding one dataset) is shown as one file. A corrupt file
+    prints its profile (kind `unreadable`, the reason in `error`) and exits 1.
+    """
     from datadojo.corpus import profile_file, profile_folder, render_file_profile, render_folder_profile
 
     if not path.exists() and not path.is_symlink():
@@ -177,7 +189,9 @@ def show_cmd(
     from datadojo.cli.inputs import check_data_file
 
     check_data_file(path, "PATH")
-    if path.is_dir():
+    from datadojo.corpus.sniff import store_kind
+
+    if path.is_dir() and store_kind(path) is None:
         folder = profile_folder(path)
         typer.echo(folder.model_dump_json(indent=2) if as_json else render_folder_profile(folder, budget))
         return

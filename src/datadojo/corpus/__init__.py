@@ -9,7 +9,10 @@ nested dataset folders; the agent's system prompt needs the same description. Th
 * :func:`filter_file`, :class:`FilterConfig` — DataMind's filters with a reason for each rejection;
 * :func:`profile_file`, :func:`column_roles`, :func:`profile_text` — the profile *d* as data and as text
   within a budget;
-* :func:`profile_folder` — a dataset folder's tree, kinds and file profiles;
+* :func:`profile_folder` — a dataset folder's tree, kinds and file profiles (array formats — netCDF,
+  HDF5, NumPy, FITS, Zarr, Parquet datasets — in :mod:`datadojo.corpus.arrays`, every variable with its
+  units; a corrupt one is ``unreadable``);
+* :func:`datadojo.corpus.inputs.require_data_files` — the "no data files in …" check of every pipeline;
 * :func:`scan_corpus` — filter and profile many files into a resumable ``corpus.jsonl``;
 * :func:`header_overlap` — the contamination check of DataMind Appendix H.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from datadojo.corpus.profile import FileProfile, profile_file
-from datadojo.corpus.sniff import Sniffed, sniff
+from datadojo.corpus.sniff import Sniffed, sniff, store_kind
 from datadojo.corpus.tables import ReadOptions
 
 __all__ = ["FolderProfile", "TreeEntry", "profile_folder", "walk_folder"]
@@ -36,6 +36,11 @@ _PRIORITY = {
     "json": 3,
     "netcdf": 4,
     "hdf5": 4,
+    "zarr": 4,
+    "npy": 4,
+    "npz": 4,
+    "fits": 4,
+    "parquet_dataset": 2,
     "fasta": 5,
     "genbank": 5,
     "text": 6,
@@ -141,6 +146,11 @@ def walk_folder(
             if max_entries is not None and len(out) >= max_entries:
                 return False
             p = Path(e.path)
+            if store_kind(p) is not None:  # one dataset stored as a folder: one entry, not walked into
+                sn = sniff(p)
+                entry = TreeEntry(path=rel(p), kind=sn.kind, size=sn.size, depth=depth, detail=sn.detail)
+                out.append((entry, sn))
+                continue
             out.append((TreeEntry(path=rel(p), kind="dir", depth=depth, is_dir=True), None))
             if not visit(p, depth + 1):
                 return False

@@ -11,8 +11,9 @@ kind it can read, cheaply and in a bounded number of bytes:
 * README / documentation: title, line and word counts, the first lines;
 * metadata (``datapackage.json``, ``DESCRIPTION``, YAML/TOML/CFF): title, keys, declared resources;
 * JSON that is not a table: its structure (top-level keys and value types);
-* netCDF / HDF5: dimensions and variables through the optional ``sci`` extra (h5py, netCDF4); without it
-  the summary says which extra to install and the scan carries on;
+* array formats (netCDF, HDF5, NumPy, FITS, Zarr, Parquet datasets): every variable with its units and
+  attributes, by :mod:`datadojo.corpus.arrays` (h5py / netCDF4 through the optional ``sci`` extra; without
+  a reader the summary says ``format X, reader not installed: pip install …`` and the scan carries on);
 * zip archives: member count and first names; plain text: line count and first lines.
 
 Every reader caps what it reads (``max_bytes``) and reports when it stopped early.
@@ -21,6 +22,7 @@ Every reader caps what it reads (``max_bytes``) and reports when it stopped earl
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import zipfile
@@ -31,9 +33,9 @@ from typing import Any
 
 from datadojo.corpus.sniff import Sniffed
 
-__all__ = ["SCI_EXTRA_HINT", "summarize"]
+__all__ = ["ARRAY_KINDS", "SCI_EXTRA_HINT", "scrub_paths", "summarize"]
 
-SCI_EXTRA_HINT = "install the optional extra `datadojo[sci]` (h5py, netCDF4) to list its variables"
+SCI_EXTRA_HINT = "format netCDF/HDF5, reader not installed: pip install 'datadojo[sci]' (h5py, netCDF4) to list its variables"
 _MAX_BYTES = 64 * 1024 * 1024
 _FIRST_LINES = 5
 _IUPAC = set("ACGTUNRYKMSWBDHV")
@@ -42,7 +44,8 @@ _IUPAC = set("ACGTUNRYKMSWBDHV")
 def summarize(sn: Sniffed, *, max_bytes: int = _MAX_BYTES) -> dict[str, Any]:
     """A small JSON-able summary of ``sn.path`` for its kind; ``{}`` for kinds without one.
 
-    Never raises for a bad file: a summary that fails holds ``{"error": ...}`` instead.
+    Never raises for a bad file: a summary that fails holds ``{"error": ...}`` instead, naming the file
+    by its name only (reader messages quote the host path; the agent must not see it).
     """
     fn = _SUMMARIZERS.get(sn.kind)
     if fn is None:
@@ -50,7 +53,19 @@ def summarize(sn: Sniffed, *, max_bytes: int = _MAX_BYTES) -> dict[str, Any]:
     try:
         return fn(sn.path, max_bytes)
     except (OSError, ValueError, UnicodeDecodeError, struct.error, zipfile.BadZipFile) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": scrub_paths(f"{type(exc).__name__}: {exc}", sn.path)}
+    except (RuntimeError, KeyError, TypeError, IndexError, EOFError) as exc:
+        if sn.kind not in ARRAY_KINDS:  # the array readers' libraries raise these for corrupt files
+            raise
+        return {"error": scrub_paths(f"{type(exc).__name__}: {exc}", sn.path)}
+
+
+def scrub_paths(text: str, path: Path) -> str:
+    """``text`` with every spelling of ``path`` (as given, absolute, resolved) replaced by its name."""
+    spellings = {str(path), os.path.abspath(path), str(Path(path).resolve())}
+    for s in sorted((s for s in spellings if s and s != path.name), key=len, reverse=True):
+        text = text.replace(s, path.name)
+    return text
 
 
 class _Lines:
@@ -290,46 +305,37 @@ def _archive(path: Path, max_bytes: int) -> dict[str, Any]:
 
 def _hdf5(path: Path, max_bytes: int) -> dict[str, Any]:
     try:
-        import h5py  # type: ignore[import-not-found]
+        import h5py  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         return {"note": SCI_EXTRA_HINT}
-    datasets: list[dict[str, Any]] = []
+    from datadojo.corpus.arrays import summarize_hdf5
 
-    def visit(name: str, obj: Any) -> None:
-        if len(datasets) < 50 and isinstance(obj, h5py.Dataset):
-            datasets.append({"name": name, "shape": list(obj.shape), "dtype": str(obj.dtype)})
-
-    with h5py.File(path, "r") as f:
-        f.visititems(visit)
-        attrs = {str(k): str(v)[:120] for k, v in list(f.attrs.items())[:10]}
-    return {"datasets": datasets, "attributes": attrs}
+    return summarize_hdf5(path)
 
 
 def _netcdf(path: Path, max_bytes: int) -> dict[str, Any]:
     try:
-        import netCDF4  # type: ignore[import-not-found]
+        import netCDF4  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         with path.open("rb") as fh:
             is_hdf5 = fh.read(8) == b"\x89HDF\r\n\x1a\n"
-        if is_hdf5:
+        if is_hdf5:  # netCDF-4 is HDF5 inside: h5py alone still lists the variables
             out = _hdf5(path, max_bytes)
             if "note" not in out:
                 return out
         return {"note": SCI_EXTRA_HINT}
-    with netCDF4.Dataset(path, "r") as ds:
-        dims = {name: len(d) for name, d in ds.dimensions.items()}
-        variables = [
-            {
-                "name": name,
-                "dims": list(v.dimensions),
-                "dtype": str(v.dtype),
-                **({"units": str(v.units)} if "units" in v.ncattrs() else {}),
-                **({"long_name": str(v.long_name)[:80]} if "long_name" in v.ncattrs() else {}),
-            }
-            for name, v in list(ds.variables.items())[:50]
-        ]
-        attrs = {k: str(ds.getncattr(k))[:120] for k in ds.ncattrs()[:10]}
-    return {"dimensions": dims, "variables": variables, "attributes": attrs}
+    from datadojo.corpus.arrays import summarize_netcdf
+
+    return summarize_netcdf(path)
+
+
+def _array_kind(kind: str) -> Any:
+    def run(path: Path, max_bytes: int) -> dict[str, Any]:
+        from datadojo.corpus.arrays import ARRAY_SUMMARIZERS
+
+        return ARRAY_SUMMARIZERS[kind][0](path)
+
+    return run
 
 
 _SUMMARIZERS = {
@@ -343,4 +349,11 @@ _SUMMARIZERS = {
     "archive": _archive,
     "hdf5": _hdf5,
     "netcdf": _netcdf,
+    "npy": _array_kind("npy"),
+    "npz": _array_kind("npz"),
+    "fits": _array_kind("fits"),
+    "zarr": _array_kind("zarr"),
+    "parquet_dataset": _array_kind("parquet_dataset"),
 }
+#: Kinds whose summary *is* the profile: a reader failure makes the file ``unreadable``.
+ARRAY_KINDS: tuple[str, ...] = ("netcdf", "hdf5", "npy", "npz", "fits", "zarr", "parquet_dataset")

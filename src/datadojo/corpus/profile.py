@@ -354,7 +354,7 @@ def profile_file(
     Never raises for a bad file: a file the readers refuse gives a profile with ``error`` set (and, for
     kinds with a summary reader, the summary anyway).
     """
-    from datadojo.corpus.other_kinds import summarize
+    from datadojo.corpus.other_kinds import ARRAY_KINDS, scrub_paths, summarize
 
     p = Path(path)
     sn = sniffed or sniff(p)
@@ -364,10 +364,16 @@ def profile_file(
             return profile_loaded(load_sniffed(sn, options=options or PROFILE_READ), detail=sn.detail)
         except LoadError as err:
             summary = summarize(sn) if sn.kind == "json" else {}
-            return FileProfile(**base, summary=summary, error=str(err), error_reason=err.reason)
+            message = scrub_paths(str(err), p)
+            return FileProfile(**base, summary=summary, error=message, error_reason=err.reason)
     summary = summarize(sn)
     error = None
     reason = None
     if sn.kind in ("missing", "special", "binary", "empty"):
-        error, reason = f"{p}: {sn.detail}", sn.kind
+        error, reason = f"{p.name}: {sn.detail}", sn.kind
+    elif sn.kind in ARRAY_KINDS and "error" in summary:
+        # a corrupt array file is not a good file without a table: it is unreadable, and says why
+        base.update(kind="unreadable", detail=f"{sn.detail} that cannot be read")
+        error, reason = f"{p.name}: {summary.pop('error')}", "corrupt"
+        summary = {"format": sn.kind, **summary}
     return FileProfile(**base, summary=summary, error=error, error_reason=reason)

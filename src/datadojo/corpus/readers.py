@@ -36,6 +36,11 @@ __all__ = ["frame_of", "load", "load_sniffed", "read_parquet"]
 _NOT_TABULAR = {
     "netcdf": "a netCDF file (arrays, not a table)",
     "hdf5": "an HDF5 file (arrays, not a table)",
+    "npy": "a NumPy array file",
+    "npz": "a NumPy array archive",
+    "fits": "a FITS file (images and tables of an observation)",
+    "zarr": "a Zarr store (arrays, not a table)",
+    "parquet_dataset": "a Parquet dataset split over a folder (profiled as one dataset)",
     "fasta": "a FASTA sequence file",
     "genbank": "a GenBank record file",
     "image": "an image",
@@ -118,6 +123,8 @@ def load_sniffed(sn: Sniffed, *, kind: str | None = None, options: ReadOptions |
     p = sn.path
     if sn.kind == "missing":
         raise LoadError(p, "missing", sn.detail)
+    if sn.kind in _NOT_TABULAR and sn.path.is_dir():
+        raise LoadError(p, "not_tabular", f"{_NOT_TABULAR[sn.kind]} ({sn.detail}), not a table")
     if sn.kind == "dir":
         raise LoadError(
             p,

@@ -39,6 +39,12 @@ _KIND_LABEL = {
     "genbank": "GenBank",
     "netcdf": "netCDF",
     "hdf5": "HDF5",
+    "npy": "NumPy array",
+    "npz": "NumPy archive",
+    "fits": "FITS",
+    "zarr": "Zarr store",
+    "parquet_dataset": "Parquet dataset",
+    "unreadable": "unreadable file",
     "image": "image",
     "readme": "documentation",
     "metadata": "metadata",
@@ -211,7 +217,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 def _render_level(fp: FileProfile, level: _Level, budget: int) -> str:
     lines = [_file_header(fp)]
     if fp.error:
-        lines.append(f"  cannot be read as a table: {fp.error}")
+        what = "cannot be read" if fp.kind == "unreadable" else "cannot be read as a table"
+        lines.append(f"  {what}: {fp.error}")
     if fp.summary:
         lines.extend(_summary_lines(fp.summary))
     if not fp.tables:
@@ -255,6 +262,10 @@ def render_file_profile(fp: FileProfile, budget_chars: int = 4000) -> str:
     (levels in the module docstring), cut with ``…`` only when even table names do not fit."""
     if budget_chars <= 0:
         raise ValueError(f"budget_chars must be positive, got {budget_chars}")
+    if isinstance(fp.summary.get("variables"), list) and not fp.tables:
+        from datadojo.corpus.render_arrays import render_arrays
+
+        return _fit(render_arrays(fp, _file_header(fp), budget_chars), budget_chars)
     fallback = None
     for level in _LEVELS:
         text = _render_level(fp, level, budget_chars)
@@ -303,6 +314,49 @@ def _tree_lines(folder: FolderProfile, per_dir: int) -> list[str]:
     return out
 
 
+def _water(needs: list[int], budget: int) -> list[int]:
+    """Max-min fair split of ``budget`` over ``needs`` (water filling): nobody gets more than it needs,
+    and what the small ones leave goes to the others."""
+    out = [0] * len(needs)
+    left = budget
+    todo = sorted(range(len(needs)), key=lambda i: needs[i])
+    while todo:
+        fair = max(left // len(todo), 0)
+        i = todo[0]
+        if needs[i] > fair:
+            for j in todo:
+                out[j] = fair
+            break
+        out[i] = needs[i]
+        left -= needs[i]
+        todo.pop(0)
+    return out
+
+
+def _file_shares(files: list[FileProfile], budget: int) -> list[int]:
+    """Each file's budget within a folder profile, budgeted as a whole (issue 29).
+
+    First every file gets its *core*: for an array file every variable's core line (name, dims, dtype,
+    units, long name), for another file up to 300 characters; then what is left is split fairly over
+    the details each file still lacks, so a README of 200 characters leaves its share to the netCDF file
+    beside it. When even the cores do not fit, the budget is split fairly over the cores.
+    """
+    from datadojo.corpus.render_arrays import core_text
+
+    overhead = [len(fp.path) + 13 for fp in files]
+    full = [len(render_file_profile(fp, max(budget, 80))) + o for fp, o in zip(files, overhead, strict=True)]
+    core = []
+    for fp, o, f in zip(files, overhead, full, strict=True):
+        if isinstance(fp.summary.get("variables"), list) and not fp.tables:
+            core.append(min(f, len(core_text(fp, _file_header(fp))) + o))
+        else:
+            core.append(min(f, 300 + o))
+    if sum(core) > budget:
+        return [max(sh, 120) for sh in _water(core, budget)]
+    extra = _water([f - c for f, c in zip(full, core, strict=True)], budget - sum(core))
+    return [c + e for c, e in zip(core, extra, strict=True)]
+
+
 def render_folder_profile(folder: FolderProfile, budget_chars: int = 8000) -> str:
     """A folder profile as text: header, kinds, the tree (≤ 40 % of the budget), then file profiles."""
     if budget_chars <= 0:
@@ -323,11 +377,11 @@ def render_folder_profile(folder: FolderProfile, budget_chars: int = 8000) -> st
     remaining = budget_chars - len(text) - 1
     if folder.files and remaining > 120:
         n = len(folder.files)
-        share = max(remaining // n - 8, 300)
+        shares = _file_shares(folder.files, remaining)
         parts = []
         used = 0
         for i, fp in enumerate(folder.files):
-            block = f"### {fp.path}\n" + render_file_profile(fp, max(share - len(fp.path) - 5, 80))
+            block = f"### {fp.path}\n" + render_file_profile(fp, max(shares[i] - len(fp.path) - 5, 80))
             if used + len(block) + 1 > remaining:
                 parts.append(f"… {n - i} more file profiles omitted for the budget")
                 break
@@ -348,7 +402,9 @@ def profile_text(path: str | Path, budget_chars: int = 4000, *, options: ReadOpt
     A file that cannot be read still yields a short text naming the problem, so a prompt never fails on
     a bad data file.
     """
+    from datadojo.corpus.sniff import store_kind
+
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() and store_kind(p) is None:  # a Zarr store or Parquet dataset is one file's profile
         return render_folder_profile(profile_folder(p, options=options), budget_chars)
     return render_file_profile(profile_file(p, options=options), budget_chars)

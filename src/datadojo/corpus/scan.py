@@ -28,10 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from datadojo.corpus.config import ScanConfig
 from datadojo.corpus.filters import DuplicateFilter, Verdict, filter_file
 from datadojo.corpus.folder import walk_folder
-from datadojo.corpus.other_kinds import summarize
-from datadojo.corpus.profile import FileProfile, profile_loaded
+from datadojo.corpus.inputs import require_data_files
+from datadojo.corpus.other_kinds import ARRAY_KINDS, summarize
+from datadojo.corpus.profile import FileProfile, profile_file, profile_loaded
 from datadojo.corpus.render import render_file_profile
-from datadojo.corpus.sniff import Sniffed, sniff
+from datadojo.corpus.sniff import STORE_KINDS, Sniffed, sniff, store_kind
 from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, read_models
 
@@ -75,6 +76,7 @@ class CorpusRecord(_Model):
     mtime_ns: int = 0
     sha256: str | None = None
     accepted: bool
+    format: str | None = None
     reason: str | None = None
     detail: str | None = None
     duplicate_of: str | None = None
@@ -85,7 +87,12 @@ class CorpusRecord(_Model):
 
 
 class ScanSummary(_Model):
-    """Counts of one scan run (``skipped``: already in the output from an earlier run)."""
+    """Counts of one scan run (``skipped``: already in the output from an earlier run).
+
+    ``unreadable`` files (a corrupt netCDF, a truncated ``.npy``) are counted apart from the rejected ones:
+    they are not files of the wrong shape but broken ones; ``unreadable_files`` names the first 20 with
+    their reason.
+    """
 
     out: str
     seen: int = 0
@@ -93,6 +100,8 @@ class ScanSummary(_Model):
     skipped: int = 0
     accepted: int = 0
     rejected: int = 0
+    unreadable: int = 0
+    unreadable_files: dict[str, str] = Field(default_factory=dict)
     accepted_by_kind: dict[str, int] = Field(default_factory=dict)
     rejected_by_reason: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
@@ -129,7 +138,9 @@ def list_corpus_files(
 
     for root in roots:
         r = Path(os.path.abspath(root))
-        if r.is_dir():  # a root given explicitly is walked even through a link; links inside are not
+        if (
+            r.is_dir() and store_kind(r) is None
+        ):  # a root given explicitly is walked even through a link; links inside are not
             listing, _ = walk_folder(r, include_hidden=include_hidden)
             for entry, sn in listing:
                 if sn is not None or entry.is_symlink:
@@ -191,11 +202,13 @@ def scan_file(
         size, mtime = st.st_size, st.st_mtime_ns
     except OSError:
         size, mtime = 0, 0
-    if sha256 is None and sn.kind not in _NO_CONTENT:
+    if sha256 is None and sn.kind not in _NO_CONTENT and sn.kind not in STORE_KINDS:
         try:
             sha256 = sha256_file(path)
         except OSError:
             sha256 = None
+    if sn.kind in ARRAY_KINDS:
+        return _array_record(path, sn, size, mtime, sha256, config, t0)
     verdict = filter_file(path, config.filters, sniffed=sn)
     record = CorpusRecord(
         path=str(path),
@@ -213,6 +226,31 @@ def scan_file(
     record = _dedupe(record, config, dupes)
     record.seconds = round(time.perf_counter() - t0, 4)
     return record
+
+
+def _array_record(
+    path: Path, sn: Sniffed, size: int, mtime: int, sha256: str | None, config: ScanConfig, t0: float
+) -> CorpusRecord:
+    """An array file (netCDF, HDF5, Zarr, NumPy, FITS, Parquet dataset): not a table, so not accepted
+    (``not_tabular``) but profiled; or ``unreadable`` with the reader's reason when it is corrupt."""
+    fp = profile_file(path, sniffed=sn)
+    unreadable = fp.kind == "unreadable"
+    profile = render_file_profile(fp, config.profile_chars)
+    return CorpusRecord(
+        path=str(path),
+        kind=fp.kind,
+        format=sn.kind,
+        size=size,
+        mtime_ns=mtime,
+        sha256=sha256,
+        accepted=False,
+        reason="corrupt" if unreadable else "not_tabular",
+        detail=(fp.error or "").removeprefix(f"{path.name}: ")
+        if unreadable
+        else f"{sn.detail} (arrays, not a table)",
+        profile=profile if (unreadable or config.profile_rejected) else "",
+        seconds=round(time.perf_counter() - t0, 4),
+    )
 
 
 def _dedupe(record: CorpusRecord, config: ScanConfig, dupes: DuplicateFilter | None) -> CorpusRecord:
@@ -314,6 +352,16 @@ async def _scan_on(
                 nxt += 1
 
 
+def _shown_name(path: Path, roots: list[Path]) -> str:
+    """``path`` relative to the root it was found under (the name a user and an agent should see)."""
+    for r in roots:
+        if path == r:
+            return path.name
+        if path.is_relative_to(r):
+            return path.relative_to(r).as_posix()
+    return path.name
+
+
 def read_corpus(path: str | Path) -> Iterator[CorpusRecord]:
     """Stream the records of a ``corpus.jsonl``."""
     return read_models(path, CorpusRecord)
@@ -352,7 +400,9 @@ def scan_corpus(
             done.add((rec.path, rec.sha256))
             if rec.accepted and rec.sha256:
                 dupes.add(rec.sha256, rec.path)
-    files = list_corpus_files(roots, include_hidden=config.include_hidden)
+    roots_list = [Path(os.path.abspath(r)) for r in roots]
+    require_data_files(roots_list, include_hidden=config.include_hidden)
+    files = list_corpus_files(roots_list, include_hidden=config.include_hidden)
     if on_total is not None:
         on_total(len(files))
     summary = ScanSummary(out=str(out), seen=len(files))
@@ -361,7 +411,11 @@ def scan_corpus(
 
     def count(path: Path, record: CorpusRecord) -> None:
         summary.processed += 1
-        if record.accepted:
+        if record.kind == "unreadable":
+            summary.unreadable += 1
+            if len(summary.unreadable_files) < 20:
+                summary.unreadable_files[_shown_name(path, roots_list)] = record.detail or "unreadable"
+        elif record.accepted:
             summary.accepted += 1
             kinds[record.kind] += 1
         else:
@@ -378,7 +432,7 @@ def scan_corpus(
         for path, sn in files if executor is None else ():
             key = str(path)
             sha = _recorded_sha(path, sn, by_path)
-            if sha is None and sn.kind not in _NO_CONTENT:
+            if sha is None and sn.kind not in _NO_CONTENT and sn.kind not in STORE_KINDS:
                 try:
                     sha = sha256_file(path)
                 except OSError:

@@ -27,11 +27,14 @@ from typing import Literal, get_args
 __all__ = [
     "FILE_KINDS",
     "HEAD_BYTES",
+    "STORE_KINDS",
     "TABULAR_KINDS",
     "FileKind",
     "Sniffed",
     "detect_delimiter",
     "sniff",
+    "store_kind",
+    "store_size",
 ]
 
 FileKind = Literal[
@@ -44,6 +47,11 @@ FileKind = Literal[
     "xls",
     "netcdf",
     "hdf5",
+    "npy",
+    "npz",
+    "fits",
+    "zarr",
+    "parquet_dataset",
     "fasta",
     "genbank",
     "image",
@@ -59,6 +67,9 @@ FileKind = Literal[
 FILE_KINDS: tuple[str, ...] = get_args(FileKind)
 #: Kinds :func:`datadojo.corpus.readers.load` turns into tables.
 TABULAR_KINDS: tuple[str, ...] = ("csv", "xlsx", "sqlite", "parquet", "json")
+
+#: Kinds that are a folder holding one dataset (profiled and scanned as one unit, never walked into).
+STORE_KINDS: tuple[str, ...] = ("zarr", "parquet_dataset")
 
 #: How much of a file sniffing reads.
 HEAD_BYTES = 1 << 16
@@ -204,6 +215,59 @@ def detect_delimiter(sample: str, *, prefer: str | None = None) -> tuple[str, fl
     return best[3], best[0]
 
 
+_ZARR_MARKERS = (".zgroup", ".zarray", "zarr.json", ".zmetadata")
+_PARQUET_SIDE_FILES = {"_SUCCESS", "_metadata", "_common_metadata"}
+
+
+def store_kind(path: Path) -> tuple[FileKind, str] | None:
+    """``("zarr", …)`` / ``("parquet_dataset", …)`` when the folder ``path`` is one dataset stored as
+    many files, which is profiled (and scanned) as one unit; ``None`` for an ordinary folder.
+
+    A Parquet dataset is a folder whose entries are only ``.parquet`` files (two or more), Hive partition
+    folders (``key=value``) and writer side files (``_SUCCESS``, ``_metadata``). At most 1,000 entries are
+    looked at, so sniffing a huge folder stays cheap.
+    """
+    if any((path / m).is_file() for m in _ZARR_MARKERS):
+        return "zarr", "Zarr store (folder)"
+    n_parts = 0
+    partitions = 0
+    try:
+        with os.scandir(path) as it:
+            for i, e in enumerate(it):
+                if i >= 1000:
+                    break
+                name = e.name
+                if name.startswith(".") or name in _PARQUET_SIDE_FILES or name.endswith(".crc"):
+                    continue
+                if e.is_dir(follow_symlinks=False) and "=" in name:
+                    partitions += 1
+                elif e.is_file(follow_symlinks=False) and name.endswith((".parquet", ".pq")):
+                    n_parts += 1
+                else:
+                    return None
+    except OSError:
+        return None
+    if partitions or n_parts >= 2:
+        return "parquet_dataset", "Parquet dataset (folder)"
+    return None
+
+
+def store_size(path: Path, limit: int = 100_000) -> int:
+    """Bytes under a store folder (at most ``limit`` files are counted)."""
+    total = 0
+    seen = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            seen += 1
+            if seen > limit:
+                return total
+            try:
+                total += os.stat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def _looks_fasta(text: str) -> bool:
     lines = [ln for ln in text.splitlines()[:20] if ln.strip()]
     if len(lines) < 2 or not lines[0].startswith(">"):
@@ -230,6 +294,9 @@ def sniff(path: str | Path) -> Sniffed:
         return Sniffed(p, "missing", 0, _suffix_kind(p), f"cannot stat: {exc.strerror or exc}", is_link)
     suffix_kind = _suffix_kind(p)
     if stat.S_ISDIR(st.st_mode):
+        store = store_kind(p)
+        if store is not None:
+            return Sniffed(p, store[0], store_size(p), suffix_kind, store[1], is_link)
         return Sniffed(p, "dir", 0, suffix_kind, "directory", is_link)
     if not stat.S_ISREG(st.st_mode):
         return Sniffed(p, "special", 0, suffix_kind, "not a regular file (FIFO, socket or device)", is_link)
@@ -254,7 +321,13 @@ def _classify(p: Path, head: bytes, suffix_kind: str | None) -> tuple[FileKind, 
         return "sqlite", "SQLite 3 database", None
     if head.startswith(b"PAR1"):
         return "parquet", "Parquet file", None
+    if head.startswith(b"\x93NUMPY"):
+        return "npy", "NumPy array (.npy)", None
+    if head.startswith(b"SIMPLE  =") and head[29:30] == b"T":
+        return "fits", "FITS file", None
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        if suffix == ".npz":
+            return "npz", "NumPy archive (.npz)", None
         if suffix in _XLSX_SUFFIXES:
             return "xlsx", "Excel workbook (zip)", None
         try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.agent.runner import SandboxFactory
+from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.scan import read_corpus
 from datadojo.eval.harness import write_json_atomic
 from datadojo.llm.base import ChatBackend
@@ -89,6 +90,7 @@ class DataMindRun:
             self.out / "config.json", self.config.model_dump(mode="json")
         )  # of the latest stage run
         if self.inputs:
+            require_data_files(self.inputs)  # an empty folder: refuse before any request (issue 25)
             with RejectLog(self.paths.rejected) as rejects:
                 self.files, self.files_seen = accepted_files(self.inputs, self.paths, self.config, rejects)
         elif self.paths.corpus.exists():  # a later stage run alone: the files an earlier stage scanned

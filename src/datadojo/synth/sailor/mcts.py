@@ -197,6 +197,22 @@ class SelectRecord:
         }
 
 
+def head_tail(text: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text``: its head and its tail around a ``…`` mark.
+
+    An observation's tail holds what matters when a probe failed — the exception line of a traceback —
+    so an excerpt keeps it instead of the first ``limit`` characters only (issue 29).
+    """
+    if len(text) <= limit:
+        return text
+    if limit < 20:
+        return text[:limit]
+    mark = "\n…\n"
+    tail = (limit - len(mark)) * 2 // 3
+    head = limit - len(mark) - tail
+    return text[:head] + mark + text[-tail:]
+
+
 class Tree:
     """The nodes of one search, DF-FPU selection among a node's open children, and back-up."""
 
@@ -334,7 +350,7 @@ class Tree:
             "thought": node.thought,
             "code": node.code,
             "status": node.status,
-            "excerpt": node.observation[:excerpt_chars],
+            "excerpt": head_tail(node.observation, excerpt_chars),
             "truncated": node.truncated,
             "executed": node.executed,
             "n": node.n,

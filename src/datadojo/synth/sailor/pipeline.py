@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.scidata import READERS_NOTE
+from datadojo.corpus.inputs import require_data_files
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
@@ -419,6 +420,7 @@ async def run_sailor(
     for p in paths:
         if not p.is_dir():
             raise NotADirectoryError(f"{p}: not a dataset folder")
+    require_data_files(paths)  # an empty folder: refuse before any request (issue 25)
     sandbox_config = sandbox_config or default_sandbox_config(cfg.exec_timeout_s)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
