@@ -26,7 +26,12 @@ from datadojo.types import DataFile, Task
 pytestmark = pytest.mark.timeout(180)
 
 HAS_BWRAP = shutil.which("bwrap") is not None and isolation_mod.bwrap_available()[0]
-ISOLATIONS = [pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable")), "none"]
+LANDLOCK, WHY_NOT = isolation_mod.landlock_available()
+ISOLATIONS = [
+    pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable")),
+    pytest.param("landlock", marks=pytest.mark.skipif(not LANDLOCK, reason=f"no Landlock here: {WHY_NOT}")),
+    "none",
+]
 EXPECTED = ["repo/README.md", "repo/grids/deep/er/c.nc", "repo/grids/sst.nc", "repo/tables/t.csv"]
 
 

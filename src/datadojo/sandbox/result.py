@@ -26,7 +26,7 @@ class ExecResult:
     short notes such as ``[timeout: ...]``). ``status``: ``ok`` (ran without an exception), ``error`` (an
     exception in the code), ``timeout`` (wall or CPU limit), ``killed`` (memory, process or output limit, or
     a signal), ``rejected`` (the static policy refused it; nothing ran), ``env_error`` (the sandbox itself
-    failed). ``isolation`` is ``bwrap`` or ``reduced``. ``installed`` lists the packages auto-installed for
+    failed). ``isolation`` is the level it ran at: ``bwrap``, ``landlock`` or ``reduced``. ``installed`` lists the packages auto-installed for
     this cell. ``restarted`` says the interpreter state was lost (persistent mode) during this cell.
     """
 
