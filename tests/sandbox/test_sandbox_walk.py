@@ -80,15 +80,21 @@ async def test_every_listing_idiom_sees_every_file(tmp_path: Path, iso: str, mod
             "print(open('repo/tables/t.csv').read().splitlines()[1])"
         )
         assert r.status == "ok" and r.output.split() == ["25", "1,2"], r.output
-        for attempt in (
-            "open('repo/tables/t.csv', 'a').write('x')",
-            "open('repo/grids/new.txt', 'w').write('x')",
-            "import os; os.chmod('repo/tables/t.csv', 0o666); open('repo/tables/t.csv', 'a').write('x')",
+        for attempt, kind in (
+            ("open('repo/tables/t.csv', 'a').write('x')", "data"),
+            (
+                "import os; os.chmod('repo/tables/t.csv', 0o666); open('repo/tables/t.csv', 'a').write('x')",
+                "data",
+            ),
+            ("open('repo/grids/new.txt', 'w').write('x')", "tree"),
         ):
             r = await sb.run(attempt)
-            # Reduced isolation works on a copy, which cells running as root can write; the original
-            # stays untouched either way (checked below).
-            if sb.isolation != "reduced" or sb.cell_uid is not None:
+            # The data files are read-only at bwrap and Landlock level (a read-only mount / a read-only
+            # Landlock rule, whatever the uid). The mirror's folders are 0555, which binds cells that are
+            # not root; cells running as root (no dedicated uid) may add files to their own workspace
+            # copy of the tree. Reduced isolation works on a copy. The original never changes (below).
+            non_root = sb.isolation == "bwrap" or sb.cell_uid is not None
+            if (kind == "data" and sb.isolation != "reduced") or non_root:
                 assert r.status == "error", (attempt, r.output)
     assert (folder / "tables" / "t.csv").read_text() == "a,b\n1,2\n"
     assert not (folder / "grids" / "new.txt").exists()
