@@ -44,6 +44,7 @@ __all__ = [
     "LandlockError",
     "abi_version",
     "build_ruleset",
+    "drop_capabilities",
     "restrict_self",
 ]
 
@@ -226,6 +227,40 @@ def _add_rule(ruleset: int, path: str, rights: int, nr: int) -> bool:
     finally:
         os.close(target)
     return True
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_capabilities() -> None:
+    """Clear every capability of the calling process (a root cell at the Landlock level).
+
+    Landlock binds root's file and TCP access, but a root process with capabilities could still load a
+    kernel module from memory, reboot, open raw sockets or change the clock; without them it is an
+    ordinary user that happens to have uid 0. ``PR_SET_NO_NEW_PRIVS`` (set by :func:`restrict_self`)
+    keeps exec from granting them back.
+    """
+    if _LIBC is None:
+        raise LandlockError(0, "no libc")
+    for cap in range(64):  # the bounding set first (needs CAP_SETPCAP, which we still have)
+        if (
+            _LIBC.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22
+        ):  # PR_CAPBSET_DROP; EINVAL: past the last
+            break
+    _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if _LIBC.capset(ctypes.byref(header), data) != 0:
+        raise _errno_error("capset")
 
 
 def restrict_self(ruleset: int) -> None:

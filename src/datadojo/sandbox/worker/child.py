@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from datadojo.sandbox.landlock import build_ruleset, restrict_self
+from datadojo.sandbox.landlock import build_ruleset, drop_capabilities, restrict_self
 from datadojo.sandbox.protocol import read_frame_fd, write_frame_fd
 from datadojo.sandbox.worker.execution import (
     chunk_list,
@@ -112,6 +112,8 @@ class Forker:
             os.setgroups([])
             os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
             os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
+        elif self.is_root and self.landlock is not None:
+            drop_capabilities()  # a root cell at the Landlock level: uid 0 without any capability
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != self.parent:
             os._exit(1)
