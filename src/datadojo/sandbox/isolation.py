@@ -66,6 +66,7 @@ __all__ = [
     "landlock_available",
     "landlock_paths",
     "python_paths",
+    "require_confinement",
     "resolve_isolation",
 ]
 
@@ -260,6 +261,26 @@ def resolve_isolation(requested: str) -> str:
             namespaces,
         )
     return "reduced"
+
+
+def require_confinement(requested: str = "auto", *, allow_reduced: bool = False, purpose: str = "RL") -> str:
+    """The level ``requested`` resolves to; raises :class:`IsolationUnavailable` if it is ``reduced`` and
+    ``allow_reduced`` is false.
+
+    Why RL refuses reduced isolation by default: a policy under RL is optimised against the reward, and
+    at reduced isolation the reference answers on disk are readable from a cell; a policy that learns to
+    read them gets full reward and the training measures nothing.
+    """
+    level = resolve_isolation(requested)
+    if level == "reduced" and not allow_reduced:
+        _ok, why_bwrap = bwrap_available()
+        _ok, why_ll = landlock_available()
+        raise IsolationUnavailable(
+            f"{purpose} refuses to run at reduced sandbox isolation (bubblewrap: {why_bwrap or 'not used'}; "
+            f"Landlock: {why_ll or 'not used'}): agent code could read the reference answers and reach the "
+            "network. Pass --allow-reduced-isolation to run anyway"
+        )
+    return level
 
 
 def _covered(path: str, roots: list[str]) -> bool:
