@@ -31,6 +31,7 @@ from datadojo.agent.loop import CodeRunner, EventHook, run_agent
 from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
+from datadojo.sandbox.result import isolation_counts
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
 __all__ = [
@@ -112,9 +113,12 @@ class RolloutSummary:
     interrupted: bool = False
     executor: str = "local"
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    #: Observations by the sandbox isolation level they ran at (bwrap / landlock / reduced).
+    isolation: Counter[str] = field(default_factory=Counter)
 
     def add(self, traj: Trajectory) -> None:
         self.finished += 1
+        self.isolation.update(isolation_counts([traj]))
         self.turns += len(traj.turns)
         self.invalid_turns += sum(1 for t in traj.turns if t.action.kind == "invalid")
         self.prompt_tokens += sum(t.tokens.prompt for t in traj.turns)
@@ -150,6 +154,7 @@ class RolloutSummary:
             "interrupted": self.interrupted,
             "executor": self.executor,
             "nodes": self.nodes,
+            "isolation": dict(sorted(self.isolation.items())),
         }
 
 

@@ -109,6 +109,12 @@ def _show_turn(console: Console, index: int, turn: Turn, dialect: str) -> None:
         )
 
 
+def reduced_isolation_banner(isolation: dict[str, int]) -> str | None:
+    from datadojo.sandbox.result import reduced_isolation_banner as banner
+
+    return banner(isolation)
+
+
 def _summary_table(summary: RolloutSummary) -> Table:
     table = Table(title="Rollout summary", show_header=True)
     table.add_column("metric")
@@ -123,6 +129,8 @@ def _summary_table(summary: RolloutSummary) -> Table:
     table.add_row("tokens (prompt / completion)", f"{summary.prompt_tokens} / {summary.completion_tokens}")
     table.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
     table.add_row("throughput", f"{summary.trajectories_per_s:.2f} traj/s, {summary.turns_per_s:.2f} turns/s")
+    levels = ", ".join(f"{k}: {v}" for k, v in summary.isolation.items())
+    table.add_row("sandbox isolation (cells)", levels or "n/a")
     if summary.interrupted:
         table.add_row("status", "[red]interrupted — rerun the same command to resume[/red]")
     return table
@@ -308,6 +316,9 @@ def rollout(
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     tmp.replace(out / "summary.json")
     console.print(_summary_table(summary))
+    banner = reduced_isolation_banner(dict(summary.isolation))
+    if banner:
+        console.print(f"[bold red]{banner}[/bold red]")
     exit_if_server_down(summary, spec)
     if remote is not None:
         console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))

@@ -84,9 +84,9 @@ def exec_command(
 
     if mode not in ("chunked", "persistent"):
         raise typer.BadParameter(f"must be 'chunked' or 'persistent', not {mode!r}", param_hint="--mode")
-    if isolation not in ("auto", "bwrap", "none"):
+    if isolation not in ("auto", "bwrap", "landlock", "none"):
         raise typer.BadParameter(
-            f"must be 'auto', 'bwrap' or 'none', not {isolation!r}", param_hint="--isolation"
+            f"must be 'auto', 'bwrap', 'landlock' or 'none', not {isolation!r}", param_hint="--isolation"
         )
     for path in data:
         if not path.exists():
@@ -102,7 +102,7 @@ def exec_command(
             reduced = False  # reported below, when the sandbox starts
         if reduced:
             typer.echo(
-                "warning: --no-policy without bubblewrap: nothing but resource limits stands between this "
+                "warning: --no-policy at reduced isolation (neither bubblewrap nor Landlock): nothing but resource limits stands between this "
                 "code and your files",
                 err=True,
             )

@@ -99,8 +99,8 @@ def sailor(
         raise typer.BadParameter(f"not a folder: {', '.join(missing)}", param_hint="FOLDER")
     if structured not in ("auto", "json_schema", "json_object", "off"):
         raise typer.BadParameter("must be auto, json_schema, json_object or off", param_hint="--structured")
-    if isolation not in ("auto", "bwrap", "none"):
-        raise typer.BadParameter("must be auto, bwrap or none", param_hint="--isolation")
+    if isolation not in ("auto", "bwrap", "landlock", "none"):
+        raise typer.BadParameter("must be auto, bwrap, landlock or none", param_hint="--isolation")
     if concurrency < 1:
         raise typer.BadParameter("must be >= 1", param_hint="--concurrency")
     try:

@@ -148,6 +148,11 @@ def rl(
     ),
     seed: int | None = typer.Option(None, "--seed", help=config_help(RLConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume"),
+    allow_reduced_isolation: bool = typer.Option(
+        False,
+        "--allow-reduced-isolation",
+        help="Run even where the sandbox has neither bubblewrap nor Landlock (cells could read the answers).",
+    ),
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
     from datadojo.cli.inputs import load_tasks, load_trajectories
@@ -188,6 +193,9 @@ def rl(
         if not cfg.model:
             raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
         task_list = load_tasks(tasks, "--tasks")
+        from datadojo.sandbox.isolation import require_confinement
+
+        require_confinement("auto", allow_reduced=allow_reduced_isolation, purpose="train rl")
         if judge:
             from datadojo.llm import load_backend
             from datadojo.reward import DataMindReward, LLMJudge

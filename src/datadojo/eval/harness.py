@@ -68,6 +68,7 @@ from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.llm.structured import StructuredMode
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.sandbox.result import isolation_counts
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -474,6 +475,7 @@ def score_run(
         "decisions": decisions,
         "missing_trials": len(tasks) * n_trials - len(trajs),
         "rollout": rollout.to_dict() if rollout is not None else None,
+        "isolation": isolation_counts(trajs.values()),
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_json_atomic(out / SUMMARY, summary)

@@ -24,6 +24,7 @@ from typing import Any
 
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl, read_trajectories
+from datadojo.sandbox.result import reduced_isolation_banner
 from datadojo.types import Trajectory
 
 __all__ = [
@@ -406,8 +407,23 @@ def _settings(summary: dict[str, Any]) -> list[tuple[str, Any]]:
         ("scoring rule", _rule_label(summary) if summary.get("rule") else None),
         ("deviations from the benchmark's code", (summary.get("rule") or {}).get("doc")),
         ("judge", summary.get("judge")),
+        ("sandbox isolation (cells per level)", _isolation_label(summary)),
         ("scored at", summary.get("scored_at")),
     ]
+
+
+def _isolation_label(summary: dict[str, Any]) -> str | None:
+    levels = summary.get("isolation") or {}
+    return ", ".join(f"{k}: {v}" for k, v in levels.items()) or None
+
+
+def _banner_html(summary: dict[str, Any]) -> str:
+    text = reduced_isolation_banner(summary.get("isolation"))
+    return (
+        f'<p class="banner" style="background:#fdd;padding:.5em;font-weight:bold">{_e(text)}</p>'
+        if text
+        else ""
+    )
 
 
 def render_html(
@@ -425,6 +441,7 @@ def render_html(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>DataDojo evaluation · {_e(bench)} · {_e(model)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(bench)} · {_e(model)}</h1>",
+        _banner_html(summary),
         f'<p class="muted">{_e(summary.get("description", ""))}</p>',
         _table(
             ["setting", "value"],
@@ -518,14 +535,25 @@ def render_markdown(
 ) -> str:
     """A Markdown summary: settings, headline figures, official totals, categories, failed trials."""
     m = summary.get("metrics", {})
+    banner = reduced_isolation_banner(summary.get("isolation"))
     lines = [
         f"# {summary.get('benchmark', '?')} · {summary.get('model', '?')}",
         "",
+        *([f"> **{banner}**", ""] if banner else []),
         "- "
         + "; ".join(
             f"{k}: {v}"
             for k, v in _settings(summary)
-            if v is not None and k in ("agent", "tasks", "trials per task", "turn budget", "dialect")
+            if v is not None
+            and k
+            in (
+                "agent",
+                "tasks",
+                "trials per task",
+                "turn budget",
+                "dialect",
+                "sandbox isolation (cells per level)",
+            )
         ),
         f"- data: `{summary.get('data')}`"
         + (f"; judge: `{summary['judge']}`" if summary.get("judge") else ""),

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 Mode = Literal["chunked", "persistent"]
-Isolation = Literal["auto", "bwrap", "none"]
+Isolation = Literal["auto", "bwrap", "landlock", "none"]
 
 #: Modules the auto-installer may install (DataMind §4 names "pandas, numpy, scipy, sklearn, statsmodels,
 #: etc."). Keys of :data:`datadojo.sandbox.install.DISTRIBUTIONS` map a module to its pip name.
@@ -125,8 +125,9 @@ class SandboxConfig(Settings):
     ``mode``: ``chunked`` (DataMind §4: keep the text of the chunks that succeeded and re-run them, silently,
     before each new chunk, so no interpreter state is held between turns) or ``persistent`` (one live
     interpreter per trajectory, restarted after a crash). ``isolation``: ``auto`` uses bubblewrap when it
-    works and otherwise falls back to resource limits + the static policy ("reduced", logged once and
-    recorded in every result); ``bwrap`` insists on it; ``none`` never uses it. ``preload``: modules the
+    works, else Landlock (kernel-enforced file/TCP/signal confinement without namespaces, Linux ≥ 5.13),
+    else falls back to resource limits + the static policy ("reduced", logged once and recorded in every
+    result); ``bwrap`` and ``landlock`` insist on that level; ``none`` uses neither. ``preload``: modules the
     pre-warmed worker imports once, so that a cell pays neither interpreter start-up nor their import.
     ``auto_install``: install a missing module (only one on ``install_allowlist``) into ``install_dir`` and
     run the cell again (DataMind §4); off by default because it needs the network and changes the
@@ -152,8 +153,8 @@ class SandboxConfig(Settings):
     )
     isolation: Isolation = Field(
         "auto",
-        description="bubblewrap isolation: auto (when it works, else resource limits + the static policy), "
-        "bwrap (insist on it) or none",
+        description="isolation level: auto (bubblewrap when it works, else Landlock, else reduced: resource "
+        "limits + the static policy), bwrap or landlock (insist on that level) or none (reduced)",
     )
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     preload: tuple[str, ...] = ("numpy", "pandas")

@@ -18,7 +18,16 @@ per user and is not enforced at all for root:
   process counts are per user namespace, hence again per sandbox. The worker and the cells share the uid,
   so a cell can kill its own worker; the harness notices and restarts it.
 
-**Reduced isolation** (no usable bubblewrap, or ``isolation="none"``) keeps the separate process, the
+**Landlock** (``isolation == "landlock"``, or ``auto`` where bubblewrap cannot make namespaces, as in
+Docker and Kubernetes pods): the worker builds a Landlock ruleset (:mod:`datadojo.sandbox.landlock`) once,
+and every cell process confines itself with it before it runs anything: read/execute of the Python
+installation and system libraries, read of the ``/etc`` files bubblewrap binds and of the inputs,
+read-write of the workspace and a private temp folder, no TCP (ABI ≥ 4), no signals or abstract UNIX
+sockets beyond its own processes (ABI ≥ 6). The data files are views as under bubblewrap (hard links in
+``inputs/``, readable only), seen at their host path. Everything else is as in the reduced mode (own PID
+and network namespaces only where ``unshare`` works).
+
+**Reduced isolation** (neither bubblewrap nor Landlock usable, or ``isolation="none"``) keeps the separate process, the
 cleared environment, every resource limit, the process sweep after each cell and the static policy, and
 copies the data files into the workspace. It cannot stop network access, writes outside the workspace or
 reads of other files by code that gets past the policy, which is why every result records ``reduced``
@@ -44,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ExitCode
 from datadojo.sandbox.workspace import INPUTS_MOUNT, WORKSPACE_MOUNT, Workspace
 
 __all__ = [
@@ -54,7 +63,10 @@ __all__ = [
     "allocate_uid",
     "build_launch",
     "bwrap_available",
+    "landlock_available",
+    "landlock_paths",
     "python_paths",
+    "require_confinement",
     "resolve_isolation",
 ]
 
@@ -98,7 +110,9 @@ _warned_reduced = False
 
 
 class IsolationUnavailable(DataDojoError, RuntimeError):
-    """``isolation="bwrap"`` was requested but bubblewrap is missing or does not work here."""
+    """``isolation="bwrap"`` or ``"landlock"`` was requested but that level does not work here."""
+
+    exit_code = ExitCode.SANDBOX
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,7 @@ class LaunchPlan:
     argv: list[str]
     env: dict[str, str]
     cwd: str
-    isolation: str  # "bwrap" | "reduced"
+    isolation: str  # "bwrap" | "landlock" | "reduced"
     settings: dict[str, Any]  # sent to the worker in its first message
 
 
@@ -174,20 +188,64 @@ def unshare_available() -> bool:
     return proc.returncode == 0
 
 
+@functools.lru_cache(maxsize=1)
+def landlock_available() -> tuple[bool, str]:
+    """Whether Landlock can confine a process here, and why not (probed once per process).
+
+    Builds a ruleset and applies it in a forked child, so a kernel that reports an ABI but refuses
+    ``landlock_restrict_self`` (a seccomp profile that blocks it) counts as unavailable.
+    """
+    from datadojo.sandbox import landlock
+
+    abi = landlock.abi_version()
+    if abi < 1:
+        return False, "the kernel has no Landlock (Linux >= 5.13 with Landlock in the lsm= list)"
+    try:
+        fd, _cov = landlock.build_ruleset(read_exec=["/usr"], read=[], read_write=[])
+    except OSError as exc:
+        return False, f"Landlock ABI {abi} but creating a ruleset failed: {exc}"
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            code = 1
+            try:
+                landlock.restrict_self(fd)
+                code = 0
+            finally:
+                os._exit(code)
+        _pid, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return False, f"Landlock ABI {abi} but landlock_restrict_self failed (blocked by seccomp?)"
+    return True, ""
+
+
 def resolve_isolation(requested: str) -> str:
-    """Turn ``auto`` / ``bwrap`` / ``none`` into what will be used: ``bwrap`` or ``reduced``."""
+    """Turn ``auto`` / ``bwrap`` / ``landlock`` / ``none`` into the level used: ``bwrap``, ``landlock`` or
+    ``reduced`` (``auto`` = the first of those that works)."""
     global _warned_reduced
-    if requested not in ("auto", "bwrap", "none"):
-        raise ValueError(f"isolation must be 'auto', 'bwrap' or 'none', got {requested!r}")
-    if requested != "none":
+    if requested not in ("auto", "bwrap", "landlock", "none"):
+        raise ValueError(f"isolation must be 'auto', 'bwrap', 'landlock' or 'none', got {requested!r}")
+    reasons = []
+    if requested in ("auto", "bwrap"):
         ok, why = bwrap_available()
         if ok:
             return "bwrap"
         if requested == "bwrap":
             raise IsolationUnavailable(f"isolation='bwrap' was requested but {why}")
-        reason = why
-    else:
-        reason = "isolation='none' was configured"
+        reasons.append(why)
+    if requested in ("auto", "landlock"):
+        ok, why = landlock_available()
+        if ok:
+            return "landlock"
+        if requested == "landlock":
+            raise IsolationUnavailable(
+                f"isolation='landlock' was requested but {why}; use --isolation auto to fall back to "
+                "bubblewrap or reduced isolation"
+            )
+        reasons.append(why)
+    reason = "; ".join(reasons) if reasons else "isolation='none' was configured"
     if not _warned_reduced:
         _warned_reduced = True
         namespaces = (
@@ -197,12 +255,32 @@ def resolve_isolation(requested: str) -> str:
         )
         log.warning(
             "sandbox isolation is reduced (%s): code runs in separate processes with resource limits, the "
-            "static policy and %s; code that gets past the policy is not contained by bubblewrap. Every "
-            "result records isolation='reduced'",
+            "static policy and %s; code that gets past the policy is not contained. Every result records "
+            "isolation='reduced'",
             reason,
             namespaces,
         )
     return "reduced"
+
+
+def require_confinement(requested: str = "auto", *, allow_reduced: bool = False, purpose: str = "RL") -> str:
+    """The level ``requested`` resolves to; raises :class:`IsolationUnavailable` if it is ``reduced`` and
+    ``allow_reduced`` is false.
+
+    Why RL refuses reduced isolation by default: a policy under RL is optimised against the reward, and
+    at reduced isolation the reference answers on disk are readable from a cell; a policy that learns to
+    read them gets full reward and the training measures nothing.
+    """
+    level = resolve_isolation(requested)
+    if level == "reduced" and not allow_reduced:
+        _ok, why_bwrap = bwrap_available()
+        _ok, why_ll = landlock_available()
+        raise IsolationUnavailable(
+            f"{purpose} refuses to run at reduced sandbox isolation (bubblewrap: {why_bwrap or 'not used'}; "
+            f"Landlock: {why_ll or 'not used'}): agent code could read the reference answers and reach the "
+            "network. Pass --allow-reduced-isolation to run anyway"
+        )
+    return level
 
 
 def _covered(path: str, roots: list[str]) -> bool:
@@ -341,7 +419,20 @@ def build_launch(
     if pidns:  # cannot signal, or even name, the host's processes; no network
         argv = [str(shutil.which("unshare")), *_UNSHARE_ARGS, "--", *python]
     settings.update(workspace=str(workspace.path), pidns=pidns, count_procs=root_cells)
-    return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation="reduced", settings=settings)
+    level = "reduced"
+    if isolation == "landlock":
+        level = "landlock"
+        settings["landlock"] = landlock_paths(workspace, python_paths(extra))
+    return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation=level, settings=settings)
+
+
+def landlock_paths(workspace: Workspace, paths: list[str]) -> dict[str, list[str]]:
+    """The trees a Landlock-confined cell may use: what the bubblewrap mode binds, at host paths."""
+    read_exec = ["/usr", *[top for top in _TOP_DIRS if os.path.isdir(top)], *paths]
+    read = [f"/etc/{name}" for name in _ETC_FILES if os.path.exists(f"/etc/{name}")]
+    read += ["/sys/devices/system/cpu", str(workspace.inputs)]
+    read_write = [str(workspace.path), str(workspace.root / "tmp")]
+    return {"read_exec": read_exec, "read": read, "read_write": read_write}
 
 
 def _filesystem_args(paths: list[str]) -> list[str]:

@@ -7,12 +7,14 @@ output (a habit of the reference code that DESIGN.md warns against).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from datadojo.types import Observation
+from datadojo.types import Observation, Trajectory
 
-__all__ = ["STATUSES", "ExecResult"]
+__all__ = ["STATUSES", "ExecResult", "isolation_counts", "reduced_isolation_banner"]
 
 #: The statuses an execution can end with (a subset of :data:`datadojo.types.ObservationStatus`).
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "killed", "rejected", "env_error")
@@ -26,7 +28,7 @@ class ExecResult:
     short notes such as ``[timeout: ...]``). ``status``: ``ok`` (ran without an exception), ``error`` (an
     exception in the code), ``timeout`` (wall or CPU limit), ``killed`` (memory, process or output limit, or
     a signal), ``rejected`` (the static policy refused it; nothing ran), ``env_error`` (the sandbox itself
-    failed). ``isolation`` is ``bwrap`` or ``reduced``. ``installed`` lists the packages auto-installed for
+    failed). ``isolation`` is the level it ran at: ``bwrap``, ``landlock`` or ``reduced``. ``installed`` lists the packages auto-installed for
     this cell. ``restarted`` says the interpreter state was lost (persistent mode) during this cell.
     """
 
@@ -65,3 +67,25 @@ class ExecResult:
         data = asdict(self)
         data["observation"] = self.output
         return data
+
+
+def isolation_counts(trajectories: Iterable[Trajectory]) -> dict[str, int]:
+    """How many observations ran at each sandbox isolation level (``reduced`` is the one to worry about)."""
+    counts: Counter[str] = Counter()
+    for traj in trajectories:
+        for turn in traj.turns:
+            level = turn.observation.isolation if turn.observation is not None else None
+            if level:
+                counts[level] += 1
+    return dict(sorted(counts.items()))
+
+
+def reduced_isolation_banner(isolation: dict[str, int] | None) -> str | None:
+    """The warning a report shows when some cells ran at reduced isolation (else ``None``)."""
+    n = (isolation or {}).get("reduced", 0)
+    if not n:
+        return None
+    return (
+        f"WARNING: {n} cell(s) ran at reduced sandbox isolation (neither bubblewrap nor Landlock): agent "
+        "code could read files outside its workspace, such as reference answers, and reach the network."
+    )

@@ -163,7 +163,7 @@ class WorkerProcess:
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
-        if self.plan.isolation == "reduced" and self.cell_uid is not None:
+        if self.plan.isolation != "bwrap" and self.cell_uid is not None:
             await asyncio.to_thread(_kill_uid, self.cell_uid)
         self.broken = True
 
@@ -236,11 +236,12 @@ class Sandbox:
         uid = allocate_uid()
         extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
         extra = extra if config.auto_install else []
-        if isolation == "reduced" and uid is not None and not cells_can_drop_root(python_paths(extra)):
+        if isolation != "bwrap" and uid is not None and not cells_can_drop_root(python_paths(extra)):
             uid = None  # the Python installation is not readable by other users: cells stay root
         workspace = await asyncio.to_thread(
             Workspace.create,
-            placement="view" if isolation == "bwrap" else "copy",
+            placement="copy" if isolation == "reduced" else "view",
+            link_root="host" if isolation == "landlock" else None,
             uid=uid,
             parent=config.workspace_root,
             keep=config.keep_workspace,
@@ -265,6 +266,12 @@ class Sandbox:
     def files(self) -> dict[str, DataFile]:
         """The data files placed so far, by visible name."""
         return dict(self._ws.files)
+
+    @property
+    def landlock(self) -> dict[str, Any] | None:
+        """At the Landlock level, what the worker's ruleset covers (ABI, files, TCP, scopes); else ``None``."""
+        worker = self._worker
+        return worker.ready.get("landlock") if worker is not None else None
 
     @property
     def alive(self) -> bool:

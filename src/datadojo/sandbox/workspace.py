@@ -7,11 +7,20 @@ Layout on the host (``<root>`` is a new temporary directory per sandbox)::
 
 Two placements, one guarantee (the original files can never be changed through the sandbox):
 
-* ``view`` (bubblewrap): each file is hard-linked (when the original is world-readable and on the same
-  file system) or copied into ``inputs/``, which the sandbox sees read-only at :data:`INPUTS_MOUNT`; the
-  workspace holds a symlink ``name -> /inputs/name``. A hard link shares the inode with the original,
-  which is safe only because the sandbox sees it through a read-only mount and nothing else of the host;
-  that is why views are never used without bubblewrap.
+* ``view`` (bubblewrap, Landlock): each file is hard-linked (when the original is world-readable and on
+  the same file system) or copied into ``inputs/``, which the sandbox can only read (bubblewrap binds it
+  read-only at :data:`INPUTS_MOUNT`; Landlock grants read access to nothing else of the host's files but
+  this folder, at its host path). The workspace holds a *mirror* of each input: a data file is a symlink
+  ``name -> <inputs>/name``; a folder is a real, read-only directory tree whose files are symlinks into
+  ``<inputs>``. A hard link shares the inode with the original, which is safe only because the sandbox
+  reaches it through a path it cannot write; that is why views are never used in reduced isolation.
+
+  Why a real tree and not one symlink per folder: ``os.walk`` and ``Path.rglob`` do not descend into a
+  symlinked *directory* (SciDataSailor's first probe of a repository is ``os.walk('.')``, which saw
+  nothing), but they do list symlinked *files*, as do ``glob``, ``os.scandir``, ``find`` and ``ls -R``;
+  ``Path.is_file()``/``os.path.isfile`` follow the link. (``find -type f`` tests the link itself; use
+  ``find -L`` or ``-xtype f``.) Bind-mounting each folder at its own place in the workspace is not an
+  option: a pool starts the worker before it knows the files, and mounts are fixed at start.
 * ``copy`` (reduced isolation): each file is copied into the workspace and made read-only. The copy may
   be deleted or renamed by the agent (it owns the directory) but the original is never touched.
 
@@ -71,6 +80,7 @@ class Workspace:
         placement: Placement,
         uid: int | None,
         keep: bool = False,
+        link_root: str | None = None,
     ) -> None:
         self.root = root
         self.path = root / "workspace"
@@ -78,6 +88,8 @@ class Workspace:
         self.placement: Placement = placement
         self.uid = uid
         self.keep = keep
+        # Where the sandbox sees ``inputs/`` (view placement): the bubblewrap mount point by default.
+        self.link_root = link_root or INPUTS_MOUNT
         self.files: dict[str, DataFile] = {}
         self._closed = False
 
@@ -89,13 +101,19 @@ class Workspace:
         uid: int | None = None,
         parent: str | os.PathLike[str] | None = None,
         keep: bool = False,
+        link_root: str | None = None,
     ) -> Workspace:
-        """Make the directories; ``uid`` (when running as root) becomes the owner of the workspace."""
+        """Make the directories; ``uid`` (when running as root) becomes the owner of the workspace.
+
+        ``link_root``: where the sandbox sees ``inputs/`` (view placement); ``None`` means the bubblewrap
+        mount point :data:`INPUTS_MOUNT`, ``"host"`` the folder's own path (Landlock: no mount namespace).
+        """
         if parent is not None:
             Path(parent).mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix="datadojo-sb-", dir=parent)).resolve()
         os.chmod(root, 0o711)  # the sandbox uid traverses it (reduced mode); other users cannot list it
-        ws = cls(root, placement=placement, uid=uid, keep=keep)
+        seen_as = str(root / "inputs") if link_root == "host" else link_root
+        ws = cls(root, placement=placement, uid=uid, keep=keep, link_root=seen_as)
         ws.path.mkdir(mode=0o755)
         ws.inputs.mkdir(mode=0o755)
         if uid is not None and os.geteuid() == 0:
@@ -132,13 +150,11 @@ class Workspace:
             target = self.inputs / name
             if source.is_dir():
                 shutil.copytree(source, target, symlinks=False, copy_function=_link_or_copy)
+                self._mirror_tree(target, self.path / name, f"{self.link_root}/{name}")
             else:
                 _link_or_copy(str(source), str(target))
+                self._symlink(f"{self.link_root}/{name}", self.path / name)
             _make_read_only(target, chmod_files=False)
-            link = self.path / name
-            link.symlink_to(f"{INPUTS_MOUNT}/{name}")
-            if self.uid is not None and os.geteuid() == 0:
-                os.lchown(link, self.uid, self.uid)
         else:
             target = self.path / name
             if source.is_dir():
@@ -146,6 +162,30 @@ class Workspace:
             else:
                 shutil.copyfile(source, target)
             _make_read_only(target, chmod_files=True)
+
+    def _symlink(self, target: str, link: Path) -> None:
+        link.symlink_to(target)
+        if self.uid is not None and os.geteuid() == 0:
+            os.lchown(link, self.uid, self.uid)
+
+    def _mirror_tree(self, source: Path, mirror: Path, seen_as: str) -> None:
+        """Real directories for the folders of ``source``, symlinks (to ``seen_as/...``) for its files.
+
+        The directories are made read-only (0555) once filled: the agent cannot add to or rename within
+        the dataset it was given, as with the reduced mode's copy. Owned by the harness, not the cells.
+        """
+        made: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(source):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, source)
+            here = mirror if rel == "." else mirror / rel
+            there = seen_as if rel == "." else f"{seen_as}/{Path(rel).as_posix()}"
+            here.mkdir(mode=0o755)
+            made.append(here)
+            for fn in sorted(filenames):
+                (here / fn).symlink_to(f"{there}/{fn}")
+        for folder in reversed(made):
+            os.chmod(folder, 0o555)
 
     def sqlite_names(self) -> list[str]:
         """Visible names of the placed SQLite files (the default database of an SQL cell)."""

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from datadojo.sandbox.landlock import build_ruleset, drop_capabilities, restrict_self
 from datadojo.sandbox.protocol import read_frame_fd, write_frame_fd
 from datadojo.sandbox.worker.execution import (
     chunk_list,
@@ -39,7 +40,7 @@ from datadojo.sandbox.worker.execution import (
 )
 from datadojo.sandbox.worker.procfs import PR_SET_PDEATHSIG, end_own_processes, prctl
 
-__all__ = ["Child", "Forker", "child_main", "fork_child"]
+__all__ = ["Child", "Forker", "child_main", "confine", "fork_child"]
 
 STATUS_FD = 3  # in a chunked/SQL child: where the status frame goes
 SPARE_FD = 4  # in a chunked/SQL child: a copy of the capture pipe (fds 1/2 are silenced during replay)
@@ -64,6 +65,8 @@ class Forker:
     parent: int
     seed: int
     devnull: int
+    #: Landlock level: the trees every child confines itself to, first thing (see :func:`confine`).
+    landlock: dict[str, list[str]] | None = None
 
     def fork(self, body: Callable[[], None], *, cpu_hard: bool, fds: dict[int, int]) -> int:
         """Fork a child with fds 0=/dev/null and ``fds`` (target: source), all others closed."""
@@ -71,6 +74,8 @@ class Forker:
         if pid == 0:  # child
             code = 70
             try:
+                if self.landlock is not None:  # before anything else; a failure ends the child
+                    confine(self.landlock)
                 os.dup2(self.devnull, 0)
                 # Move the fds into place (via fresh copies, so that no source is clobbered first).
                 moved = {
@@ -107,6 +112,8 @@ class Forker:
             os.setgroups([])
             os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
             os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
+        elif self.is_root and self.landlock is not None:
+            drop_capabilities()  # a root cell at the Landlock level: uid 0 without any capability
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != self.parent:
             os._exit(1)
@@ -120,6 +127,22 @@ class Forker:
         if np is not None:
             with contextlib.suppress(Exception):
                 np.random.seed(self.seed % (2**32))
+
+
+def confine(paths: dict[str, list[str]]) -> None:
+    """Confine this (freshly forked) process with Landlock to ``paths`` plus its own ``/proc/<pid>``.
+
+    The ruleset is built here, per process, because it names this process's own ``/proc`` entry (which
+    :func:`.procfs.end_own_processes` reads for its children); ``/proc`` as a whole is never granted, so
+    a cell cannot list the host's processes or read their command lines.
+    """
+    fd, _coverage = build_ruleset(
+        read_exec=paths["read_exec"], read=[*paths["read"], "/proc/self"], read_write=paths["read_write"]
+    )
+    try:
+        restrict_self(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass

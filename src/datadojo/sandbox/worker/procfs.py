@@ -26,6 +26,7 @@ __all__ = [
     "exited",
     "kill_session",
     "live_descendants",
+    "own_children",
     "prctl",
     "proc_stat",
     "quick_clean",
@@ -157,7 +158,11 @@ def end_own_processes() -> None:
     me = os.getpid()
     for _ in range(50):
         victims = []
-        for p in all_pids():
+        try:
+            pids = all_pids()
+        except PermissionError:  # Landlock: only our own /proc entry is readable
+            pids = own_children()
+        for p in pids:
             st = proc_stat(p)
             if p != me and st is not None and st[0] not in ("Z", "X") and (st[1] == me or st[3] == me):
                 victims.append(p)
@@ -172,6 +177,26 @@ def end_own_processes() -> None:
                 break
         if not victims:
             return
+
+
+def own_children() -> list[int]:
+    """This process's children, from ``/proc/self/task/*/children`` (no listing of ``/proc`` needed).
+
+    Their own children are not included: once a child dies they are reparented to the worker (a
+    subreaper), whose sweep ends them.
+    """
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                found += [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+    return found
 
 
 def quick_clean(session: int) -> bool:

@@ -9,6 +9,7 @@ each execution to a forked child (:mod:`.child`) or the persistent kernel (:mod:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import importlib
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from datadojo.sandbox.cells import compile_cell, register_source
+from datadojo.sandbox.landlock import build_ruleset
 from datadojo.sandbox.protocol import ProtocolError, read_frame_fd, write_frame_fd
 from datadojo.sandbox.worker.child import Child, Forker, child_main, fork_child
 from datadojo.sandbox.worker.execution import chunk_list, warm_up
@@ -116,8 +118,10 @@ class Worker:
         # every page the child shares with us.
         gc.collect()
         gc.freeze()
+        landlock = self._landlock()
         self._start_execution_process()
         return {
+            "landlock": landlock,
             "op": "ready",
             "pid": self.pid,
             "preloaded": preloaded,
@@ -125,6 +129,21 @@ class Worker:
             "threads": len(os.listdir("/proc/self/task")),
             "python": sys.version.split()[0],
         }
+
+    def _landlock(self) -> dict[str, Any] | None:
+        """Landlock level: build the ruleset every cell process will confine itself with; what it covers.
+
+        Fails the start-up (no silent downgrade) when it cannot be built.
+        """
+        paths = self.settings.get("landlock")
+        if not paths:
+            return None
+        fd, coverage = build_ruleset(
+            read_exec=paths["read_exec"], read=paths["read"], read_write=paths["read_write"]
+        )
+        os.close(fd)  # each child builds its own (it names the child's /proc entry)
+        self.forker = dataclasses.replace(self.forker, landlock=paths)
+        return coverage.to_dict()
 
     def _start_execution_process(self) -> None:
         """The kernel (persistent mode) or the first spare child (chunked mode)."""

@@ -1,0 +1,344 @@
+"""The sandbox's security matrix: what agent code can reach at each isolation level (issue 27).
+
+Usage::
+
+    python benchmarks/security.py [--levels bwrap,landlock,reduced] [--json out.json] [--policy]
+
+For each level that works here (``auto`` also accepted: whatever ``--isolation auto`` picks), one
+persistent sandbox runs every probe below as a cell, **with the static policy off** (unless ``--policy``):
+the question is what the isolation level contains on its own, because a policy is a pattern check that a
+computed path or an RL policy's creativity gets past. The harness plants what the probes go for and judges
+each from the host side, not from the cell's own word where the host can check:
+
+* read outside the workspace: a task file's reference answers beside it (absolute path, ``../`` from the
+  working directory, a symlink planted in the workspace, ``/proc/<harness pid>/root/...``), the
+  harness's environment (``/proc/<harness pid>/environ``), a token in ``$HOME``;
+* write outside the workspace through a computed path;
+* TCP to a listener of the host (a model server, a Ray dashboard), UDP to a host socket (DNS egress);
+* signal and ptrace a process of the host;
+* a (bounded) fork bomb, a memory bomb, filling ``/tmp``.
+
+It prints a contained / NOT contained table, one column per level; docs/sandbox.md's isolation table is
+this table. ``tests/sandbox/test_sandbox_security.py`` runs it with bubblewrap and with bubblewrap made
+unusable by failing stand-ins on ``PATH`` (as in Docker), and requires every file and TCP probe to be
+contained at the Landlock level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from datadojo.sandbox import Limits, PolicyConfig, Sandbox, SandboxConfig
+from datadojo.sandbox.isolation import IsolationUnavailable, resolve_isolation
+
+LEVELS = ("bwrap", "landlock", "reduced")
+#: Probe name -> its family (the CI test requires every "file" and "tcp" probe contained at Landlock).
+FAMILIES = {
+    "read answers (absolute path)": "file",
+    "read answers (../ from cwd)": "file",
+    "read answers (planted symlink)": "file",
+    "read answers (/proc/<pid>/root)": "file",
+    "read harness env (/proc/<pid>/environ)": "file",
+    "read token in $HOME": "file",
+    "list host folders (/ and $HOME)": "file",
+    "write outside (computed path)": "file",
+    "TCP to host listener": "tcp",
+    "UDP/DNS egress to host": "udp",
+    "signal a host process": "process",
+    "ptrace a host process": "process",
+    "fork bomb (bounded, 200)": "resource",
+    "memory bomb (2 GiB)": "resource",
+    "fill /tmp (4x the tmp cap)": "resource",
+}
+LIMITS = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_procs=32, max_file_mb=4)
+
+
+@dataclass
+class Plant:
+    """What the harness planted for the probes, and how to check afterwards."""
+
+    root: Path
+    answers: Path
+    home_token: Path
+    outside_dir: Path
+    token: str
+    env_token: str
+    tcp: socket.socket
+    udp: socket.socket
+    victim: subprocess.Popen[bytes]
+
+    @classmethod
+    def make(cls) -> Plant:
+        root = Path(tempfile.mkdtemp(prefix="datadojo-security-"))
+        token = "CANARY-" + secrets.token_hex(8)
+        env_token = os.environ["DATADOJO_SECURITY_CANARY"]  # in our initial environment (see main)
+        task_dir = root / "taskset"
+        task_dir.mkdir()
+        answers = task_dir / "tasks.jsonl"
+        answers.write_text(json.dumps({"id": "t1", "answer": token}) + "\n")
+        os.chmod(root, 0o755)
+        home_token = Path.home() / f".datadojo-security-{secrets.token_hex(4)}"
+        home_token.write_text(token + "\n")
+        outside = root / "outside"
+        outside.mkdir()
+        os.chmod(outside, 0o777)
+        tcp = socket.socket()
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        tcp.setblocking(False)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        udp.setblocking(False)
+        victim = subprocess.Popen(["sleep", "3600"])
+        return cls(root, answers, home_token, outside, token, env_token, tcp, udp, victim)
+
+    def close(self) -> None:
+        self.home_token.unlink(missing_ok=True)
+        self.tcp.close()
+        self.udp.close()
+        if self.victim.poll() is None:
+            self.victim.kill()
+        self.victim.wait()
+        for leftover in Path("/tmp").glob("datadojo-fill-*"):
+            leftover.unlink(missing_ok=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def tcp_accepted(self) -> int:
+        n = 0
+        while True:
+            try:
+                conn, _addr = self.tcp.accept()
+            except BlockingIOError:
+                return n
+            conn.close()
+            n += 1
+
+    def udp_received(self) -> int:
+        n = 0
+        while True:
+            try:
+                self.udp.recvfrom(4096)
+            except BlockingIOError:
+                return n
+            n += 1
+
+
+def _split(path: Path | str) -> list[str]:
+    return str(path).strip("/").split("/")
+
+
+def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
+    """``(name, cell, contained(output))``: the cell, and the host-side verdict from its output."""
+    me = os.getpid()
+    secret = p.token
+    answers = _split(p.answers)
+    read = "try:\n    print(open({path}).read())\nexcept Exception as exc:\n    print('failed', type(exc).__name__)\n"
+    absolute = "'/' + '/'.join(" + repr(answers) + ")"
+    dotdot = "'/'.join(['..'] * len(os.getcwd().strip('/').split('/')) + " + repr(answers) + ")"
+    port_tcp = p.tcp.getsockname()[1]
+    port_udp = p.udp.getsockname()[1]
+    no_secret: Callable[[str], bool] = lambda out: secret not in out  # noqa: E731
+
+    def tcp_contained(out: str) -> bool:
+        return p.tcp_accepted() == 0 and "connected" not in out
+
+    def udp_contained(out: str) -> bool:
+        return p.udp_received() == 0
+
+    def victim_alive(out: str) -> bool:
+        try:
+            p.victim.wait(timeout=5 if "signalled" in out else 0.01)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
+
+    def listed(out: str) -> bool:
+        return p.root.name not in out and p.home_token.name not in out
+
+    def not_written(out: str) -> bool:
+        return not (p.outside_dir / "pwned.txt").exists()
+
+    def bomb(out: str) -> bool:
+        line = next((x for x in out.splitlines() if x.startswith("forked")), "forked 200")
+        return int(line.split()[1]) < 200
+
+    def memory(out: str) -> bool:
+        return "allocated" not in out
+
+    def filled(out: str) -> bool:
+        total = sum(f.stat().st_size for f in Path("/tmp").glob("datadojo-fill-*"))
+        return total <= LIMITS.max_file_mb * 1024 * 1024
+
+    home = _split(p.home_token)
+    return [
+        ("read answers (absolute path)", "import os\n" + read.format(path=absolute), no_secret),
+        ("read answers (../ from cwd)", "import os\n" + read.format(path=dotdot), no_secret),
+        (
+            "read answers (planted symlink)",
+            f"import os\nos.symlink({absolute}, 'answers_link')\n" + read.format(path="'answers_link'"),
+            no_secret,
+        ),
+        (
+            "read answers (/proc/<pid>/root)",
+            "import os\n" + read.format(path=f"'/proc/{me}/root' + {absolute}"),
+            no_secret,
+        ),
+        (
+            "read harness env (/proc/<pid>/environ)",
+            read.format(path=f"'/proc/{me}/environ'"),
+            lambda out: p.env_token not in out,
+        ),
+        ("read token in $HOME", read.format(path="'/' + '/'.join(" + repr(home) + ")"), no_secret),
+        (
+            "list host folders (/ and $HOME)",
+            "import os\n"
+            f"for d in ({str(p.root.parent)!r}, {str(p.home_token.parent)!r}):\n"
+            "    try:\n        print(os.listdir(d))\n    except Exception as exc:\n        print('failed', exc)\n",
+            listed,
+        ),
+        (
+            "write outside (computed path)",
+            "import pandas as pd\nfolder = '/' + '/'.join(" + repr(_split(p.outside_dir)) + ") + '/'\n"
+            "try:\n    pd.DataFrame({'a': [1]}).to_csv(folder + 'pwned.txt')\n    print('wrote')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            not_written,
+        ),
+        (
+            "TCP to host listener",
+            "import socket\ntry:\n"
+            f"    s = socket.create_connection(('127.0.0.1', {port_tcp}), timeout=5); s.send(b'x'); print('connected')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            tcp_contained,
+        ),
+        (
+            "UDP/DNS egress to host",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n"
+            f"    s.sendto(b'q', ('127.0.0.1', {port_udp})); print('sent')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            udp_contained,
+        ),
+        (
+            "signal a host process",
+            "import os, signal\ntry:\n"
+            f"    os.kill({p.victim.pid}, signal.SIGTERM); print('signalled')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            victim_alive,
+        ),
+        (
+            "ptrace a host process",
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"r = libc.ptrace(16, {p.victim.pid}, None, None)\nprint('ptrace', r, ctypes.get_errno())\n"
+            f"if r == 0:\n    libc.ptrace(17, {p.victim.pid}, None, None)\n",
+            lambda out: "ptrace 0 " not in out,
+        ),
+        (
+            "fork bomb (bounded, 200)",
+            "import os, time\nn = 0\ntry:\n"
+            "    for _ in range(200):\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n"
+            "except Exception as exc:\n    pass\nprint('forked', n)\n",
+            bomb,
+        ),
+        (
+            "memory bomb (2 GiB)",
+            "try:\n    b = bytearray(2 * 1024 ** 3); print('allocated')\nexcept MemoryError:\n    print('failed')\n",
+            memory,
+        ),
+        (
+            "fill /tmp (4x the tmp cap)",
+            "import os\nfor i in range(4):\n    try:\n"
+            f"        with open('/tmp/datadojo-fill-%d' % i, 'wb') as f:\n"
+            f"            f.write(b'x' * ({LIMITS.max_file_mb} * 1024 * 1024 - 1))\n"
+            "    except Exception as exc:\n        print('failed', type(exc).__name__)\n",
+            filled,
+        ),
+    ]
+
+
+async def run_level(level: str, *, policy: bool) -> dict[str, object]:
+    """Run every probe at ``level`` (``bwrap``/``landlock``/``reduced``/``auto``); the verdicts."""
+    requested = {"reduced": "none"}.get(level, level)
+    try:
+        actual = resolve_isolation(requested)
+    except IsolationUnavailable as exc:
+        return {"level": level, "available": False, "why": str(exc)}
+    plant = Plant.make()
+    config = SandboxConfig(
+        isolation=requested,  # type: ignore[arg-type]
+        mode="persistent",
+        preload=("pandas",),
+        limits=LIMITS,
+        policy=PolicyConfig(enabled=policy),
+    )
+    verdicts: dict[str, dict[str, object]] = {}
+    try:
+        async with await Sandbox.create([], config) as sb:
+            for name, cell, contained in _probes(plant):
+                r = await sb.run(cell)
+                verdicts[name] = {
+                    "contained": bool(contained(r.output)),
+                    "status": r.status,
+                    "output": r.output[-300:],
+                }
+            landlock = sb.landlock
+    finally:
+        plant.close()
+    return {"level": actual, "requested": level, "available": True, "landlock": landlock, "probes": verdicts}
+
+
+def _table(results: list[dict[str, object]]) -> str:
+    cols = [r for r in results if r.get("available")]
+    width = max(len(n) for n in FAMILIES)
+    lines = ["probe".ljust(width) + "".join(f"  {r['level']!s:>14}" for r in cols)]
+    for name in FAMILIES:
+        cells = []
+        for r in cols:
+            verdict = r["probes"][name]["contained"]  # type: ignore[index]
+            cells.append(f"  {'contained' if verdict else 'NOT contained':>14}")
+        lines.append(name.ljust(width) + "".join(cells))
+    for r in results:
+        if not r.get("available"):
+            lines.append(f"{r['level']}: unavailable ({r['why']})")
+        elif r.get("landlock"):
+            lines.append(f"{r['level']}: Landlock coverage {r['landlock']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    # /proc/<pid>/environ shows the environment a process started with, not later putenv()s: start again
+    # with the canary in it, as a harness started with OPENAI_API_KEY would be.
+    if "DATADOJO_SECURITY_CANARY" not in os.environ:
+        env = {**os.environ, "DATADOJO_SECURITY_CANARY": "ENVCANARY-" + secrets.token_hex(8)}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--levels", default=",".join(LEVELS), help="comma-separated: bwrap,landlock,reduced,auto"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the verdicts here")
+    parser.add_argument("--policy", action="store_true", help="keep the static policy on (default: off)")
+    args = parser.parse_args()
+    levels = [x.strip() for x in args.levels.split(",") if x.strip()]
+    results = [asyncio.run(run_level(level, policy=args.policy)) for level in levels]
+    print(
+        f"# sandbox security matrix  python {sys.version.split()[0]}  uid {os.geteuid()}  policy {'on' if args.policy else 'off'}"
+    )
+    print(_table(results))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+if __name__ == "__main__":
+    main()
