@@ -29,6 +29,7 @@ from datadojo.synth.envlunch.canon import (
     canonical_rows,
     is_degenerate,
     json_value,
+    same_result,
 )
 from datadojo.synth.envlunch.config import MAX_TARGET_ROWS, SynthConfig
 from datadojo.synth.envlunch.environment import Environment, stable_int
@@ -292,7 +293,7 @@ def _filter(target: Canonical, copies: list[Canonical], max_rows: int) -> str | 
         return "too_many_rows"
     if any(is_degenerate(c) for c in copies):
         return "degenerate_in_copy"
-    if all(c.rows == target.rows for c in copies):
+    if all(same_result(c, target) for c in copies):
         return "unchanged_in_copies"
     return None
 
