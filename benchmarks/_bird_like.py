@@ -21,10 +21,35 @@ _SEGMENTS = ["consumer", "corporate", "home office", "small business", "governme
 _CATEGORIES = ["furniture", "office supplies", "technology", "books", "garden", "toys", "food", "apparel"]
 _STATUS = ["shipped", "delivered", "returned", "cancelled", "pending"]
 _CHANNELS = ["web", "store", "phone", "partner"]
-_WORDS = (
-    "quality fast delivery broken excellent late refund polite packaging damaged price value support "
-    "recommend again never colour size fits perfect cheap sturdy fragile manual missing extra gift"
-).split()
+_WORDS = [
+    "quality",
+    "fast",
+    "delivery",
+    "broken",
+    "excellent",
+    "late",
+    "refund",
+    "polite",
+    "packaging",
+    "damaged",
+    "price",
+    "value",
+    "support",
+    "recommend",
+    "again",
+    "never",
+    "colour",
+    "size",
+    "fits",
+    "perfect",
+    "cheap",
+    "sturdy",
+    "fragile",
+    "manual",
+    "missing",
+    "extra",
+    "gift",
+]
 
 
 def _texts(rng: np.random.Generator, n: int, words: int) -> list[str]:
@@ -36,8 +61,8 @@ def _texts(rng: np.random.Generator, n: int, words: int) -> list[str]:
 def make_retail_db(path: Path, *, seed: int = 0, scale: float = 1.0) -> Path:
     """Write the database to ``path`` (replaced if present); ``scale=1`` gives about 65 MB."""
     rng = np.random.default_rng(seed)
-    n_cust, n_prod = int(40_000 * scale), int(3_000 * scale)
-    n_ord, n_item = int(180_000 * scale), int(360_000 * scale)
+    n_cust, n_prod = int(42_000 * scale), int(3_200 * scale)
+    n_ord, n_item = int(190_000 * scale), int(380_000 * scale)
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
     con.executescript(
