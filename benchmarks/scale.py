@@ -97,7 +97,8 @@ async def main() -> None:
         same = keys(Path(tmp) / "local.jsonl") == keys(Path(tmp) / "ray.jsonl")
     print(f"  local: {local_s:.1f} s ({local.turns / local_s:.1f} turns/s)")
     print(f"  ray:   {ray_s:.1f} s ({remote.turns / ray_s:.1f} turns/s), plus {ray_start:.1f} s to start Ray")
-    print(f"  ratio ray / local: {ray_s / local_s:.2f}  (target <= 1.3);  same (task, sample) keys: {same}")
+    ratio = ray_s / local_s
+    print(f"  ratio ray / local: {ratio:.2f}  (target <= 1.3);  same (task, sample) keys: {same}")
     for n in remote.nodes:
         print(f"    node {n['node']}: {n['done']} done by {n['workers']} worker(s), busy {n['busy_s']:.0f} s")
     turn_cpu = local_cpu / local.turns
@@ -108,6 +109,9 @@ async def main() -> None:
     print(f"  driver CPU per turn under Ray (receive + write): {driver_turn * 1000:.2f} ms -> one driver core "
           f"feeds about {1 / driver_turn / per_node:.0f} such nodes;  projection: +{per_node:.0f} turns/s per "
           f"added {cores}-core node (local driver CPU per turn was {local_drv / local.turns * 1000:.2f} ms)")  # fmt: skip
+    ok = ratio <= 1.3 and same
+    print(f"verdict: Ray on one node <= 1.3 x local wall for {args.tasks} tasks (Ray start-up {ray_start:.1f} s "
+          f"apart): {ratio:.2f} x, same keys {same} -> {'met' if ok else 'NOT met'}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from datadojo.synth.envlunch.canon import (
     exact_match,
     is_degenerate,
     row_overlap,
+    same_result,
+    values_close,
 )
 from datadojo.synth.envlunch.reward import envlunch_reward, extract_submission
 from datadojo.types import Action, Trajectory, Turn
@@ -33,9 +35,9 @@ def test_value_rules() -> None:
     assert canon_value(np.int64(4)) == 4 and canon_value(True) == 1
     assert canon_value(float("nan")) is None and canon_value(pd.NA) is None and canon_value(pd.NaT) is None
     assert canon_value(-0.0) == 0
-    # 9 significant digits: summation-order noise disappears, real differences stay
-    assert canon_value(0.1 + 0.2) == canon_value(0.3)
-    assert canon_value(1234.56789012) != canon_value(1234.56781012)
+    # floats are kept; summation-order noise is absorbed by the tolerance of the comparison
+    assert values_close(canon_value(0.1 + 0.2), canon_value(0.3))
+    assert not values_close(canon_value(1234.56789012), canon_value(1234.56781012))
     assert canon_value(pd.Timestamp("2020-05-01")) == "2020-05-01"
     assert canon_value(pd.Timestamp("2020-05-01 10:30:00")) == "2020-05-01 10:30:00"
     assert canon_value(b"ab") == "ab" and canon_value("Ab ") == "Ab "
@@ -159,3 +161,78 @@ def test_submission_is_the_answer_program_and_t_the_turns_before_it() -> None:
     assert none.program is None and none.t == 5 and "no final answer" in (none.error or "")
     wrong = extract_submission(_traj([ans], "```sql\nSELECT 1\n```"), "pandas")
     assert wrong.program is None and "python" in (wrong.error or "")
+
+
+# --- issue 28 items 6 and 7: wide results and float tolerance (each case failed before the fix) ---------
+
+
+def _wide(rows: list[tuple]) -> list[tuple]:
+    return [tuple(r) for r in rows]
+
+
+def test_wide_result_one_changed_cell_keeps_the_other_rows() -> None:
+    """Six columns, three rows, one cell changed: 2 rows shared, union 4 → m = 0.5 (was 0: the changed cell
+    moved the column to another place in the content-sorted order and no other order was tried)."""
+    ref_rows = [(1, "Ann", 30, 5.5, "x", 7), (2, "Bob", 40, 6.5, "y", 8), (3, "Cy", 50, 7.5, "z", 9)]
+    # Ann's age 30 → 5 moves the age column before n=(7, 8, 9) in the content-sorted column order
+    pred_rows = [(1, "Ann", 5, 5.5, "x", 7), (2, "Bob", 40, 6.5, "y", 8), (3, "Cy", 50, 7.5, "z", 9)]
+    cols = ["id", "name", "age", "score", "tag", "n"]
+    ref, pred = canonical_rows(cols, ref_rows), canonical_rows(cols, pred_rows)
+    assert row_overlap(pred, ref) == pytest.approx(0.5)
+    assert row_overlap(ref, pred) == pytest.approx(0.5)
+    assert exact_match(pred, ref) == 0.0
+
+
+def test_wide_result_columns_with_equal_contents_are_aligned_by_rows() -> None:
+    """Seven columns, two of them 0/1 flags with the same multiset, given in another order and another
+    column order: still the same result."""
+    rows = [
+        (i, f"n{i}", i % 2, (i + 1) % 2 if i < 3 else i % 2, i * 1.5, f"t{i % 3}", 100 - i) for i in range(8)
+    ]
+    perm = [6, 3, 0, 5, 2, 1, 4]
+    a = canonical_rows(list("abcdefg"), rows)
+    b = canonical_rows(
+        [list("abcdefg")[j] for j in perm], [tuple(r[j] for j in perm) for r in reversed(rows)]
+    )
+    assert row_overlap(a, b) == 1.0 and exact_match(a, b) == 1.0
+    changed = [(*r[:6], -1) if r[0] == 0 else r for r in rows]
+    assert row_overlap(canonical_rows(list("abcdefg"), changed), b) == pytest.approx(7 / 9)
+
+
+def test_pandas_agreement_tolerates_last_bit_noise() -> None:
+    """2e-11 apart, on either side of a 9th-digit rounding boundary: equal (was unequal: both sides were
+    rounded to 9 significant digits, 1.00000001 vs 1.0)."""
+    a = canonical_pandas(pd.Series([1.000000005 + 1e-11, 2.5], index=["a", "b"]))
+    b = canonical_pandas(pd.Series([1.000000005 - 1e-11, 2.5], index=["a", "b"]))
+    assert exact_match(a, b) == 1.0 and same_result(a, b)
+    assert row_overlap(a, b) == 1.0
+    # summation order, and SQLite's integral float against pandas' int
+    assert exact_match(canonical_pandas(0.1 + 0.2), canonical_pandas(0.3)) == 1.0
+    assert exact_match(canonical_rows(["x"], [(2.9999999999999996,)]), canonical_pandas(3)) == 1.0
+
+
+def test_tolerance_does_not_merge_real_differences() -> None:
+    assert exact_match(canonical_pandas(1.2345), canonical_pandas(1.2346)) == 0.0
+    assert exact_match(canonical_pandas(1e-6), canonical_pandas(2e-6)) == 0.0
+    assert exact_match(canonical_pandas(float("inf")), canonical_pandas(1e308)) == 0.0
+    assert not values_close(None, 0) and not values_close("1", 1) and values_close(None, None)
+    # noise near zero (a difference of sums) is equal to zero
+    assert values_close(canon_value(1e-17), 0)
+
+
+def test_tolerant_rows_pair_one_to_one() -> None:
+    """Rows equal within the tolerance are paired at most once each (multiset semantics kept)."""
+    a = canonical_rows(["k", "v"], [("a", 0.3), ("a", 0.3), ("b", 1.0)])
+    b = canonical_rows(["k", "v"], [("a", 0.1 + 0.2), ("b", 1.0), ("c", 2.0)])
+    assert row_overlap(a, b) == pytest.approx(2 / 4)
+
+
+@given(st.lists(st.tuples(*[st.integers(0, 3)] * 6), min_size=1, max_size=10), st.randoms())
+@settings(max_examples=60, deadline=None)
+def test_wide_column_and_row_order_never_matter(rows: list[tuple], rnd) -> None:
+    perm = list(range(6))
+    rnd.shuffle(perm)
+    shuffled = [tuple(r[j] for j in perm) for r in rows]
+    rnd.shuffle(shuffled)
+    a, b = canonical_rows(list("abcdef"), rows), canonical_rows(list("abcdef"), shuffled)
+    assert row_overlap(a, b) == 1.0 and exact_match(a, b) == 1.0

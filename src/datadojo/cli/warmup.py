@@ -245,26 +245,20 @@ def score(
 
 
 def _show_scores(records: list[Any]) -> None:
+    from datadojo.synth.envlunch.report import headline, headline_rows
+
     groups: dict[tuple[str, int], list[Any]] = defaultdict(list)
     for r in records:
         groups[(r.backend, r.level)].append(r)
-    rows = [
-        [b, lv, len(rs), sum(r.solved for r in rs) / len(rs), statistics.fmean(r.reward for r in rs)]
-        for (b, lv), rs in sorted(groups.items())
-    ]
-    if records:
-        rows.append(
-            [
-                "all",
-                "",
-                len(records),
-                sum(r.solved for r in records) / len(records),
-                statistics.fmean(r.reward for r in records),
-            ]
-        )
-    console.print(
-        _table("EnvLunch rewards", ["backend", "level", "n", "solved (all copies)", "mean R"], rows)
-    )
+    cols = ["backend", "level", "n", "pass@1 (solved in all copies)", "mean credit (min_k m)", "mean R"]
+    rows = []
+    for (b, lv), rs in sorted(groups.items()):
+        h = headline(rs)
+        rows.append([b, lv, len(rs), h.pass_at_1, h.mean_credit, h.mean_reward])
+    console.print(_table("EnvLunch rewards", cols, rows))
+    if records:  # the same figures, labels and rounding as the report page's summary
+        for label, text in headline_rows(headline(records)):
+            console.print(f"{label}: {text}")
 
 
 @warmup_app.command("audit")

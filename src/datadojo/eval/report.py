@@ -199,6 +199,8 @@ def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     if rewards.get("mean_total") is not None:
         rows.append(("mean_reward", "mean DataMind reward R", _num(rewards["mean_total"], 3)))
         rows.append(("format_ok", "well-formed trajectories (r_format = 1)", _pct(rewards.get("format_ok"))))
+    if rewards.get("mean_envlunch") is not None:  # synth/envlunch/report.py: headline_rows, the CLI's figure
+        rows.append(("mean_reward", "mean EnvLunch reward R (Eq. 4)", _num(rewards["mean_envlunch"], 3)))
     rows.append(("missing_trials", "trials without a trajectory", str(summary.get("missing_trials", 0))))
     rows += decision_rows(summary)
     return rows

@@ -7,13 +7,21 @@ a viewer for every trajectory); ``datadojo report DIR`` rebuilds them later.
 
 A trial's score is the agreement min_k m over the hidden copies (1 = solved in every copy, EnvLunch Eq. 4);
 the EnvLunch reward R, with its turn bonus, is shown per trajectory.
+
+**Headline figures** (:func:`headline`, one definition for ``datadojo warmup score`` and the page): pass@1 =
+share of trials solved in every copy, mean credit = mean of min_k m, mean R = mean Eq. 4 reward (with the
+turn bonus, so up to 1.5). Each is averaged over a task's trials first, then over tasks, as the evaluation
+harness averages (:mod:`datadojo.eval.metrics`), so a task with more samples does not weigh more. Credit and
+R are different quantities; both are shown, each under its own name, never one in place of the other.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +29,47 @@ from datadojo.synth.envlunch.reward import ScoreRecord
 from datadojo.synth.envlunch.tasks import T_MAX
 from datadojo.types import Trajectory
 
-__all__ = ["write_warmup_report"]
+__all__ = ["Headline", "headline", "headline_rows", "write_warmup_report"]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The warm-up's headline figures over some score records (definitions in the module docstring)."""
+
+    n_tasks: int
+    n_trials: int
+    pass_at_1: float
+    mean_credit: float
+    mean_reward: float
+
+
+def _per_task_mean(records: Sequence[ScoreRecord], value: Callable[[ScoreRecord], float]) -> float:
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        by_task[r.task_id].append(value(r))
+    return statistics.fmean(statistics.fmean(v) for v in by_task.values())
+
+
+def headline(records: Sequence[ScoreRecord]) -> Headline:
+    """Headline figures of ``records`` (at least one)."""
+    if not records:
+        raise ValueError("no score records")
+    return Headline(
+        n_tasks=len({r.task_id for r in records}),
+        n_trials=len(records),
+        pass_at_1=_per_task_mean(records, lambda r: float(r.solved)),
+        mean_credit=_per_task_mean(records, lambda r: min(r.m) if r.m else 0.0),
+        mean_reward=_per_task_mean(records, lambda r: r.reward),
+    )
+
+
+def headline_rows(h: Headline) -> list[tuple[str, str]]:
+    """``(label, text)`` of the headline as the CLI prints it; the page shows the same labels and texts."""
+    return [
+        ("pass@1 (mean over trials)", f"{h.pass_at_1 * 100:.2f}%"),
+        ("mean credit", f"{h.mean_credit * 100:.2f}%"),
+        ("mean EnvLunch reward R (Eq. 4)", f"{h.mean_reward:.3f}"),
+    ]
 
 
 def write_warmup_report(
@@ -94,7 +142,7 @@ def write_warmup_report(
         },
         "ks": [1],
         "metrics": summarize(trials, ks=(1,)).to_dict(),
-        "rewards": {"mean_envlunch": statistics.fmean(r.reward for r in records) if records else None},
+        "rewards": {"mean_envlunch": headline(records).mean_reward if records else None},
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     write_json_atomic(run_dir / "summary.json", summary)

@@ -30,7 +30,7 @@ import pandas as pd
 
 from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
-from datadojo.synth.envlunch.canon import canonical_pandas, canonical_rows
+from datadojo.synth.envlunch.canon import canonical_pandas, canonical_rows, same_result
 from datadojo.synth.envlunch.config import SolverConfig
 from datadojo.synth.envlunch.environment import Environment, ForeignKey, TableData, load_sqlite, stable_int
 from datadojo.synth.envlunch.keys import column_roles
@@ -151,7 +151,7 @@ def _solve_sql(info: EnvLunchTaskInfo, senv: _SqlEnv, cfg: SolverConfig, deadlin
             names, rows, _ = sa.execute_sql(senv.con, sql)
         except sqlite3.Error:
             continue
-        if canonical_rows(names, rows).rows == info.target.rows:
+        if same_result(canonical_rows(names, rows), info.target):
             shown = []
             for st in steps:
                 n2, r2, _ = sa.execute_sql(senv.con, st.sql, row_cap=50)
@@ -182,7 +182,7 @@ def _solve_pandas(
         if text in seen:
             continue
         seen.add(text)
-        if canonical_pandas(result).rows == info.target.rows:
+        if same_result(canonical_pandas(result), info.target):
             steps = [(program.prologue() + "\n" + program.lines[0], "")]
             steps += [(line, "") for line in program.lines[1:-1]]
             steps.append((program.lines[-1] + "\nprint(result)", repr(result)))

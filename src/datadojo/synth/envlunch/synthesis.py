@@ -29,6 +29,7 @@ from datadojo.synth.envlunch.canon import (
     canonical_rows,
     is_degenerate,
     json_value,
+    same_result,
 )
 from datadojo.synth.envlunch.config import MAX_TARGET_ROWS, SynthConfig
 from datadojo.synth.envlunch.environment import Environment, stable_int
@@ -185,7 +186,8 @@ def _index_foreign_keys(env: Environment, con: sqlite3.Connection) -> None:
 def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = None) -> Synthesized | str:
     """Draw one SQL trajectory; return it, or the reason it was rejected."""
     orig, copies, _ = ctx.sql  # also sets ctx.sql_varying
-    actx = sa.Ctx(ctx.env, ctx.roles, rng, ctx.config.max_target_rows)
+    # observations memoised per environment: every draw from a table starts with the same prefixes
+    actx = sa.Ctx(ctx.env, ctx.roles, rng, ctx.config.max_target_rows, ctx.observe_cache)
     allowed = [s for s in sa.OPERATORS.values() if s.level in ctx.config.levels]
     spec = sa.OPERATORS[operator] if operator else rng.choice(allowed)
     tables = _applicable(ctx, spec, actx)
@@ -199,13 +201,18 @@ def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = N
     except sqlite3.Error as exc:
         return f"sql_error:{exc}"
     sql = q.render()
+    cap = ctx.config.max_target_rows
     try:
-        names, rows, _ = sa.execute_sql(orig, sql)
+        # a target over the cap is rejected before it is canonicalised or run in the copies (on a 60 MB
+        # database such a result can hold 100,000s of rows)
+        names, rows, _ = sa.execute_sql(orig, sql, row_cap=cap + 1, count_rest=False)
+        if len(rows) > cap:
+            return "too_many_rows"
         target = canonical_rows(names, rows)
         copy_results = [canonical_rows(*sa.execute_sql(c, sql)[:2]) for c in copies]
     except sqlite3.Error as exc:
         return f"sql_error:{exc}"
-    reason = _filter(target, copy_results, ctx.config.max_target_rows)
+    reason = _filter(target, copy_results, cap)
     if reason:
         return reason
     display = {"columns": names, "rows": [[json_value(v) for v in r] for r in rows]}
@@ -292,7 +299,7 @@ def _filter(target: Canonical, copies: list[Canonical], max_rows: int) -> str | 
         return "too_many_rows"
     if any(is_degenerate(c) for c in copies):
         return "degenerate_in_copy"
-    if all(c.rows == target.rows for c in copies):
+    if all(same_result(c, target) for c in copies):
         return "unchanged_in_copies"
     return None
 
