@@ -187,7 +187,8 @@ _CLASS: type | None = None
 
 
 def register() -> type:
-    """Register :class:`DataDojoAgentLoop` under :data:`AGENT_NAME` and :data:`ADV_ESTIMATOR` (idempotent);
+    """Register :class:`DataDojoAgentLoop` under :data:`AGENT_NAME`, the advantage under :data:`ADV_ESTIMATOR`
+    and the ``datadojo_dapo`` policy loss (idempotent; Ray's ``worker_process_setup_hook``);
     returns the class. Import-time in the module ``DataDojoAgentLoop`` attribute for Hydra's ``_target_``."""
     global _CLASS
     if _CLASS is None:
@@ -200,6 +201,9 @@ def register() -> type:
         _CLASS = register_loop(AGENT_NAME)(cls)
         if ADV_ESTIMATOR not in core_algos.ADV_ESTIMATOR_REGISTRY:
             core_algos.register_adv_est(ADV_ESTIMATOR)(compute_datadojo_grpo_advantage)
+        from datadojo.train.export.verl_loss import register as register_loss
+
+        register_loss()  # datadojo_dapo too: one setup hook for the workers
     return _CLASS
 
 
