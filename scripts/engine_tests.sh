@@ -111,7 +111,7 @@ for engine in $ENGINES; do
   if DATADOJO_ENGINE_FIXTURES="$WORK/fixtures" PYTHONPATH="$ROOT/src" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled DISABLE_VERSION_CHECK=1 TOKENIZERS_PARALLELISM=false \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider --confcutdir=tests/engines -c tests/engines/pytest.ini \
-    "tests/engines/test_$engine.py"; then
+    tests/engines/test_"$engine"*.py; then
     RESULT[$engine]="passed"
   else
     RESULT[$engine]="FAILED"

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from datadojo.cli.app import app
 from datadojo.jsonl import append_jsonl, read_trajectories
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.train.toy import synthetic_trajectory
 from datadojo.types import DataFile, Task
 
@@ -96,19 +95,39 @@ def _script() -> Any:
     return reply
 
 
-def test_train_rl_one_step_with_a_server_sampler(tmp_path: Path, toy_ckpt: Path) -> None:
+def _token_script(tok: Any) -> Any:
+    """The same script token-in / token-out: the decoded prompt decides the reply, sent as token ids."""
+    from datadojo.train.episode import GenOutput
+
+    def handler(prompt_ids: list[int], sampling: dict[str, Any]) -> GenOutput:
+        last = tok.decode(prompt_ids).rsplit("<|im_start|>user", 1)[-1]
+        if "<interpreter>" not in last:
+            text = CODE_REPLY
+        else:
+            right = int(sampling.get("seed") or 0) % 2 == 0
+            text = f"<think>Done.</think>\n<answer>{240 if right else 17}</answer>"
+        ids = [*tok.encode(text, add_special_tokens=False), tok.eos_token_id]
+        return GenOutput(ids, [-1.0] * len(ids), "completed")
+
+    return handler
+
+
+def test_train_rl_one_step_with_a_server_sampler(tmp_path: Path, toy_ckpt: Path, toy_tok: Any) -> None:
+    from datadojo.testing.token_server import TokenServer
+
     tasks = _tasks(tmp_path / "tasks.jsonl")
     experts = tmp_path / "experts.jsonl"
     append_jsonl(experts, [synthetic_trajectory(f"rows{i}", sample=9) for i in range(2)])
     out = tmp_path / "rl"
-    with ScriptedLLMServer(_script()) as srv:
+    with TokenServer(_token_script(toy_tok), reload=lambda path: None) as srv:
         res = runner.invoke(
             app,
             ["train", "rl", "--model", str(toy_ckpt), "--tasks", str(tasks), "--experts", str(experts),
-             "--out", str(out), "--sampler", f"openai:scripted@{srv.base_url}", "--steps", "1",
+             "--out", str(out), "--sampler", f"openai:scripted@{srv.base_url}/v1", "--steps", "1",
              "--tasks-per-step", "2", "--group-size", "2", "--updates-per-step", "1", "--max-turns", "3",
-             "--concurrency", "2", "--lr", "1e-3"],
+             "--concurrency", "2", "--lr", "1e-3", "--weight-update", "sglang"],
         )  # fmt: skip
+        calls = list(srv.calls)
     summary = _json_out(res)
     assert summary["steps"] == 1 and summary["updates"] == 1
     rec = json.loads((out / "metrics.jsonl").read_text())
@@ -122,6 +141,12 @@ def test_train_rl_one_step_with_a_server_sampler(tmp_path: Path, toy_ckpt: Path)
     assert all(t.rewards["total"] == (1.0 if t.final_answer == "240" else 0.0) for t in scored)
     assert rec["reward_mean"] == pytest.approx(sum(t.rewards["total"] for t in scored) / 4)
     assert rec["accuracy"] == pytest.approx(sum(t.final_answer == "240" for t in scored) / 4)
+    # token-in / token-out with the server's log-probs, and the new weights loaded in place after the step
+    assert all(t.extra["tokens"]["has_logprobs"] for t in scored)
+    assert all(isinstance(body["prompt"], list) for path, body in calls if path.endswith("/completions"))
+    loads = [body for path, body in calls if path == "/update_weights_from_disk"]
+    assert [b["model_path"] for b in loads] == [str((out / "policy" / "step_000001").resolve())]
+    assert rec["policy_lag"] == 0
 
 
 @pytest.mark.timeout(150)  # generation in a worker thread + sandboxes: fail fast (with stacks) if stuck
@@ -161,3 +186,17 @@ def test_export_commands(tmp_path: Path) -> None:
     )
     assert rep["written"] == 2 and (tmp_path / "verl" / "train.parquet").exists()
     assert any("verl_reward.py" in n for n in rep["notes"])
+
+
+def test_toy_model_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    res = CliRunner().invoke(app, ["train", "toy-model", str(tmp_path / "toy"), "--layers", "1"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["model"] == f"hf:{tmp_path / 'toy'}"
+    tok = AutoTokenizer.from_pretrained(tmp_path / "toy")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "toy")
+    assert model.config.num_hidden_layers == 1 and model.config.vocab_size == len(tok)
+    assert "<|im_start|>assistant" in tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )

@@ -276,3 +276,20 @@ def test_mixed_objective() -> None:
     assert mixed_objective(t(2.0), t(-1.0), 0.0).item() == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="gamma"):
         mixed_objective(t(1.0), t(1.0), 1.5)
+
+
+def test_grpo_mis_masks_tokens_outside_the_band_where_tis_clips_them() -> None:
+    import math
+
+    from datadojo.train.losses import grpo_loss
+
+    logp = torch.zeros(1, 2, requires_grad=True)
+    old = torch.zeros(1, 2)
+    rollout = torch.tensor([[math.log(1 / 0.3), math.log(1 / 1.2)]])  # IS weights 0.3 and 1.2
+    mask, adv = torch.ones(1, 2), torch.tensor([1.0])
+    kw = {"kl_coef": 0.0, "entropy_coef": 0.0, "normalization": "token"}
+    tis = grpo_loss(logp, old, adv, mask, rollout_logp=rollout, **kw)
+    mis = grpo_loss(logp, old, adv, mask, rollout_logp=rollout, tis_mode="mask", **kw)
+    assert float(tis.loss) == pytest.approx(-(0.5 + 1.2) / 2)  # 0.3 clipped up to 0.5
+    assert float(mis.loss) == pytest.approx(-(0.0 + 1.2) / 2)  # 0.3 dropped
+    assert float(tis.metrics["tis_clip_frac"]) == pytest.approx(0.5)

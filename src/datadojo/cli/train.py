@@ -146,6 +146,12 @@ def rl(
     publish_every: int | None = typer.Option(
         None, "--publish-every", help=config_help(RLConfig, "publish_every")
     ),
+    weight_update: str | None = typer.Option(
+        None, "--weight-update", help=config_help(RLConfig, "weight_update")
+    ),
+    max_policy_lag: int | None = typer.Option(
+        None, "--max-policy-lag", help=config_help(RLConfig, "max_policy_lag")
+    ),
     seed: int | None = typer.Option(None, "--seed", help=config_help(RLConfig, "seed")),
     no_resume: bool = typer.Option(False, "--no-resume"),
     allow_reduced_isolation: bool = typer.Option(
@@ -187,6 +193,8 @@ def rl(
             concurrency=concurrency,
             save_every=save_every,
             publish_every=publish_every,
+            weight_update=weight_update,
+            max_policy_lag=max_policy_lag,
             seed=seed,
             optim=optim,
         )
@@ -206,7 +214,14 @@ def rl(
             reward_fn = make_reward_fn(reward, tasks_path=tasks)
         sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_new_tokens)
 
-        def source(accelerator: Any) -> AgentRollouts:
+        def source(accelerator: Any) -> Any:
+            if cfg.sampler.startswith("openai:"):  # a vLLM / SGLang server, token-in / token-out
+                from transformers import AutoTokenizer
+
+                from datadojo.train.rollouts import server_rollouts
+
+                path = cfg.model[3:] if cfg.model.startswith("hf:") else cfg.model
+                return server_rollouts(cfg, AutoTokenizer.from_pretrained(path), sampling)
             if cfg.sampler == "hf":
                 backend = in_process_sampler(cfg.model, str(accelerator.device))
             else:
@@ -232,6 +247,44 @@ def rl(
     except (OSError, ImportError) as exc:  # a file the OS refuses; the training extra not installed
         raise error_exit(exc) from exc
     _print(summary.to_dict())
+
+
+@train_app.command("gateway")
+def gateway_cmd(
+    upstream: str = typer.Option(
+        ..., "--upstream", help="The engine's OpenAI base URL (http://HOST:PORT/v1)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="JSONL of every completion's token ids and log-probs."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8100, "--port"),
+) -> None:
+    """Token-exact gateway: an OpenAI-compatible proxy recording token ids + log-probs of every completion."""
+    from datadojo.train.gateway import RecordingGateway
+
+    gw = RecordingGateway(upstream, out, host=host, port=port)
+    sys.stderr.write(f"gateway on http://{host}:{port}/v1 -> {upstream}; recording to {out}\n")
+    try:
+        gw.serve_forever()
+    except OSError as exc:
+        raise error_exit(exc) from exc
+
+
+@train_app.command("toy-model")
+def toy_model_cmd(
+    out: Path = typer.Argument(..., help="Folder for the checkpoint (tokenizer + model)."),
+    hidden: int = typer.Option(32, "--hidden", help="Hidden size."),
+    layers: int = typer.Option(2, "--layers", help="Transformer layers."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """A tiny random Llama + byte-level BPE tokenizer with Qwen2.5's chat template, built offline: a model to
+    try `train sft` / `train rl` / the engine adapters on a laptop (it learns nothing useful)."""
+    from datadojo.train.toy import save_toy_checkpoint
+
+    try:
+        path = save_toy_checkpoint(out, hidden=hidden, layers=layers, seed=seed)
+    except (OSError, ImportError) as exc:
+        raise error_exit(exc) from exc
+    _print({"checkpoint": str(path), "model": f"hf:{path}"})
 
 
 @export_app.command("llamafactory")

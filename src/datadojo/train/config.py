@@ -189,7 +189,10 @@ class RLConfig(RunConfig):
     ``kl_coef`` / ``entropy_coef`` / ``tis_low`` / ``tis_high`` are read by the GRPO loss only.
     ``publish_every`` > 0 saves the current policy to ``<output_dir>/policy`` every that many steps, for an
     external generation server (vLLM) to reload; ``sampler`` names the generator: ``hf`` (the training model
-    itself, in process) or a model spec (``openai:NAME@URL``).
+    itself, in process) or ``openai:NAME@URL``, a vLLM / SGLang server driven token-in / token-out
+    (:mod:`datadojo.train.episode`) whose sampled log-probs become the rollout log-probs of the IS
+    correction (``tis_mode``), and which loads the trained weights in place (``weight_update``) every
+    ``max_policy_lag`` + 1 steps.
     """
 
     output_dir: str = _default("output_dir", "runs/rl")
@@ -216,6 +219,9 @@ class RLConfig(RunConfig):
     eps_high: float = 0.28
     tis_low: float = 0.5
     tis_high: float = 1.5
+    tis_mode: Literal["truncate", "mask"] = Field(
+        "truncate", description="Rollout IS correction: truncate (TIS, EnvLunch §4) or mask (MIS)."
+    )
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
     normalization: Literal["token", "group", "sequence"] | None = None
@@ -232,6 +238,13 @@ class RLConfig(RunConfig):
     )
     publish_every: int = Field(
         0, description="Save the policy for a generation server every N steps (0: never)."
+    )
+    weight_update: Literal["auto", "sglang", "vllm", "none"] = Field(
+        "auto",
+        description="How a server sampler loads new weights in place: sglang, vllm, none (auto: sglang).",
+    )
+    max_policy_lag: int = Field(
+        0, description="Steps a server sampler may lag the trainer (0: new weights after every step)."
     )
 
     @model_validator(mode="after")
@@ -262,6 +275,8 @@ class RLConfig(RunConfig):
             )
         if self.publish_every < 0:
             raise ConfigError(f"publish_every must be >= 0, got {self.publish_every}")
+        if self.max_policy_lag < 0:
+            raise ConfigError(f"max_policy_lag must be >= 0, got {self.max_policy_lag}")
         try:
             self.gamma_schedule()
         except ValueError as exc:

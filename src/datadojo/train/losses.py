@@ -371,6 +371,7 @@ def grpo_loss(
     eps_high: float = DAPO_EPS_HIGH,
     tis_low: float = TIS_LOW,
     tis_high: float = TIS_HIGH,
+    tis_mode: Literal["truncate", "mask"] = "truncate",
     kl_coef: float = GRPO_KL_COEF,
     entropy_coef: float = GRPO_ENTROPY_COEF,
     normalization: Normalization = "sequence",
@@ -387,7 +388,8 @@ def grpo_loss(
     with ε = 0.2, ε_high = 0.28, β = 0.01 (``kl_coef``), c = 0.001 (``entropy_coef``). The truncated
     importance weight (slime's TIS; detached) corrects for the gap between the engine that sampled the
     rollout and the trainer's recomputed old log-probs; without ``rollout_logp`` it is 1 (the sampler *is*
-    the old policy). ``ref_logp`` (the initial policy's log-probs) is required when ``kl_coef > 0`` and
+    the old policy). ``tis_mode="mask"`` is masked importance sampling (MIS): a token whose weight leaves
+    [0.5, 1.5] is dropped from the surrogate instead of clipped to the band. ``ref_logp`` (the initial policy's log-probs) is required when ``kl_coef > 0`` and
     ``entropy`` (per-token entropies, with gradient) when ``entropy_coef > 0``. The default
     ``normalization="sequence"`` is GRPO's own 1/G Σ_i 1/|o_i| Σ_t.
     """
@@ -412,7 +414,12 @@ def grpo_loss(
     metrics: dict[str, torch.Tensor] = {}
     if rollout_logp is not None:
         tis = torch.exp(old_logp.detach() - rollout_logp.detach())
-        tis_w = torch.clamp(tis, tis_low, tis_high)
+        if tis_mode == "mask":  # MIS: drop the tokens whose ratio leaves the band instead of clipping it
+            tis_w = torch.where((tis >= tis_low) & (tis <= tis_high), tis, torch.zeros_like(tis))
+        elif tis_mode == "truncate":
+            tis_w = torch.clamp(tis, tis_low, tis_high)
+        else:
+            raise ValueError(f"tis_mode must be truncate or mask, got {tis_mode!r}")
         per_token = per_token * tis_w
         metrics["tis_clip_frac"] = masked_mean((tis_w != tis).float(), m)
     else:

@@ -137,6 +137,7 @@ def _grpo(inputs: PolicyInputs, config: RLConfig) -> PolicyLossOutput:
         eps_high=config.eps_high,
         tis_low=config.tis_low,
         tis_high=config.tis_high,
+        tis_mode=config.tis_mode,
         kl_coef=config.kl_coef,
         entropy_coef=config.entropy_coef,
         weights=inputs.weights,

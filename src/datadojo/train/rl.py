@@ -44,6 +44,7 @@ from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.train.checkpoint import CheckpointManager, save_hf_model
 from datadojo.train.config import RLConfig
+from datadojo.train.episode import INFRA_STOP_REASONS, TokenEpisode
 from datadojo.train.losses import (
     dynamic_sampling_keep,
     group_advantages,
@@ -90,9 +91,16 @@ class Rollout:
     ref_logp: torch.Tensor | None = None
     weights: torch.Tensor | None = None
 
+    rollout_logp: torch.Tensor | None = None
+
     @property
     def void(self) -> bool:
         return self.traj.has_void_turn
+
+    @property
+    def infra(self) -> bool:
+        """Ended on a server or sandbox failure (:data:`~datadojo.train.episode.INFRA_STOP_REASONS`)."""
+        return self.traj.stop_reason in INFRA_STOP_REASONS
 
     @property
     def target_tokens(self) -> int:
@@ -212,6 +220,22 @@ class RLTrainer:
                 return None
             raise
 
+    def _example(self, r: Rollout) -> TokenizedTrajectory | None:
+        """The rollout's tokens: the sampler's own when it recorded them (token-exact, with its log-probs
+        as ``rollout_logp`` for truncated IS), else the chat template's rendering of the trajectory."""
+        tokens = r.traj.extra.get("tokens")
+        if not tokens:
+            return self._tokenize(r.traj)
+        ep = TokenEpisode.from_dict(tokens)
+        ids, mask, lps = ep.input_ids, ep.loss_mask, ep.rollout_logprobs
+        limit = self.config.max_length
+        truncated = limit is not None and len(ids) > limit
+        if truncated:
+            ids, mask, lps = ids[:limit], mask[:limit], lps[: limit - 1]
+        if ep.has_logprobs:
+            r.rollout_logp = torch.tensor(lps, dtype=torch.float32)
+        return TokenizedTrajectory(ids, mask, void=r.traj.has_void_turn, truncated=truncated, key=r.traj.key)
+
     def _tokenize_experts(self, experts: Iterable[Trajectory]) -> dict[str, list[TokenizedTrajectory]]:
         known = {t.id for t in self.tasks}
         out: dict[str, list[TokenizedTrajectory]] = {}
@@ -243,15 +267,23 @@ class RLTrainer:
         if len(rewards) != len(pairs):
             raise ValueError(f"the reward function returned {len(rewards)} results for {len(pairs)} rollouts")
         rollouts = [Rollout(t, tr, by_id[t.id], r) for (t, tr), r in zip(pairs, rewards, strict=True)]
-        groups = torch.tensor([r.group for r in rollouts])
+        # Infrastructure failures (server or sandbox) are not the policy's doing: they take no part in
+        # their group's reward statistics nor in any loss term (scoring them 0 would punish the policy).
+        live = [r for r in rollouts if not r.infra]
+        for r in rollouts:
+            if r.infra:
+                r.advantage, r.kept = 0.0, False
+        if not live:
+            return rollouts
+        groups = torch.tensor([r.group for r in live])
         adv = group_advantages(
-            torch.tensor([r.reward.total for r in rollouts], dtype=torch.float32),
+            torch.tensor([r.reward.total for r in live], dtype=torch.float32),
             groups,
             eps=cfg.advantage_eps,
         )
-        correct = torch.tensor([r.reward.correct for r in rollouts])
+        correct = torch.tensor([r.reward.correct for r in live])
         keep = dynamic_sampling_keep(correct, groups) if cfg.dynamic_sampling else torch.ones_like(correct)
-        for r, a, k in zip(rollouts, adv.tolist(), keep.tolist(), strict=True):
+        for r, a, k in zip(live, adv.tolist(), keep.tolist(), strict=True):
             r.advantage, r.kept = a, bool(k)
         return rollouts
 
@@ -261,7 +293,7 @@ class RLTrainer:
         for r in rollouts:
             if not r.kept or (self.config.void_masking and r.void):
                 continue
-            r.example = r.example or self._tokenize(r.traj)
+            r.example = r.example or self._example(r)
             if r.target_tokens > 0:
                 rows.append(r)
         return rows
@@ -407,6 +439,11 @@ class RLTrainer:
             ref_logp=(
                 pad_stack([r.ref_logp for r in chunk], width).to(acc.device)  # type: ignore[misc]
                 if self.ref_model is not None
+                else None
+            ),
+            rollout_logp=(
+                pad_stack([r.rollout_logp for r in chunk], width).to(acc.device)  # type: ignore[misc]
+                if all(r.rollout_logp is not None for r in chunk)
                 else None
             ),
             entropy=ent,
@@ -557,6 +594,8 @@ class RLTrainer:
             "entropy": agg["entropy_sum"] / agg["entropy_n"] if agg.get("entropy_n") else None,
             "frac_groups_filtered": 1.0 - n_kept / n_groups if n_groups else None,
             "void_rate": g(sum(r.void for r in rollouts)) / n if n else None,
+            "infra_failures": int(g(sum(r.infra for r in rollouts))),
+            "policy_lag": getattr(self.source, "policy_lag", None),
             "clip_frac": agg["clip_frac_tok"] / tokens if tokens else None,
             "tis_clip_frac": agg["tis_clip_frac_tok"] / tokens if tokens else None,
             "kl": per("kl", n_pol) if self.ref_model is not None else None,

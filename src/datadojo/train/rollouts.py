@@ -31,7 +31,15 @@ from datadojo.jsonl import read_trajectories
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.types import Task, Trajectory
 
-__all__ = ["AgentRollouts", "RolloutSource", "in_process_sampler", "read_groups"]
+__all__ = [
+    "AgentRollouts",
+    "RolloutSource",
+    "TokenRollouts",
+    "in_process_sampler",
+    "parse_server_spec",
+    "read_groups",
+    "server_rollouts",
+]
 
 
 class RolloutSource(Protocol):
@@ -124,3 +132,141 @@ class AgentRollouts:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             asyncio.run(self.backend.aclose())
+
+
+class TokenRollouts:
+    """Token-exact rollouts from a generation server (``train rl --sampler openai:NAME@URL``).
+
+    Each episode runs through :func:`datadojo.train.episode.run_token_episode`: the server gets token-id
+    prompts and returns sampled ids with their log-probs, so the trainer trains on exactly the sampled
+    tokens and its truncated-IS weights compare its old log-probs with the *server's* (EnvLunch §4). Each
+    trajectory keeps its tokens in ``extra["tokens"]``; the step's JSONL is appended as episodes finish and
+    a rerun of the step only runs the missing ones. ``weights`` (a :class:`~datadojo.train.weight_sync.WeightSync`)
+    loads the trained policy into the server in place; :attr:`policy_lag` is logged by the trainer.
+    """
+
+    def __init__(
+        self,
+        generate: Any,
+        tokenizer: Any,
+        *,
+        max_turns: int = 10,
+        dialect: str = "datamind",
+        sampling: SamplingParams | None = None,
+        concurrency: int = 8,
+        sandboxes: SandboxFactory | None = None,
+        weights: Any = None,
+        max_context: int | None = None,
+        model_id: str = "server",
+    ) -> None:
+        self.generate_fn = generate
+        self.tokenizer = tokenizer
+        self.agent_config = AgentConfig(
+            max_turns=max_turns,
+            dialect=dialect,
+            sampling=sampling or SamplingParams(temperature=1.0, top_p=1.0),
+        )
+        self.concurrency = concurrency
+        self.sandboxes = sandboxes
+        self.weights = weights
+        self.max_context = max_context
+        self.model_id = model_id
+
+    @property
+    def policy_lag(self) -> int | None:
+        return None if self.weights is None else self.weights.policy_lag
+
+    async def _run(self, tasks: Sequence[Task], group_size: int, out: Path, seed: int) -> None:
+        from datadojo.agent.runner import _default_sandboxes
+        from datadojo.jsonl import append_jsonl
+        from datadojo.train.episode import run_token_episode
+
+        done = {t.key for t in read_trajectories(out)} if out.exists() else set()
+        close_pool = None
+        factory = self.sandboxes
+        if factory is None:  # a pool per step: it lives on this step's event loop
+            factory, close_pool = _default_sandboxes(self.concurrency)
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(task: Task, sample: int) -> None:
+            async with sem:
+                traj_seed = seed * 1_000_003 + sample * 1_009
+                try:
+                    async with factory(task) as sandbox:
+                        res = await run_token_episode(
+                            task,
+                            self.generate_fn,
+                            self.tokenizer,
+                            sandbox,
+                            self.agent_config,
+                            sample=sample,
+                            seed=traj_seed,
+                            max_context=self.max_context,
+                            model_id=self.model_id,
+                        )
+                    traj = res.trajectory
+                except Exception as exc:  # the sandbox could not be made: an infra failure of this episode
+                    traj = Trajectory(
+                        task_id=task.id,
+                        sample=sample,
+                        dialect=self.agent_config.dialect,
+                        stop_reason="env_error",
+                        error=f"{type(exc).__name__}: {exc}",
+                        model=self.model_id,
+                    )
+                append_jsonl(out, [traj])
+
+        jobs = [one(t, s) for t in tasks for s in range(group_size) if (t.id, s) not in done]
+        try:
+            await asyncio.gather(*jobs)
+        finally:
+            if close_pool is not None:
+                with contextlib.suppress(Exception):
+                    await close_pool()
+
+    def generate(self, tasks: Sequence[Task], group_size: int, out: Path, *, seed: int) -> list[Trajectory]:
+        asyncio.run(self._run(tasks, group_size, out, seed))
+        return read_groups(out, tasks, group_size)
+
+    def sync(self, accelerator: Any, model: Any) -> None:
+        if self.weights is not None:
+            self.weights.step(accelerator, model, self.tokenizer)
+
+    def close(self) -> None:
+        """Nothing held between steps (each step's sandbox pool is closed with it)."""
+
+
+def parse_server_spec(spec: str) -> tuple[str, str]:
+    """``openai:NAME@URL`` → ``(NAME, URL)`` (a query string after the URL is dropped)."""
+    body = spec[len("openai:") :] if spec.startswith("openai:") else ""
+    name, sep, url = body.partition("@")
+    url = url.split("?", 1)[0]
+    if not sep or not name or not url.startswith(("http://", "https://")):
+        raise ValueError(f"sampler {spec!r}: expected openai:NAME@http://HOST:PORT/v1")
+    return name, url
+
+
+def server_rollouts(config: Any, tokenizer: Any, sampling: SamplingParams) -> TokenRollouts:
+    """The :class:`TokenRollouts` of an :class:`~datadojo.train.config.RLConfig` whose ``sampler`` is a server:
+    token-id prompts to its ``/v1/completions``, weights pushed per ``weight_update`` / ``max_policy_lag``."""
+    from datadojo.train.episode import openai_completions_generate
+    from datadojo.train.weight_sync import WeightSync, server_root
+
+    name, url = parse_server_spec(config.sampler)
+    weights = None
+    if config.weight_update != "none":
+        kind = "sglang" if config.weight_update == "auto" else config.weight_update
+        weights = WeightSync(
+            server_root(url), kind, Path(config.output_dir) / "policy", max_lag=config.max_policy_lag
+        )
+    return TokenRollouts(
+        openai_completions_generate(url, name),
+        tokenizer,
+        max_turns=config.max_turns,
+        dialect=config.dialect,
+        sampling=sampling,
+        concurrency=config.concurrency,
+        weights=weights,
+        max_context=config.max_length,
+        model_id=config.sampler,
+    )
