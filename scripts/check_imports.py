@@ -40,7 +40,8 @@ def declared() -> tuple[set[str], dict[str, set[str]]]:
     project = tomllib.loads(PYPROJECT.read_text())["project"]
     base = {_import_name(r) for r in project["dependencies"]}
     extras = {
-        name: {_import_name(r) for r in reqs} for name, reqs in project.get("optional-dependencies", {}).items()
+        name: {_import_name(r) for r in reqs}
+        for name, reqs in project.get("optional-dependencies", {}).items()
     }
     return base, extras
 
@@ -76,12 +77,16 @@ def main(argv: list[str] | None = None) -> int:
             elif top.startswith("datadojo"):
                 failures.append(f"{name}: {exc}")
             else:
-                failures.append(f"{name}: imports {top!r}, which no dependency installed here declares ({exc})")
-        except Exception:  # noqa: BLE001 - any import-time error fails the check, with its traceback
+                failures.append(
+                    f"{name}: imports {top!r}, which no dependency installed here declares ({exc})"
+                )
+        except Exception:  # any import-time error fails the check, with its traceback
             failures.append(f"{name}: import failed:\n{traceback.format_exc()}")
     label = "base" + ("+" + ",".join(sorted(installed)) if installed else "")
     for extra, mods in sorted(needs.items()):
-        print(f"[imports] {len(mods)} module(s) need the '{extra}' extra: {', '.join(mods[:6])}{' …' if len(mods) > 6 else ''}")
+        print(
+            f"[imports] {len(mods)} module(s) need the '{extra}' extra: {', '.join(mods[:6])}{' …' if len(mods) > 6 else ''}"
+        )
     for failure in failures:
         print(f"error: {failure}", file=sys.stderr)
     ok = len(names) - len(failures) - sum(len(m) for m in needs.values())
