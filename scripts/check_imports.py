@@ -64,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     where = Path(datadojo.__file__).resolve().parent
     if (where.parents[1] / "pyproject.toml").exists():
         print(f"[imports] datadojo imported from the checkout at {where.parents[1]} (editable install)")
-    names = ["datadojo"] + [m.name for m in pkgutil.walk_packages(datadojo.__path__, "datadojo.")]
+    # ``__main__`` modules run the command when imported; they are one line over ``datadojo.cli.app``
+    names = ["datadojo"] + [
+        m.name
+        for m in pkgutil.walk_packages(datadojo.__path__, "datadojo.")
+        if not m.name.endswith("__main__")
+    ]
     failures: list[str] = []
     needs: dict[str, list[str]] = {}
     for name in names:
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(
                     f"{name}: imports {top!r}, which no dependency installed here declares ({exc})"
                 )
-        except Exception:  # any import-time error fails the check, with its traceback
+        except (Exception, SystemExit):  # any import-time error fails the check, with its traceback
             failures.append(f"{name}: import failed:\n{traceback.format_exc()}")
     label = "base" + ("+" + ",".join(sorted(installed)) if installed else "")
     for extra, mods in sorted(needs.items()):
