@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ExitCode
 from datadojo.sandbox.workspace import INPUTS_MOUNT, WORKSPACE_MOUNT, Workspace
 
 __all__ = [
@@ -99,6 +99,8 @@ _warned_reduced = False
 
 class IsolationUnavailable(DataDojoError, RuntimeError):
     """``isolation="bwrap"`` was requested but bubblewrap is missing or does not work here."""
+
+    exit_code = ExitCode.SANDBOX
 
 
 @dataclass(frozen=True)
