@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no such extra in {PYPROJECT}: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     available = base | {m for e in installed for m in extras[e]}
-    optional = {m: e for e, mods in extras.items() if e not in installed for m in mods if m not in available}
+    optional: dict[str, str] = {}  # import name → the extras that provide it ("hf' or 'train")
+    for extra, mods in sorted(extras.items()):
+        for m in sorted(mods - available):
+            optional[m] = f"{optional[m]}' or '{extra}" if m in optional else extra
 
     import datadojo
 
