@@ -62,3 +62,27 @@ def test_a_lazy_command_runs_and_reports_errors_through_the_root_handler(tmp_pat
     assert res.exit_code == 2, res.output
     group = typer.main.get_command(app)
     assert group.get_command(typer.Context(group), "ask") is not None
+
+
+def _walk(cmd: Any, path: tuple[str, ...]) -> Any:
+    yield path, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _walk(sub, (*path, name))
+
+
+def test_no_help_text_loses_words_to_rich_markup() -> None:
+    """The help is rendered as rich markup: an unescaped ``[ray]`` (in ``pip install 'datadojo[ray]'``) is
+    taken for a style tag and vanishes. Every help text must render to itself (``\\[`` is the escape)."""
+    from rich.text import Text
+
+    eaten = []
+    for module in COMMAND_MODULES:
+        for name, cmd in module_commands(module).items():
+            for path, c in _walk(cmd, (name,)):
+                for what, text in [
+                    ("help", c.help or ""),
+                    *((p.name, getattr(p, "help", "") or "") for p in c.params),
+                ]:
+                    if Text.from_markup(text).plain != text.replace("\\[", "["):
+                        eaten.append(f"{' '.join(path)} {what}: {text[:80]}")
+    assert not eaten, eaten
