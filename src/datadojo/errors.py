@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["DataDojoError", "ExitCode", "UnknownNameError"]
+__all__ = ["DataDojoError", "ExitCode", "MissingExtraError", "UnknownNameError", "require_extra"]
 
 
 class ExitCode(enum.IntEnum):
@@ -49,3 +49,25 @@ class UnknownNameError(DataDojoError, KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class MissingExtraError(DataDojoError, ImportError):
+    """A feature needs an optional extra that is not installed; the message is the ``pip install`` line.
+
+    An ``ImportError`` too, so code that tries a feature and falls back on ``ImportError`` keeps working; at
+    the command it is one line, exit 2, instead of a traceback ending in ``No module named 'torch'``.
+    """
+
+
+def require_extra(extra: str, what: str, *modules: str) -> None:
+    """Raise :class:`MissingExtraError` unless every one of ``modules`` can be found (not imported: cheap).
+
+    ``what`` names the feature (``"the hf backend"``, ``"datadojo train sft"``) for the message.
+    """
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError(
+            f"{what} needs {', '.join(missing)}, not installed here: pip install 'datadojo[{extra}]'"
+        )

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import typer
 
@@ -64,7 +63,7 @@ CASES: list[tuple[tuple[str, ...], str, type[Settings], str, bool]] = [
 
 def _option(path: tuple[str, ...], flag: str) -> Any:
     cmd: Any = typer.main.get_command(app)
-    ctx = click.Context(cmd)
+    ctx = typer.Context(cmd)
     for name in path:
         cmd = cmd.get_command(ctx, name)
         assert cmd is not None, f"no command {' '.join(path)}"

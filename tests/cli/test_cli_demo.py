@@ -190,3 +190,28 @@ def test_examples_errors(tmp_path: Path) -> None:
     assert find_examples(REPO / "examples") == REPO / "examples"
     with pytest.raises(DemoError, match="n_tasks must be >= 1"):
         DemoConfig(n_tasks=0)
+
+
+def test_without_a_checkout_the_demo_writes_the_examples_with_the_packaged_generator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed from a wheel and run in an empty folder: no ./examples, no checkout beside the package.
+    The demo's own folder gets the same files the checkout's script writes (same seed, same bytes)."""
+    import datadojo.demo.examples as examples_mod
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(examples_mod, "CHECKOUT_EXAMPLES", tmp_path / "site-packages" / "examples")
+    own = tmp_path / "out" / "examples"
+    with pytest.raises(DemoError, match="no DataDojo examples folder found"):
+        find_examples()
+    assert find_examples(fallback=own) == own
+    ex = ensure_example_data(own, packaged=True)
+    assert ex.generated and ex.data == own / "data"
+    for name in EXAMPLE_SOURCES:
+        assert (own / "data" / name).exists()
+    for name in ("sales.csv", "shop.sqlite", "station_survey/raw/measurements.csv"):
+        assert (own / "data" / name).read_bytes() == (REPO / "examples" / "data" / name).read_bytes()
+    assert (own / "scidata_tasks.jsonl").read_text() == (
+        REPO / "examples" / "scidata_tasks.jsonl"
+    ).read_text()
+    assert not ensure_example_data(own, packaged=True).generated  # present now: not written again

@@ -99,6 +99,11 @@ def test_trainer_runs_checkpoints_and_resumes(
         4,
         5,
     ]
+    # rerunning the finished run trains nothing and keeps the run's figures (before: nulls over summary.json)
+    s3 = SFTTrainer(_cfg(run, max_steps=5), model=make_model(), tokenizer=toy_tok).train(_data())
+    assert (s3.resumed_from, s3.steps) == (5, 5)
+    assert (s3.first_loss, s3.last_loss) == (s1.first_loss, s2.last_loss) and s3.agent_tokens > 0
+    assert json.loads((run / "summary.json").read_text())["last_loss"] == s2.last_loss
     # a changed learning rate is a different run: refused
     other = _cfg(run, max_steps=6, optim=OptimConfig(lr=1e-4, scheduler="constant", warmup_ratio=0.0))
     with pytest.raises(ValueError, match="optim"):

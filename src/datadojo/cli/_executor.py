@@ -17,7 +17,7 @@ __all__ = ["EXECUTOR_HELP", "RAY_ADDRESS_HELP", "cli_executor", "node_table", "o
 
 EXECUTOR_HELP = (
     f"Where the work runs: {' or '.join(EXECUTORS)}. 'ray' spreads it over a Ray cluster (one worker per node; "
-    "outputs are still written here only). Needs `pip install 'datadojo[ray]'`; see docs/scaling.md."
+    "outputs are still written here only). Needs `pip install 'datadojo\\[ray]'`; see docs/scaling.md."
 )
 RAY_ADDRESS_HELP = (
     "Ray cluster to join (HOST:6379, ray://HOST:10001, or 'auto'); default: join the Ray started on this "

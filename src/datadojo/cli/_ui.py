@@ -25,7 +25,7 @@ from rich.table import Table
 from datadojo.config import config_default, config_help
 from datadojo.errors import ExitCode
 
-__all__ = ["config_option", "count_table", "progress_bar"]
+__all__ = ["config_option", "count_table", "error_exit", "interrupted", "progress_bar"]
 
 
 def progress_bar(
@@ -104,6 +104,16 @@ def exit_if_server_down(summary: Any, model: str) -> None:
             err=True,
         )
         raise typer.Exit(EXIT_SERVER_DOWN)
+
+
+def interrupted(kept: str) -> typer.Exit:
+    """Print the one line of a Ctrl-C (``interrupted: …; rerun to resume``) and return the exit (130) to raise.
+
+    ``kept`` says what the run keeps (``"finished units are kept in runs/x"``): every long-running command
+    resumes, and a silent exit 130 leaves the user wondering whether the work so far is lost.
+    """
+    typer.echo(f"interrupted: {kept}; rerun the same command to resume", err=True)
+    return typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def error_exit(exc: BaseException) -> typer.Exit:

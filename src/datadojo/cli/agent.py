@@ -193,6 +193,7 @@ def ask(
 
         backend = load_backend(spec)
         try:
+            await backend.check_reachable()
             async with await Sandbox.create(files, _sandbox_config(mode, isolation)) as sandbox:
                 return await run_agent(task, backend, sandbox, cfg, on_event=on_event)
         finally:
@@ -260,6 +261,11 @@ def rollout(
 
         if remote is None:
             backend: Any = load_backend(spec)
+            try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
+                await backend.check_reachable()
+            except BaseException:
+                await backend.aclose()
+                raise
             pool: Any = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
             sandboxes: Any = lambda task: pool.session(task.files)  # noqa: E731
         else:

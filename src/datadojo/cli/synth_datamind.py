@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import config_option, count_table, error_exit, progress_bar
+from datadojo.cli._ui import config_option, count_table, error_exit, interrupted, progress_bar
 from datadojo.synth.datamind.config import DataMindConfig
 
 __all__ = ["register"]
@@ -157,6 +157,8 @@ def _execute(
 
     async def main() -> dict[str, Any]:
         try:
+            for b in backends:  # a down server or wrong URL: exit 3 now, not after every request's retries
+                await b.check_reachable()
             result = body(run, *backends)
             return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
         finally:
@@ -166,6 +168,8 @@ def _execute(
     try:
         with bars.progress:
             summary = asyncio.run(main())
+    except KeyboardInterrupt:
+        raise interrupted(f"what each stage finished is kept in {out}") from None
     except OSError as exc:
         raise error_exit(exc) from exc
     _print_summary(summary, as_json)

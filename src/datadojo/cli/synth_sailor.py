@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from datadojo.cli._ui import config_option, progress_bar
+from datadojo.cli._ui import config_option, error_exit, interrupted, progress_bar
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.sailor.config import SailorConfig
 
@@ -138,6 +138,13 @@ def sailor(
     async def go() -> object:
         policy = load_backend(spec)
         judge_backend = load_backend(judge) if judge else policy
+        try:  # a down server or wrong URL: one line and exit 3 now, not after every request's retries
+            for backend in {id(b): b for b in (policy, judge_backend)}.values():
+                await backend.check_reachable()
+        except BaseException:
+            await policy.aclose()
+            await judge_backend.aclose()
+            raise
         total = len(folders) * len(seeds)
         with progress_bar(console) as progress:
             bar = progress.add_task("exploring (folder × seed)", total=total)
@@ -175,10 +182,11 @@ def sailor(
 
     try:
         run = asyncio.run(go())
-    except (LLMError, SandboxError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        console.print(f"finished units are kept in {out}; rerun the same command to resume")
-        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        raise interrupted(f"finished units are kept in {out}") from None
+    except (LLMError, SandboxError, OSError) as exc:  # exit 3 (model server), 4 (sandbox), 2 (a file)
+        typer.echo(f"finished units are kept in {out}; rerun the same command to resume", err=True)
+        raise error_exit(exc) from None
     except JsonlError as exc:  # a damaged output file met on resume: say which line, write nothing more
         console.print(f"[red]error:[/red] {exc}")
         console.print(

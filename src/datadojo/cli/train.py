@@ -43,6 +43,20 @@ def _model_path(model: str | None, config_model: str) -> str | None:
     return spec or None
 
 
+def _check_model(model: str, command: str) -> None:
+    """Refuse, in one line, what would otherwise end in a traceback deep in torch or the Hugging Face hub:
+    the training extra not installed, or a model path that is not a local folder (a typo)."""
+    from datadojo.errors import require_extra
+    from datadojo.train.config import ConfigError
+
+    if not Path(model).is_dir():
+        raise ConfigError(
+            f"--model {model}: no such folder (a local checkpoint folder, e.g. /models/Qwen2.5-7B-Instruct; "
+            "nothing is downloaded)"
+        )
+    require_extra("train", f"datadojo train {command}", "torch", "transformers", "accelerate")
+
+
 @train_app.command("sft")
 def sft(
     data: Path = typer.Option(
@@ -86,6 +100,7 @@ def sft(
         )
         if not cfg.model:
             raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
+        _check_model(cfg.model, "sft")
         from datadojo.train.sft import train_sft
 
         summary = train_sft(cfg, trajectories, resume=not no_resume)
@@ -200,6 +215,7 @@ def rl(
         )
         if not cfg.model:
             raise ConfigError("no model: pass --model PATH or set 'model' in the config file")
+        _check_model(cfg.model, "rl")
         task_list = load_tasks(tasks, "--tasks")
         from datadojo.sandbox.isolation import require_confinement
 

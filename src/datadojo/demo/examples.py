@@ -1,10 +1,12 @@
 """Where the example data is, and making it when it is absent (``examples/make_examples.py``).
 
-The example data is small, generated from a fixed seed by the project's own script, and committed, so a
-fresh clone has it. The demo looks for the ``examples`` folder of a DataDojo checkout: the one given, else
-``./examples``, else the checkout this package was installed from in editable mode (``pip install -e``,
-what ``scripts/install.sh`` does). When a file the demo needs is missing there, it runs the folder's
-``make_examples.py`` (which writes ``examples/data/``).
+The example data is small, generated from a fixed seed by the project's own generator
+(:mod:`datadojo.demo.make_examples`), and committed, so a fresh clone has it. The demo looks for the
+``examples`` folder of a DataDojo checkout: the one given, else ``./examples``, else the checkout this
+package was installed from in editable mode (``pip install -e``, what ``scripts/install.sh`` does). When a
+file the demo needs is missing there, it runs the folder's ``make_examples.py`` (which writes
+``examples/data/``). With no checkout at all (``pip install datadojo`` from a wheel, run in an empty
+folder) the demo writes the same files with the packaged generator into its own output folder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = ["EXAMPLE_SOURCES", "DemoError", "ExampleData", "ensure_example_data",
 EXAMPLE_SOURCES: tuple[str, ...] = ("sales.csv", "budget.xlsx", "shop.sqlite", "station_survey")
 #: The script that writes them (next to ``data/``).
 GENERATOR = "make_examples.py"
+#: The checkout an editable install came from (src/datadojo/demo/ -> the checkout); a wheel has none.
+CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 class DemoError(DataDojoError, ValueError):
@@ -44,8 +48,9 @@ def _usable(folder: Path) -> bool:
     return (folder / GENERATOR).is_file() or all((folder / "data" / n).exists() for n in EXAMPLE_SOURCES)
 
 
-def find_examples(explicit: str | Path | None = None) -> Path:
-    """The ``examples`` folder to use (module docstring); :class:`DemoError` saying where it looked."""
+def find_examples(explicit: str | Path | None = None, *, fallback: Path | None = None) -> Path:
+    """The ``examples`` folder to use (module docstring): ``fallback`` (where the packaged generator will
+    write) when no checkout's is found and none was given; else :class:`DemoError` saying where it looked."""
     if explicit is not None:
         folder = Path(explicit)
         if not _usable(folder):
@@ -54,26 +59,39 @@ def find_examples(explicit: str | Path | None = None) -> Path:
                 f"data/{{{','.join(EXAMPLE_SOURCES)}}})"
             )
         return folder
-    here = Path(__file__).resolve().parents[3] / "examples"  # src/datadojo/demo/ -> the checkout
     tried = []
-    for folder in (Path.cwd() / "examples", here):
+    for folder in (Path.cwd() / "examples", CHECKOUT_EXAMPLES):
         tried.append(str(folder))
         if _usable(folder):
             return folder
+    if fallback is not None:
+        return fallback
     raise DemoError(
         "no DataDojo examples folder found (looked in " + ", ".join(dict.fromkeys(tried)) + "); run the "
         "demo from a DataDojo checkout or pass --examples PATH/TO/datadojo/examples"
     )
 
 
-def ensure_example_data(examples: str | Path) -> ExampleData:
-    """The example data under ``examples/data``, generated with ``make_examples.py`` when any is missing."""
+def ensure_example_data(examples: str | Path, *, packaged: bool = False) -> ExampleData:
+    """The example data under ``examples/data``, generated with ``make_examples.py`` when any is missing.
+
+    ``packaged``: a folder with no ``make_examples.py`` is written by the packaged generator instead
+    (the demo's own copy when there is no checkout).
+    """
     root = Path(examples)
     data = root / "data"
     missing = [n for n in EXAMPLE_SOURCES if not (data / n).exists()]
     if not missing:
         return ExampleData(root, data, generated=False)
     script = root / GENERATOR
+    if not script.is_file() and packaged:
+        from datadojo.demo.make_examples import write_examples
+
+        try:
+            write_examples(root)
+        except OSError as exc:
+            raise DemoError(f"{root}: cannot write the example data: {exc}") from exc
+        return ExampleData(root, data, generated=True)
     if not script.is_file():
         raise DemoError(f"{data}: missing {', '.join(missing)} and no {script} to generate them")
     proc = subprocess.run(

@@ -63,7 +63,7 @@ STAGE_TITLES = dict(STAGES)
 DemoProgress = Callable[[str, int, int], None]
 
 #: The files the demo writes in its folder (a rerun removes these and nothing else).
-DEMO_OUTPUTS: tuple[str, ...] = ("profiles", "warmup", "text2sql", "report.html", "demo.json")
+DEMO_OUTPUTS: tuple[str, ...] = ("examples", "profiles", "warmup", "text2sql", "report.html", "demo.json")
 WARMUP_SOURCES: tuple[str, ...] = ("shop.sqlite", "sales.csv")
 
 
@@ -79,7 +79,7 @@ class DemoConfig(Settings):
     examples: str | Path | None = Field(
         None,
         description="the examples folder of a DataDojo checkout (default: ./examples, else the installed "
-        "checkout's)",
+        "checkout's, else OUT/examples written by the packaged generator)",
     )
     n_tasks: int = Field(12, description="EnvLunch warm-up tasks to build and solve")
     solver_candidates: int = Field(120, description="reference-solver budget: compositions tried per task")
@@ -187,7 +187,9 @@ class _Stages:
 
     def examples(self) -> ExampleData:
         start = self._stage("examples", 1)
-        ex = ensure_example_data(find_examples(self.cfg.examples))
+        own = self.out / "examples"  # written by the packaged generator when there is no checkout
+        root = find_examples(self.cfg.examples, fallback=own)
+        ex = ensure_example_data(root, packaged=root == own)
         self.progress("examples", 1, 1)
         what = "generated with make_examples.py" if ex.generated else "present"
         self._done(

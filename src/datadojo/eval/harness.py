@@ -585,6 +585,11 @@ async def run_eval(
         from datadojo.llm import load_backend
 
         chat = load_backend(cfg.model or "")
+        try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
+            await chat.check_reachable()
+        except BaseException:
+            await chat.aclose()
+            raise
     pool = None
     if remote:
         base_factory = None  # type: ignore[assignment]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ExitCode
 
 __all__ = [
     "ChatBackend",
@@ -184,7 +184,12 @@ class LLMError(DataDojoError, RuntimeError):
     connection): a caller may try the whole task again later. ``context_overflow`` marks a request the
     server rejected because the prompt does not fit the model's window, so the agent loop can stop with
     ``context_limit`` rather than ``llm_error``. The message never contains credentials.
+
+    Reaching the command, it ends it with :attr:`ExitCode.MODEL_SERVER` (3): whatever the stage (``ask``,
+    ``eval``, ``synth``), a request that finally failed is the model server's, not the user's input.
     """
+
+    exit_code = ExitCode.MODEL_SERVER
 
     def __init__(
         self,
@@ -418,6 +423,13 @@ class ChatBackend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op for stateless backends
         """Release connections / model memory. Safe to call twice."""
+
+    async def check_reachable(self) -> None:  # noqa: B027 - optional hook: a local backend is always there
+        """Raise :class:`LLMError` (exit 3 at the command) when the model server cannot be reached at all.
+
+        Called once by long-running commands before their first request, so that a down server or a wrong
+        URL ends the run in a second with one line, not after every task has spent its retries.
+        """
 
     async def __aenter__(self) -> ChatBackend:
         return self

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datadojo.errors import require_extra
 from datadojo.llm.base import (
     ChatBackend,
     Completion,
@@ -45,11 +46,10 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 
 
 def _import_torch() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        raise ImportError("the hf backend needs torch and transformers: pip install 'datadojo[hf]'") from e
+    require_extra("hf", "the hf backend (--model hf:PATH)", "torch", "transformers")
+    import torch
+    import transformers
+
     return torch, transformers
 
 
@@ -95,6 +95,11 @@ class HFBackend(ChatBackend):
         trust_remote_code: bool = False,
     ) -> None:
         path = os.fspath(path)
+        if not os.path.isdir(path):  # before the hub's own error: hf:PATH is a local folder, never a download
+            raise ModelSpecError(
+                f"hf backend: {path}: no such folder (hf:PATH names a local checkpoint folder, e.g. "
+                "hf:/models/Qwen2.5-7B-Instruct; nothing is downloaded)"
+            )
         if dtype not in DTYPES:
             raise ModelSpecError(
                 f"hf backend {path}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}"

@@ -261,6 +261,25 @@ class OpenAIBackend(ChatBackend):
             except RuntimeError:  # created on a loop that is gone; nothing left to release
                 pass
 
+    async def check_reachable(self) -> None:
+        """One ``GET /models`` per replica, without retries: fine when any replica answers (an HTTP error
+        status is an answer: the server is up), :class:`LLMError` naming every URL when none does."""
+        self._state()
+        causes = []
+        for replica in self.replicas.replicas:
+            try:
+                await self._client(replica.url).models.list(timeout=self.connect_timeout)
+                return
+            except openai.APIStatusError:
+                return
+            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                causes.append(f"{replica.url} ({_root_cause(exc)})")
+        raise LLMError(
+            f"cannot reach the model server for {self.model_id!r} at {', '.join(causes)}: is it up, and is "
+            "the URL right?",
+            retryable=True,
+        )
+
     # -- requests --------------------------------------------------------------------------------
 
     def _body(self, messages: list[Message], params: SamplingParams, n: int) -> dict[str, Any]:

@@ -114,6 +114,8 @@ class IsolationUnavailable(DataDojoError, RuntimeError):
 
     exit_code = ExitCode.SANDBOX
 
+    exit_code = ExitCode.SANDBOX
+
 
 @dataclass(frozen=True)
 class LaunchPlan:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ExitCode
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.sandbox.install import default_install_dir, ensure_module
 from datadojo.sandbox.isolation import (
@@ -52,6 +52,8 @@ _LOG_TAIL = 2000
 
 class SandboxError(DataDojoError, RuntimeError):
     """The sandbox itself failed (could not start its worker, was used after close)."""
+
+    exit_code = ExitCode.SANDBOX
 
 
 class WorkerProcess:

@@ -189,7 +189,7 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any], where: str) 
     free = {"epochs", "max_steps", "total_steps", "save_every", "keep_checkpoints", "output_dir", "sampler"}
     changed = sorted(k for k in set(saved) | set(current) if k not in free and saved.get(k) != current.get(k))
     if changed:
-        raise ValueError(
+        raise TrainingError(
             f"{where}: cannot resume: the configuration differs from the checkpoint's in "
             f"{', '.join(changed)}; use a new output folder or the original settings"
         )

@@ -232,6 +232,12 @@ class SFTTrainer:
                     write_curves(metrics.read(), self.run_dir / "curves.svg", DEFAULT_SFT_KEYS, title="SFT")
 
         final_dir = save_hf_model(acc, model, self.tokenizer, self.run_dir / "final")
+        # The losses and tokens of the whole run, from its metrics (they hold every step, resumed or not):
+        # a rerun of a finished run trains no step here and must not write nulls over its summary.
+        records = metrics.read() if acc.is_main_process else []
+        if records:
+            first_loss, last_loss = records[0].get("sft_loss"), records[-1].get("sft_loss")
+            agent_tokens = sum(int(r.get("agent_tokens") or 0) for r in records)
         summary = SFTSummary(
             run_dir=str(self.run_dir),
             steps=total,

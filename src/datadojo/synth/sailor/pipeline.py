@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.scidata import READERS_NOTE
+from datadojo.config import ConfigError
 from datadojo.corpus.inputs import require_data_files
+from datadojo.errors import DataDojoError
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
@@ -57,7 +59,16 @@ from datadojo.synth.sailor.synthesis import (
     synthesise_qa,
 )
 
-__all__ = ["OUTPUT_FILES", "SailorRun", "UnitOutput", "clean_unfinished", "run_sailor", "unit_key", "unit_of"]
+__all__ = [
+    "OUTPUT_FILES",
+    "NotAFolderError",
+    "SailorRun",
+    "UnitOutput",
+    "clean_unfinished",
+    "run_sailor",
+    "unit_key",
+    "unit_of",
+]
 
 #: Output files holding per-unit lines (cleaned of unfinished units on resume).
 OUTPUT_FILES: tuple[str, ...] = (
@@ -115,6 +126,10 @@ def clean_unfinished(out: Path, finished: set[str]) -> dict[str, int]:
     for stale in out.glob(".*.tmp"):  # a temp file left by a write_jsonl_atomic killed before its rename
         stale.unlink(missing_ok=True)
     return removed
+
+
+class NotAFolderError(DataDojoError, NotADirectoryError):
+    """A path given as a dataset folder is not a folder (a ``NotADirectoryError`` too, as it was before)."""
 
 
 @dataclass
@@ -413,13 +428,13 @@ async def run_sailor(
     cfg = config or SailorConfig()
     judge = judge or policy
     if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
     if not seeds:
         raise SeedError("no seeds to explore with")
     paths = [Path(f) for f in folders]
     for p in paths:
         if not p.is_dir():
-            raise NotADirectoryError(f"{p}: not a dataset folder")
+            raise NotAFolderError(f"{p}: not a dataset folder")
     require_data_files(paths)  # an empty folder: refuse before any request (issue 25)
     sandbox_config = sandbox_config or default_sandbox_config(cfg.exec_timeout_s)
     out_dir = Path(out)
