@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["DataDojoError", "ExitCode", "UnknownNameError"]
+__all__ = ["DataDojoError", "ExitCode", "ResumeError", "UnknownNameError"]
 
 
 class ExitCode(enum.IntEnum):
@@ -49,3 +49,11 @@ class UnknownNameError(DataDojoError, KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class ResumeError(DataDojoError, ValueError):
+    """A run folder holds a run made with other settings: resuming it would mix two runs' outputs.
+
+    The message names the folder and each setting that differs (was / now), so the user can rerun with the
+    same settings or choose another folder. Raised by :class:`datadojo.runs.RunFolder`.
+    """
