@@ -55,7 +55,7 @@ def test_run_folder_resumes_same_settings_and_refuses_changed_ones(tmp_path: Pat
 
 def test_run_folder_refuses_a_foreign_non_empty_folder(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(ResumeError, match="no run.json"):
+    with pytest.raises(ResumeError, match=r"no run\.json"):
         RunFolder(tmp_path, "synth", {})
     assert RunFolder(tmp_path, "synth", {}, adopt=True).record.exists()
 
