@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "eval",
     "exec",
+    "recipe",
     "score",
     "synth",
     "train",
