@@ -158,11 +158,14 @@ def rl_tasks_stage() -> Stage:
 
 # --- RL ----------------------------------------------------------------------------------------------------
 
-#: The RL preset and reward of each recipe (DataMind: DAPO + γ mixing, §3.3; EnvLunch: GRPO, §4).
+#: The RL preset, reward and dialect of each recipe. DataMind: DAPO + γ mixing with the curated set as experts
+#: (§3.3); EnvLunch: GRPO, no SFT term (§4); SciDataSailor: the GRPO preset (its exploration trajectories
+#: answer the meta task, not the QA tasks RL trains on, so they cannot be per-task experts), in its own
+#: ``<python>/<result>`` dialect, answers rewarded by DataMind's tolerant matcher.
 RL_DEFAULTS = {
-    "datamind": ("datamind", "datamind"),
-    "envlunch": ("envlunch", "envlunch"),
-    "sailor": ("datamind", "datamind"),
+    "datamind": ("datamind", "datamind", "datamind"),
+    "envlunch": ("envlunch", "envlunch", "datamind"),
+    "sailor": ("envlunch", "datamind", "sailor"),
 }
 
 
@@ -171,11 +174,11 @@ def _rl_config(cfg: RecipeConfig, model: str = "", out: Path | None = None) -> t
 
     section = cfg.stage("rl")
     section.pop("enabled", None)
-    preset, reward = RL_DEFAULTS[cfg.recipe]
+    preset, reward, dialect = RL_DEFAULTS[cfg.recipe]
     preset = section.pop("preset", preset)
     reward = section.pop("reward", reward)
     base = RLConfig.datamind() if preset == "datamind" else RLConfig.envlunch()
-    data = deep_merge(base.model_dump(mode="python"), section)
+    data = deep_merge({**base.model_dump(mode="python"), "dialect": dialect}, section)
     data.update(model=model or str(_student(cfg)), output_dir=str(out or "run"))
     return RLConfig.model_validate(data), reward
 
