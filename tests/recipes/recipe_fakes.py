@@ -51,7 +51,7 @@ write_csv = datamind_fakes.write_csv
 TRAIN = """
 [stages.sft]
 max_steps = 2
-batch_size = 2
+batch_size = 1
 max_length = 4096
 save_every = 0
 

@@ -228,6 +228,7 @@ def _run_rl(ctx: StageContext) -> dict[str, Any]:
         "n_tasks": len(tasks),
         "reward": reward,
         "policy_loss": cfg.policy_loss,
+        "dialect": cfg.dialect,
         "steps": summary.steps,
         "updates": summary.updates,
         "rollout_files": [str(p) for p in rollouts],
