@@ -41,7 +41,7 @@ def _plan_table(items: list[Any], title: str) -> Table:
         table.add_column(col)
     for i in items:
         style = STATUS_STYLE.get(i.status, "")
-        why = "; ".join(i.why) + (" [ray]" if i.executor else "")
+        why = "; ".join(i.why) + ("; fans out on --executor" if i.executor else "")
         table.add_row(i.variant, i.stage, f"[{style}]{i.status}[/{style}]", why, i.key[:12])
     return table
 
