@@ -26,7 +26,7 @@ def test_example_recipes_are_valid(name: str) -> None:
     cfg = load_recipe(EXAMPLES / f"{name}.toml")
     assert cfg.recipe == name and cfg.benchmarks
     vs = variants(cfg, parse_sweeps(SWEEPS[name]))
-    assert len(vs) == 4 if name != "datamind" else len(vs) == 4
+    assert len(vs) == 4  # two settings x two values each
     for v in vs:
         for stage in recipe_stages(name):
             if stage.check is not None:
