@@ -171,3 +171,13 @@ def test_an_output_folder_of_something_else_is_refused(tmp_path: Path) -> None:
     (tmp_path / "out" / "mine.txt").write_text("x")
     with pytest.raises(ResumeError, match="not empty"):
         _go(path)
+
+
+def test_a_stage_killed_under_a_sweep_resumes_without_the_sweep(tmp_path: Path) -> None:
+    """The stage folder is keyed by what the stage computes, not by the variant that first asked for it."""
+    path = _config(tmp_path)
+    CRASH.add("double")
+    with pytest.raises(KeyboardInterrupt):
+        _go(path, sweeps=parse_sweeps(["stages.double.factor=2,5"]))
+    result = _go(path)  # the base config is the factor=2 variant: same key, same folder, resumed
+    assert result.entries["base"]["double"].manifest == {"rows": 8, "resumed_from_partial": True}

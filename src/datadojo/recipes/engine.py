@@ -250,7 +250,7 @@ def run_recipe(
                     continue
                 if on_stage:
                     on_stage(item, "start")
-                folder = cache.begin(st.name, item.key, {"variant": v.values, **parts_of[v.label][st.name]})
+                folder = cache.begin(st.name, item.key, parts_of[v.label][st.name])
                 ctx = StageContext(
                     v.config,
                     st,
