@@ -14,7 +14,9 @@ import pytest
 pytest.importorskip("torch")
 
 from recipe_fakes import judge, teacher, write_recipe
+from typer.testing import CliRunner
 
+from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.recipes import load_recipe, run
@@ -45,8 +47,12 @@ def _run(kind: str, root: Path, student: Path, script: Any) -> dict[str, Any]:
     }
 
 
+def _manifests_of(result: Any, variant: str) -> dict[str, dict[str, Any]]:
+    return {name: e.manifest for name, e in result.entries[variant].items()}
+
+
 def _manifests(result: Any) -> dict[str, dict[str, Any]]:
-    return {name: e.manifest for name, e in result.entries["base"].items()}
+    return _manifests_of(result, "base")
 
 
 def _check_training_and_eval(m: dict[str, dict[str, Any]], student: Path) -> None:
@@ -94,6 +100,10 @@ def test_datamind_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     assert m["rl"]["reward"] == "datamind" and m["rl"]["policy_loss"] == "dapo"
     _check_training_and_eval(m, toy_ckpt)
     _check_rerun(out)
+    # the command over the finished run: every stage cached (the servers are gone: nothing may call them)
+    res = CliRunner().invoke(app, ["recipe", "run", str(out["path"])], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert res.output.count("cached") >= 2 * 9 and "report (html):" in res.output
     # an edit of one SFT setting plans exactly the stages below it
     path = out["path"]
     path.write_text(path.read_text().replace("max_steps = 2", "max_steps = 3", 1))
@@ -114,6 +124,20 @@ def test_envlunch_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     assert m["rl"]["reward"] == "envlunch" and m["rl"]["policy_loss"] == "grpo"
     _check_training_and_eval(m, toy_ckpt)
     _check_rerun(out)
+    # warm-up on/off (Fig. 1) as a sweep: "on" is the run above, all cached; "off" skips RL and evaluates the
+    # SFT checkpoint as its RL row; nothing upstream is recomputed
+    swept = run(load_recipe(out["path"]), sweeps={"stages.rl.enabled": [True, False]})
+    status = {(i.variant, i.stage): i.status for i in swept.items}
+    assert {s for (v, _), s in status.items() if v == "enabled=True"} == {"cached"}
+    assert {st for (v, st), s in status.items() if v == "enabled=False" and s != "cached"} == {
+        "rl",
+        "eval_rl",
+    }
+    off = _manifests_of(swept, "enabled=False")
+    assert off["rl"] == {"skipped": True, "model_dir": m["sft"]["model_dir"]}
+    assert off["eval_rl"]["model_dir"] == m["sft"]["model_dir"] and off["eval_rl"]["skipped_training"] is True
+    assert "| enabled=False | + RL (skipped) |" in (swept.out / "report.md").read_text()
+    assert "<h2>Sweep</h2>" in (swept.out / "report.html").read_text()
 
 
 def test_sailor_recipe(tmp_path: Path, toy_ckpt: Path) -> None:

@@ -46,14 +46,14 @@ def _plan_table(items: list[Any], title: str) -> Table:
     return table
 
 
-def _load(config: Path, out: Path | None, executor: str) -> Any:
+def _load(config: Path, out: Path | None, executor: str | None) -> Any:
     from datadojo.recipes import load_recipe
 
     return load_recipe(config, out=str(out.resolve()) if out else None, executor=executor)
 
 
 def _go(
-    config: Path, out: Path | None, sweep: list[str], executor: str, ray_address: str | None, dry: bool
+    config: Path, out: Path | None, sweep: list[str], executor: str | None, ray_address: str | None, dry: bool
 ) -> None:
     from datadojo.recipes import parse_sweeps, run
 
@@ -66,7 +66,8 @@ def _go(
         n = sum(i.status in ("run", "rerun") for i in result.items)
         typer.echo(f"{n} stage runs to do, {sum(i.status == 'cached' for i in result.items)} cached")
         return
-    remote = cli_executor(executor, ray_address, 64) if executor != "local" else None
+    address = ray_address or cfg.ray_address
+    remote = cli_executor(cfg.executor, address, 64) if cfg.executor != "local" or address else None
     bars = progress_bar(console, "{task.description}", transient=False)
     tasks: dict[str, Any] = {}
 
@@ -106,7 +107,7 @@ _CONFIG = typer.Argument(
 )
 _OUT = typer.Option(None, "--out", "-o", help="run folder (default: the file's `out`)")
 _SWEEP = typer.Option([], "--sweep", help=SWEEP_HELP)
-_EXECUTOR = typer.Option("local", "--executor", help=EXECUTOR_HELP)
+_EXECUTOR = typer.Option(None, "--executor", help=EXECUTOR_HELP + " Default: the file's `executor` (local).")
 _RAY = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP)
 
 
@@ -115,7 +116,7 @@ def run_cmd(
     config: Path = _CONFIG,
     out: Path | None = _OUT,
     sweep: list[str] = _SWEEP,
-    executor: str = _EXECUTOR,
+    executor: str | None = _EXECUTOR,
     ray_address: str | None = _RAY,
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what would rerun; run nothing"),
 ) -> None:
@@ -128,7 +129,7 @@ def plan_cmd(
     config: Path = _CONFIG,
     out: Path | None = _OUT,
     sweep: list[str] = _SWEEP,
-    executor: str = _EXECUTOR,
+    executor: str | None = _EXECUTOR,
 ) -> None:
     """Print the plan: each stage's key, cached or to run, and why (same as `recipe run --dry-run`)."""
     _go(config, out, sweep, executor, None, True)

@@ -47,6 +47,11 @@ def _enabled(section: dict[str, Any]) -> bool:
     return bool(section.pop("enabled", True))
 
 
+def _keyed(section: dict[str, Any]) -> dict[str, Any]:
+    """A training section as its key sees it: ``enabled = true`` is the default, so it is the same run."""
+    return {k: v for k, v in section.items() if not (k == "enabled" and v is True)}
+
+
 # --- SFT ---------------------------------------------------------------------------------------------------
 
 
@@ -95,7 +100,7 @@ def sft_stage() -> Stage:
         "train sft on the curated set",
         _run_sft,
         deps=("curation",),
-        settings=lambda cfg: {"sft": cfg.stage("sft"), "student": cfg.models.student},
+        settings=lambda cfg: {"sft": _keyed(cfg.stage("sft")), "student": cfg.models.student},
         inputs=lambda cfg: [_student(cfg)],
         code=TRAIN_CODE,
         check=lambda cfg: (
@@ -247,7 +252,7 @@ def rl_stage() -> Stage:
         "train rl on the RL tasks",
         _run_rl,
         deps=("sft", "rl_tasks", "curation"),
-        settings=lambda cfg: {"rl": cfg.stage("rl"), "recipe": cfg.recipe},
+        settings=lambda cfg: {"rl": _keyed(cfg.stage("rl")), "recipe": cfg.recipe},
         code=(*TRAIN_CODE, "datadojo.reward", "datadojo.agent"),
         check=_check_rl,
     )
