@@ -181,3 +181,33 @@ def test_a_stage_killed_under_a_sweep_resumes_without_the_sweep(tmp_path: Path) 
         _go(path, sweeps=parse_sweeps(["stages.double.factor=2,5"]))
     result = _go(path)  # the base config is the factor=2 variant: same key, same folder, resumed
     assert result.entries["base"]["double"].manifest == {"rows": 8, "resumed_from_partial": True}
+
+
+def test_executor_and_progress_reach_the_stages_that_take_them(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def fan_out(ctx: StageContext) -> dict[str, Any]:
+        seen["fan_out"] = ctx.executor
+        ctx.progress(1, 2)
+        ctx.progress(2, 2)
+        return {"rows": 1}
+
+    def local(ctx: StageContext) -> dict[str, Any]:
+        seen["local"] = ctx.executor
+        return {}
+
+    stages = (
+        Stage("fan_out", "fans out", fan_out, executor=True),
+        Stage("local", "runs here", local, deps=("fan_out",)),
+    )
+    marker = object()
+    ticks: list[tuple[str, int, int]] = []
+    result = run_recipe(
+        stages,
+        load_recipe(_config(tmp_path)),
+        executor=marker,
+        progress=lambda s, d, t: ticks.append((s, d, t)),
+    )
+    assert seen == {"fan_out": marker, "local": None}
+    assert ticks == [("fan_out", 1, 2), ("fan_out", 2, 2)]
+    assert [i.executor for i in result.items] == [True, False]
