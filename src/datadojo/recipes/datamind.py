@@ -165,7 +165,8 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
         "kept": len(trajs),
         "rl_tasks": str(rl_file),
         "n_rl_tasks": len(list(read_tasks(rl_file))),
-        "funnel": summary.get("funnel") if isinstance(summary, dict) else None,
+        "summary": str(run.paths.summary),  # DataMind's funnel: files → queries → consistent → kept
+        "kept_by_filters": summary.get("kept"),
     }
 
 
