@@ -278,7 +278,7 @@ def _eval_one(ctx: StageContext, model_dir: str, spec: Any, index: int) -> dict[
         bench=spec.bench,
         data=ctx.config.path(spec.data),
         out=ctx.out / f"{index:02d}-{spec.title}",
-        model=f"hf:{model_dir}",
+        model=f"hf:{model_dir}" + (f"?{section['model_options']}" if section.get("model_options") else ""),
         n_trials=spec.n_trials,
         limit=spec.limit,
         concurrency=int(section.get("concurrency", 4)),
