@@ -35,6 +35,7 @@ def _run(kind: str, root: Path, student: Path, script: Any) -> dict[str, Any]:
             kind, root, student, teacher=f"openai:teacher@{ts.base_url}", judge=f"openai:judge@{js.base_url}"
         )
         first = run(load_recipe(path))
+        by_server = {"teacher": len(ts.requests), "judge": len(js.requests)}
         requests = len(ts.requests) + len(js.requests)
         again = run(load_recipe(path))
         rerun_requests = len(ts.requests) + len(js.requests) - requests
@@ -43,6 +44,7 @@ def _run(kind: str, root: Path, student: Path, script: Any) -> dict[str, Any]:
         "first": first,
         "again": again,
         "requests": requests,
+        "by_server": by_server,
         "rerun_requests": rerun_requests,
     }
 
@@ -93,6 +95,10 @@ def test_datamind_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     syn = m["synthesis"]
     assert syn["queries"] > 0 and syn["trajectories"] >= 3 * syn["queries"] and syn["verdicts"] > 0
     assert out["requests"] > 0 and m["curation"]["strategy"] == "con-select"
+    # the stage's usage ledger counted exactly the requests each server answered
+    usage = m["synthesis"]["usage"]
+    assert usage["teacher"]["requests"] == out["by_server"]["teacher"] and usage["teacher"]["failed"] == 0
+    assert usage["judge"]["requests"] == out["by_server"]["judge"] > 0
     # curated = the judge-consistent queries' trajectories, and their queries are the RL tasks: the consistent
     # ones answer 42, the one reflection rescued 25; the query inconsistent forever is not among them
     assert sorted(t.answer for t in read_tasks(m["rl_tasks"]["tasks"])).count("25") == 1
@@ -145,6 +151,9 @@ def test_sailor_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     m = _manifests(out["first"])
     syn = m["synthesis"]
     assert syn["trajectories"] > 0 and syn["qa"] > 0 and syn["meta"] == 1
+    assert (
+        syn["usage"]["policy"]["requests"] == out["by_server"]["teacher"] > 0
+    )  # policy and judges: one server
     assert all(t.extra["seed_id"] == "L0-map" for t in read_tasks(m["rl_tasks"]["tasks"]))
     # the QC-kept exploration trajectories are the SFT set; RL rolls out in the sailor dialect
     assert m["curation"]["kept"] == syn["trajectories"] and m["rl"]["dialect"] == "sailor"

@@ -174,3 +174,20 @@ def test_stage_progress_binds_the_stage() -> None:
     stage_progress(lambda s, d, t: seen.append((s, d, t)), "sample")(3, 10)
     stage_progress(None, "x")(1, 1)
     assert seen == [("sample", 3, 10)]
+
+
+def test_usage_from_a_backend_is_saved_before_the_policy_decides(tmp_path: Path) -> None:
+    from datadojo.llm.base import UsageStats
+
+    class Backend:
+        usage = UsageStats(requests=3, failures=9, prompt_tokens=30, completion_tokens=6)
+
+    path = tmp_path / "usage.jsonl"
+    u = UsageLedger(path, "synthesis")
+    u.add_backend("teacher", Backend())  # no check yet: the totals are taken after the fact
+    u.save()
+    with pytest.raises(TooManyFailures, match="9 of 12"):
+        u.check()
+    assert read_usage_totals(path)["synthesis"]["roles"]["teacher"] == {
+        "requests": 12, "prompt_tokens": 30, "completion_tokens": 6, "repaired": 0, "failed": 9,
+    }  # fmt: skip

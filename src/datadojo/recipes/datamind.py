@@ -18,7 +18,14 @@ from typing import Any
 from datadojo.jsonl import read_tasks, read_trajectories, write_jsonl_atomic
 from datadojo.recipes.config import RecipeConfig, model_identity
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
-from datadojo.recipes.stages import count_lines, eval_stages, rl_stage, rl_tasks_stage, sft_stage
+from datadojo.recipes.stages import (
+    count_lines,
+    eval_stages,
+    record_usage,
+    rl_stage,
+    rl_tasks_stage,
+    sft_stage,
+)
 
 __all__ = ["STAGES"]
 
@@ -54,6 +61,7 @@ def _dm_config(cfg: RecipeConfig) -> Any:
 
     section = cfg.stage("synthesis")
     section.pop("compose", None)
+    section.pop("max_failed_fraction", None)
     return DataMindConfig.model_validate(section)
 
 
@@ -100,7 +108,9 @@ async def _synthesise(ctx: StageContext) -> dict[str, Any]:
         await teacher.aclose()
         if judge is not teacher:
             await judge.aclose()
+    usage = record_usage(ctx, {"teacher": teacher, "judge": judge if judge is not teacher else None})
     return {
+        "usage": usage,
         "folder": str(ctx.out),
         "queries": count_lines(run.paths.queries),
         "trajectories": count_lines(run.paths.trajectories),

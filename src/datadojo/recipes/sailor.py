@@ -18,11 +18,18 @@ from typing import Any
 from datadojo.jsonl import read_tasks
 from datadojo.recipes.config import RecipeConfig, model_identity
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
-from datadojo.recipes.stages import count_lines, eval_stages, rl_stage, rl_tasks_stage, sft_stage
+from datadojo.recipes.stages import (
+    count_lines,
+    eval_stages,
+    record_usage,
+    rl_stage,
+    rl_tasks_stage,
+    sft_stage,
+)
 
 __all__ = ["STAGES"]
 
-_OWN = ("seeds", "concurrency", "structured")
+_OWN = ("seeds", "concurrency", "structured", "max_failed_fraction")
 
 
 def _inputs(cfg: RecipeConfig) -> list[Path]:
@@ -48,7 +55,7 @@ def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     return {"folders": [str(p) for p in folders], "files": files}
 
 
-async def _explore(ctx: StageContext) -> Any:
+async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
     from datadojo.llm import load_backend
     from datadojo.synth.sailor import load_seeds, run_sailor
 
@@ -67,7 +74,7 @@ async def _explore(ctx: StageContext) -> Any:
         ctx.progress(done[0], total)
 
     try:
-        return await run_sailor(
+        await run_sailor(
             folders,
             seeds,
             policy=policy,
@@ -82,11 +89,13 @@ async def _explore(ctx: StageContext) -> Any:
         await policy.aclose()
         if judge is not None:
             await judge.aclose()
+    return record_usage(ctx, {"policy": policy, "judge": judge})
 
 
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
-    asyncio.run(_explore(ctx))
+    usage = asyncio.run(_explore(ctx))
     manifest = {
+        "usage": usage,
         "folder": str(ctx.out),
         "trajectories": count_lines(ctx.out / "trajectories.jsonl"),
         "qc": count_lines(ctx.out / "qc.jsonl"),

@@ -20,7 +20,15 @@ from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories, write_json
 from datadojo.recipes.config import RecipeConfig
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
 
-__all__ = ["count_lines", "deep_merge", "eval_stages", "rl_stage", "rl_tasks_stage", "sft_stage"]
+__all__ = [
+    "count_lines",
+    "deep_merge",
+    "eval_stages",
+    "record_usage",
+    "rl_stage",
+    "rl_tasks_stage",
+    "sft_stage",
+]
 
 TRAIN_CODE = ("datadojo.train",)
 EVAL_CODE = ("datadojo.eval", "datadojo.agent", "datadojo.bench")
@@ -37,6 +45,23 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def count_lines(path: str | Path) -> int:
     path = Path(path)
     return sum(1 for _ in iter_jsonl(path)) if path.exists() else 0
+
+
+def record_usage(ctx: StageContext, backends: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Append the stage's LLM use by role to ``usage.jsonl`` in its folder, then apply the one failure policy
+    (:class:`datadojo.runs.FailurePolicy`; ``[stages.X] max_failed_fraction``): a stage whose requests mostly
+    failed is not committed (exit 3), and the rerun resumes it."""
+    from datadojo.runs import FailurePolicy, UsageLedger
+
+    section = ctx.config.stage(ctx.stage.name)
+    policy = FailurePolicy(max_failed_fraction=float(section.get("max_failed_fraction", 0.5)))
+    ledger = UsageLedger(ctx.out / "usage.jsonl", ctx.stage.name, policy)
+    for role, backend in backends.items():
+        if backend is not None:
+            ledger.add_backend(role, backend)
+    ledger.save()
+    ledger.check()
+    return {k: dict(v) for k, v in ledger.roles.items()}
 
 
 def _student(cfg: RecipeConfig) -> Path:

@@ -67,15 +67,34 @@ class UsageLedger:
         completion_tokens: int = 0,
         repaired: int = 0,
         failed: int = 0,
+        check: bool = True,
     ) -> None:
-        """Count requests of ``role``; raises :class:`TooManyFailures` when the policy says stop."""
+        """Count requests of ``role``; raises :class:`TooManyFailures` when the policy says stop (unless
+        ``check=False``: totals taken after the fact are saved first, then :meth:`check` decides)."""
         r = self.roles[role]
         r["requests"] += requests
         r["prompt_tokens"] += prompt_tokens
         r["completion_tokens"] += completion_tokens
         r["repaired"] += repaired
         r["failed"] += failed
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        """Apply the failure policy to this invocation's totals."""
         self.policy.check(self.stage, self.total("requests"), self.total("failed"))
+
+    def add_backend(self, role: str, backend: Any) -> None:
+        """Add what a :class:`~datadojo.llm.base.ChatBackend` counted in its ``usage`` (no policy check)."""
+        u = backend.usage
+        self.add(
+            role,
+            requests=u.requests + u.failures,
+            prompt_tokens=u.prompt_tokens,
+            completion_tokens=u.completion_tokens,
+            failed=u.failures,
+            check=False,
+        )
 
     def total(self, count: str) -> int:
         return sum(r[count] for r in self.roles.values())
