@@ -3,6 +3,7 @@ documented sweep makes valid variants; and the ``datadojo recipe`` command plans
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,20 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in res.output
     res = runner.invoke(app, ["recipe", "run", str(bad), "--sweep", "stages.rl.gamma_mode"])
     assert res.exit_code == 2 and "KEY=V1,V2" in res.output
+
+
+def test_cli_ctrl_c_exits_130_and_the_rerun_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datadojo.recipes.datamind as dm
+
+    path = write_recipe("datamind", tmp_path, tmp_path / "student")
+    (tmp_path / "student").mkdir()
+
+    def interrupted(ctx: object) -> dict:
+        raise KeyboardInterrupt
+
+    stages = (dm.STAGES[0], dataclasses.replace(dm.STAGES[1], run=interrupted))  # Ctrl-C during synthesis
+    monkeypatch.setattr(dm, "STAGES", stages)
+    res = runner.invoke(app, ["recipe", "run", str(path)])
+    assert res.exit_code == 130 and "rerun the same command to resume" in res.output
+    plan = runner.invoke(app, ["recipe", "plan", str(path)], env={"COLUMNS": "200"})
+    assert plan.exit_code == 0 and "1 stage runs to do, 1 cached" in plan.output  # corpus committed

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor
-from datadojo.cli._ui import progress_bar
+from datadojo.cli._ui import error_exit, progress_bar
+from datadojo.errors import ExitCode
 
 __all__ = ["recipe_app", "register"]
 
@@ -89,6 +90,13 @@ def _go(
     try:
         with bars:
             result = run(cfg, sweeps=sweeps, progress=progress, on_stage=on_stage, executor=remote)
+    except KeyboardInterrupt:
+        typer.echo(
+            "interrupted: finished stages are committed; rerun the same command to resume the rest", err=True
+        )
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except OSError as exc:  # a file the OS refuses (bad settings and records raise a DataDojoError)
+        raise error_exit(exc) from exc
     finally:
         if remote is not None:
             remote.close()
