@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["DataDojoError", "ExitCode", "MissingExtraError", "UnknownNameError", "require_extra"]
+__all__ = [
+    "DataDojoError",
+    "ExitCode",
+    "MissingExtraError",
+    "ResumeError",
+    "UnknownNameError",
+    "require_extra",
+]
 
 
 class ExitCode(enum.IntEnum):
@@ -71,3 +78,11 @@ def require_extra(extra: str, what: str, *modules: str) -> None:
         raise MissingExtraError(
             f"{what} needs {', '.join(missing)}, not installed here: pip install 'datadojo[{extra}]'"
         )
+
+
+class ResumeError(DataDojoError, ValueError):
+    """A run folder holds a run made with other settings: resuming it would mix two runs' outputs.
+
+    The message names the folder and each setting that differs (was / now), so the user can rerun with the
+    same settings or choose another folder. Raised by :class:`datadojo.runs.RunFolder`.
+    """

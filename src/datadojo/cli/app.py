@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "eval",
     "exec",
+    "recipe",
     "score",
     "synth",
     "train",
@@ -53,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("synth", "Synthesise training and benchmark data with a teacher model: DataMind and SciDataSailor."),
     "train": ("train", "Train agents: SFT with environment masking, RL with the mixed SFT + DAPO objective or GRPO."),
     "export": ("train", "Export trajectories / tasks for LLaMA-Factory, TRL or verl."),
+    "recipe": ("recipe", "Run a paper's whole recipe (DataMind, SciDataSailor, EnvLunch) from one TOML file; resumable."),
     "warmup": ("warmup", "EnvLunch warm-up (arXiv 2610.33817): verifiable agent tasks made from databases and tables."),
 }  # fmt: skip
 

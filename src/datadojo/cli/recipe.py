@@ -1,0 +1,148 @@
+"""``datadojo recipe run|plan CONFIG``: a paper end to end from one TOML file (docs/recipes.md).
+
+Thin over :mod:`datadojo.recipes`: the command reads the file, applies ``--out`` / ``--sweep`` /
+``--executor``, shows the plan (what is cached, what runs and why), runs it with a progress bar per stage,
+and ends with a table of every stage and the report's paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor
+from datadojo.cli._ui import error_exit, progress_bar
+from datadojo.errors import ExitCode
+
+__all__ = ["recipe_app", "register"]
+
+recipe_app = typer.Typer(
+    help="Run a paper's recipe end to end from one TOML config: corpus → synthesis → curation → train sft → "
+    "RL tasks → train rl → eval of base/SFT/RL → report. Stages are cached by the content of their inputs, "
+    "their settings and their code, so a rerun after an edit redoes only what the edit reaches, and a "
+    "killed run resumes. Examples: examples/recipes/*.toml.",
+    no_args_is_help=True,
+)
+
+SWEEP_HELP = (
+    "KEY=V1,V2: run the recipe once per value of a dotted setting (repeat for a grid), e.g. "
+    "stages.curation.strategy=con-select,non-con or stages.rl.gamma_mode=cosine,linear; stages whose inputs "
+    "are the same in several variants run once; the report plots the variants."
+)
+STATUS_STYLE = {"cached": "green", "run": "yellow", "rerun": "yellow", "shared": "cyan"}
+
+
+def _plan_table(items: list[Any], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("variant", "stage", "status", "why", "key"):
+        table.add_column(col)
+    for i in items:
+        style = STATUS_STYLE.get(i.status, "")
+        why = "; ".join(i.why) + ("; fans out on --executor" if i.executor else "")
+        table.add_row(i.variant, i.stage, f"[{style}]{i.status}[/{style}]", why, i.key[:12])
+    return table
+
+
+def _load(config: Path, out: Path | None, executor: str | None) -> Any:
+    from datadojo.recipes import load_recipe
+
+    return load_recipe(config, out=str(out.resolve()) if out else None, executor=executor)
+
+
+def _go(
+    config: Path, out: Path | None, sweep: list[str], executor: str | None, ray_address: str | None, dry: bool
+) -> None:
+    from datadojo.recipes import parse_sweeps, run
+
+    console = Console(stderr=True)
+    cfg = _load(config, out, executor)
+    sweeps = parse_sweeps(sweep)
+    if dry:
+        result = run(cfg, sweeps=sweeps, dry_run=True)
+        Console().print(_plan_table(result.items, f"plan of {config} ({cfg.recipe}) in {result.out}"))
+        n = sum(i.status in ("run", "rerun") for i in result.items)
+        typer.echo(f"{n} stage runs to do, {sum(i.status == 'cached' for i in result.items)} cached")
+        return
+    address = ray_address or cfg.ray_address
+    remote = cli_executor(cfg.executor, address, 64) if cfg.executor != "local" or address else None
+    bars = progress_bar(console, "{task.description}", transient=False)
+    tasks: dict[str, Any] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage in tasks:
+            bars.update(tasks[stage], completed=done, total=max(total, 1))
+
+    def on_stage(item: Any, event: str) -> None:
+        label = f"{item.variant} · {item.stage}"
+        if event == "cached":
+            console.print(f"[green]cached[/green] {label}")
+        elif event == "start":
+            tasks[item.stage] = bars.add_task(label, total=None)
+        elif event == "done" and item.stage in tasks:
+            bars.update(tasks[item.stage], completed=1, total=1)
+            bars.remove_task(tasks.pop(item.stage))
+            console.print(f"[yellow]ran[/yellow]    {label}")
+
+    try:
+        with bars:
+            result = run(cfg, sweeps=sweeps, progress=progress, on_stage=on_stage, executor=remote)
+    except KeyboardInterrupt:
+        typer.echo(
+            "interrupted: finished stages are committed; rerun the same command to resume the rest", err=True
+        )
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except OSError as exc:  # a file the OS refuses (bad settings and records raise a DataDojoError)
+        raise error_exit(exc) from exc
+    finally:
+        if remote is not None:
+            remote.close()
+    table = Table(title=f"{cfg.recipe} recipe in {result.out}")
+    for col in ("variant", "stage", "status", "seconds"):
+        table.add_column(col)
+    for i in result.items:
+        table.add_row(i.variant, i.stage, i.status, f"{result.elapsed.get((i.variant, i.stage), 0.0):.1f}")
+    Console().print(table)
+    for kind, path in result.report.items():
+        typer.echo(f"report ({kind}): {path}")
+
+
+_CONFIG = typer.Argument(
+    ..., exists=True, dir_okay=False, help="the recipe's TOML file (examples/recipes/*.toml)"
+)
+_OUT = typer.Option(None, "--out", "-o", help="run folder (default: the file's `out`)")
+_SWEEP = typer.Option([], "--sweep", help=SWEEP_HELP)
+_EXECUTOR = typer.Option(None, "--executor", help=EXECUTOR_HELP + " Default: the file's `executor` (local).")
+_RAY = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP)
+
+
+@recipe_app.command("run")
+def run_cmd(
+    config: Path = _CONFIG,
+    out: Path | None = _OUT,
+    sweep: list[str] = _SWEEP,
+    executor: str | None = _EXECUTOR,
+    ray_address: str | None = _RAY,
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what would rerun; run nothing"),
+) -> None:
+    """Run the recipe: every stage not cached, then the report (OUT/report.html, OUT/report.md)."""
+    _go(config, out, sweep, executor, ray_address, dry_run)
+
+
+@recipe_app.command("plan")
+def plan_cmd(
+    config: Path = _CONFIG,
+    out: Path | None = _OUT,
+    sweep: list[str] = _SWEEP,
+    executor: str | None = _EXECUTOR,
+) -> None:
+    """Print the plan: each stage's key, cached or to run, and why (same as `recipe run --dry-run`)."""
+    _go(config, out, sweep, executor, None, True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``recipe`` command group to the ``datadojo`` app."""
+    app.add_typer(recipe_app, name="recipe")

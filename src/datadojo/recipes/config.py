@@ -1,0 +1,136 @@
+"""One TOML file per recipe run: inputs, models, stage settings, benchmarks (docs/recipes.md).
+
+The file's sections map onto the library's own configuration classes, so a recipe has no settings of its
+own to drift from the pipelines': ``[stages.synthesis]`` holds :class:`~datadojo.synth.datamind.DataMindConfig`
+keys for the DataMind recipe, ``[stages.sft]`` :class:`~datadojo.train.config.SFTConfig` keys, and so on.
+Each stage validates its section before anything runs (``recipe plan`` reports a misspelt key naming the
+section). Relative paths are read against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from datadojo.config import ConfigError, Settings
+
+__all__ = [
+    "RECIPES",
+    "BenchmarkSpec",
+    "ModelsConfig",
+    "RecipeConfig",
+    "load_recipe",
+    "model_identity",
+    "parse_value",
+]
+
+RECIPES = ("datamind", "envlunch", "sailor")
+
+
+class ModelsConfig(Settings):
+    """Who writes, who judges, who learns (model specs as everywhere: ``openai:M@URL`` or a local path)."""
+
+    teacher: str | None = Field(None, description="model spec of the teacher that synthesises data")
+    judge: str | None = Field(None, description="model spec of the judge (default: the teacher)")
+    student: str = Field(
+        ..., description="local checkpoint folder of the model trained (the base checkpoint)"
+    )
+
+
+class BenchmarkSpec(Settings):
+    """One benchmark every checkpoint is evaluated on (:class:`~datadojo.eval.harness.EvalConfig` keys)."""
+
+    bench: str = Field(..., description="benchmark name (`datadojo eval --help` lists them)")
+    data: str = Field(..., description="the benchmark's data file or folder")
+    name: str | None = Field(None, description="column title in the report (default: bench)")
+    limit: int | None = Field(None, description="only the first N tasks")
+    n_trials: int = Field(3, description="trials per task (DataMind §5.1: 3)")
+    max_turns: int | None = Field(None, description="turn budget (default: the benchmark's)")
+    max_tokens: int | None = Field(None, description="tokens per model turn (default: the backend's)")
+    options: dict[str, Any] = Field(default_factory=dict, description="the benchmark loader's options")
+
+    @property
+    def title(self) -> str:
+        return self.name or self.bench
+
+
+class RecipeConfig(Settings):
+    """A recipe run (module docstring)."""
+
+    recipe: Literal["datamind", "envlunch", "sailor"]
+    out: str = Field("runs/recipe", description="folder of the run: stage caches, the report")
+    inputs: list[str] = Field(
+        ..., description="data files / folders (datamind, envlunch) or dataset folders (sailor)"
+    )
+    models: ModelsConfig
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per stage")
+    benchmarks: list[BenchmarkSpec] = Field(default_factory=list)
+    executor: Literal["local", "ray"] = Field("local", description="where stages that can fan out run")
+    ray_address: str | None = None
+    base_dir: str = Field(".", description="folder relative paths are read against (the config file's)")
+
+    def path(self, value: str) -> Path:
+        """``value`` as a path: relative ones against :attr:`base_dir`."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+
+    def stage(self, name: str) -> dict[str, Any]:
+        """The settings section of stage ``name`` (empty when the file has none)."""
+        return copy.deepcopy(self.stages.get(name, {}))
+
+    def with_setting(self, key: str, value: Any) -> RecipeConfig:
+        """A copy with one dotted setting replaced (``stages.curation.strategy``, ``models.student``)."""
+        data = self.model_dump(mode="python")
+        parts = key.split(".")
+        node: Any = data
+        for part in parts[:-1]:
+            if isinstance(node, list):
+                node = node[int(part)]
+                continue
+            if not isinstance(node, dict):
+                raise ConfigError(f"--sweep {key}: {part!r} is not a section")
+            node = node.setdefault(part, {})
+        if isinstance(node, list):
+            node[int(parts[-1])] = value
+        else:
+            node[parts[-1]] = value
+        return RecipeConfig.model_validate(data)
+
+
+def model_identity(spec: str | None) -> str | None:
+    """What a stage key records of a served model: the spec without its ``@BASE_URL`` (the same model moved
+    to another host or port makes the same data; a different model name or option does not)."""
+    if spec is None or not spec.startswith("openai:"):
+        return spec
+    head, _, rest = spec.partition("@")
+    opts = rest.partition("?")[2]
+    return head + (f"?{opts}" if opts else "")
+
+
+def parse_value(text: str) -> Any:
+    """A sweep value as TOML reads it (``0.5`` a float, ``true`` a bool, ``[1,2]`` a list), else the text."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def load_recipe(path: str | Path, **overrides: Any) -> RecipeConfig:
+    """Read a recipe file; errors name the file (and the field, from pydantic)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: recipe file not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    data.setdefault("base_dir", str(path.resolve().parent))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RecipeConfig.model_validate(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc

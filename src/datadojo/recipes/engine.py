@@ -1,0 +1,273 @@
+"""The stage-graph engine: plan, run (cached, resumable), sweep.
+
+A recipe is a tuple of :class:`Stage` objects in dependency order. For each stage the engine computes a
+key (:func:`datadojo.runs.stage_key`) from
+
+* the stage's settings (what :attr:`Stage.settings` takes from the recipe config: its own section, the
+  models it calls, the benchmarks it runs);
+* the content of the external inputs it reads (:attr:`Stage.inputs`: data files, the base checkpoint);
+* the keys of the stages it depends on;
+* its code version: the source of the modules it runs (:attr:`Stage.code`; prompts and data files of a
+  package count, so an edited prompt reruns the stage that sends it).
+
+A stage whose key is committed in the cache (:class:`datadojo.runs.StageCache` under ``OUT/stages``) is
+not run; the others run in their cache folder and are committed when they return. So an edit reruns
+exactly the stages below it; a killed run leaves the current stage uncommitted, and the rerun enters the
+same folder, where the library stage resumes on its own files (pipelines, eval and trainers all do).
+
+A sweep is several configurations (one per value combination); their stages with equal keys are the same
+cache entry, so shared stages run once. ``OUT/plan.json`` keeps each variant's key parts of the last run,
+which lets ``--dry-run`` say *why* a stage would rerun (settings, input, upstream or code changed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datadojo.errors import DataDojoError
+from datadojo.fs import write_json_atomic
+from datadojo.recipes.config import RecipeConfig, parse_value
+from datadojo.runs import (
+    CacheEntry,
+    ProgressHook,
+    RunFolder,
+    StageCache,
+    code_version,
+    content_hash,
+    stage_key,
+)
+from datadojo.runs.progress import null_progress
+
+__all__ = [
+    "PlanItem",
+    "RecipeError",
+    "RecipeResult",
+    "Stage",
+    "StageContext",
+    "Variant",
+    "parse_sweeps",
+    "plan",
+    "run_recipe",
+    "variants",
+]
+
+
+class RecipeError(DataDojoError, ValueError):
+    """A recipe that cannot run as configured, or a stage whose input carries nothing; names the stage."""
+
+
+@dataclass
+class StageContext:
+    """What a stage's function gets: its folder, the committed outputs of its dependencies, the config."""
+
+    config: RecipeConfig
+    stage: Stage
+    out: Path
+    upstream: dict[str, CacheEntry]
+    progress: Callable[[int, int], None]
+    executor: Any = None
+
+    def dep(self, name: str) -> dict[str, Any]:
+        """The manifest of dependency ``name`` (what its function returned)."""
+        return self.upstream[name].manifest
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One node of a recipe: ``run(ctx) -> manifest`` (JSON-able; paths as strings)."""
+
+    name: str
+    title: str
+    run: Callable[[StageContext], dict[str, Any]]
+    deps: tuple[str, ...] = ()
+    settings: Callable[[RecipeConfig], dict[str, Any]] = lambda cfg: {}
+    inputs: Callable[[RecipeConfig], list[Path]] = lambda cfg: []
+    code: tuple[str, ...] = ()
+    executor: bool = False  # runs its fan-out on --executor ray
+    check: Callable[[RecipeConfig], None] | None = None  # validates the settings before anything runs
+
+
+@dataclass
+class Variant:
+    """One configuration of a sweep: ``label`` (``key=value, ...``; ``base`` without a sweep)."""
+
+    label: str
+    values: dict[str, Any]
+    config: RecipeConfig
+
+
+@dataclass
+class PlanItem:
+    variant: str
+    stage: str
+    title: str
+    key: str
+    status: str  # "cached", "run" (never run), "rerun" (ran before under another key), "shared"
+    why: list[str] = field(default_factory=list)
+    executor: bool = False
+
+
+@dataclass
+class RecipeResult:
+    """What a run did: the plan it followed and, per variant, each stage's committed entry."""
+
+    out: Path
+    items: list[PlanItem]
+    entries: dict[str, dict[str, CacheEntry]]
+    elapsed: dict[tuple[str, str], float]
+    report: dict[str, Path] = field(default_factory=dict)
+
+
+def parse_sweeps(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``["stages.curation.strategy=a,b", ...]`` → ``{key: [values]}`` (values read as TOML scalars)."""
+    out: dict[str, list[Any]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise RecipeError(
+                f"--sweep {spec!r}: expected KEY=V1,V2 (e.g. stages.curation.strategy=con-select,non-con)"
+            )
+        out[key.strip()] = [parse_value(v.strip()) for v in values.split(",")]
+    return out
+
+
+def variants(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None = None) -> list[Variant]:
+    """Every combination of the sweep values (the base config alone without a sweep)."""
+    if not sweeps:
+        return [Variant("base", {}, config)]
+    keys = list(sweeps)
+    out = []
+    for combo in itertools.product(*(sweeps[k] for k in keys)):
+        cfg = config
+        for k, v in zip(keys, combo, strict=True):
+            cfg = cfg.with_setting(k, v)
+        values = dict(zip(keys, combo, strict=True))
+        out.append(Variant(", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()), values, cfg))
+    return out
+
+
+def _key_parts(stage: Stage, cfg: RecipeConfig, keys: Mapping[str, str]) -> dict[str, str]:
+    """The four things a key is made of, each hashed (``plan.json`` stores them to explain reruns)."""
+    try:
+        inputs = [content_hash(p) for p in stage.inputs(cfg)]
+    except FileNotFoundError as exc:
+        raise RecipeError(f"stage {stage.name}: {exc}") from exc
+    return {
+        "settings": content_hash(stage.settings(cfg)),
+        "inputs": content_hash(inputs),
+        "upstream": content_hash({d: keys[d] for d in stage.deps}),
+        "code": code_version(stage.code) if stage.code else "",
+    }
+
+
+def _load_last(out: Path) -> dict[str, Any]:
+    try:
+        return json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def plan(
+    stages: Sequence[Stage], vs: Sequence[Variant], cache: StageCache, out: Path
+) -> tuple[list[PlanItem], dict[str, dict[str, dict[str, str]]]]:
+    """Each variant's stages with their keys and whether they run; also the key parts (for ``plan.json``)."""
+    last = _load_last(out).get("variants", {})
+    items: list[PlanItem] = []
+    parts_of: dict[str, dict[str, dict[str, str]]] = {}
+    planned: set[tuple[str, str]] = set()
+    for v in vs:
+        keys: dict[str, str] = {}
+        parts_of[v.label] = {}
+        for st in stages:
+            if st.check is not None:
+                st.check(v.config)
+            parts = _key_parts(st, v.config, keys)
+            key = stage_key(st.name, parts, code=parts["code"])
+            keys[st.name] = key
+            parts_of[v.label][st.name] = {**parts, "key": key}
+            if cache.lookup(st.name, key) is not None:
+                status, why = "cached", []
+            elif (st.name, key) in planned:
+                status, why = "shared", ["same key as an earlier variant: computed once"]
+            else:
+                before = (last.get(v.label) or {}).get(st.name) or next(
+                    (s[st.name] for s in last.values() if st.name in s), None
+                )
+                if before is None:
+                    status, why = "run", ["not run before"]
+                else:
+                    status = "rerun"
+                    why = [
+                        f"{p} changed"
+                        for p in ("settings", "inputs", "upstream", "code")
+                        if before.get(p) != parts[p]
+                    ]
+                    why = why or ["its earlier output is gone"]
+            planned.add((st.name, key))
+            items.append(PlanItem(v.label, st.name, st.title, key, status, why, st.executor))
+    return items, parts_of
+
+
+def run_recipe(
+    stages: Sequence[Stage],
+    config: RecipeConfig,
+    *,
+    sweeps: Mapping[str, Sequence[Any]] | None = None,
+    dry_run: bool = False,
+    progress: ProgressHook | None = None,
+    on_stage: Callable[[PlanItem, str], None] | None = None,
+    executor: Any = None,
+    finish: Callable[[RecipeResult, list[Variant]], dict[str, Path]] | None = None,
+) -> RecipeResult:
+    """Plan, then (unless ``dry_run``) run every stage not cached, variant by variant; then ``finish``
+    (the report). ``on_stage(item, "start" | "done" | "cached")`` follows the run."""
+    out = config.path(config.out)
+    vs = variants(config, sweeps)
+    root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
+    cache = StageCache(root.path / "stages")
+    hook = progress or null_progress
+    try:
+        items, parts_of = plan(stages, vs, cache, out)
+        result = RecipeResult(out, items, {}, {})
+        if dry_run:
+            return result
+        by_name = {s.name: s for s in stages}
+        for v in vs:
+            result.entries[v.label] = {}
+            for item in (i for i in items if i.variant == v.label):
+                st = by_name[item.stage]
+                entry = cache.lookup(st.name, item.key)
+                if entry is not None:
+                    result.entries[v.label][st.name] = entry
+                    if on_stage:
+                        on_stage(item, "cached")
+                    continue
+                if on_stage:
+                    on_stage(item, "start")
+                folder = cache.begin(st.name, item.key, parts_of[v.label][st.name])
+                ctx = StageContext(
+                    v.config,
+                    st,
+                    folder.path,
+                    {d: result.entries[v.label][d] for d in st.deps},
+                    lambda done, total, name=st.name: hook(name, done, total),
+                    executor if st.executor else None,
+                )
+                t0 = time.perf_counter()
+                manifest = st.run(ctx)
+                result.elapsed[(v.label, st.name)] = time.perf_counter() - t0
+                result.entries[v.label][st.name] = cache.commit(st.name, item.key, manifest)
+                if on_stage:
+                    on_stage(item, "done")
+        write_json_atomic(out / "plan.json", {"recipe": config.recipe, "variants": parts_of})
+        if finish is not None:
+            result.report = finish(result, vs)
+        return result
+    finally:
+        cache.close()

@@ -1,0 +1,157 @@
+"""The SciDataSailor recipe: dataset folders → DF-FPU tree-search exploration with strategy→tool expansion
+and QC (§4) → curation (the trajectories QC kept; the QA pairs with evidence as RL tasks) → SFT → RL → eval of
+base, SFT and RL → the Table 3-shaped report.
+
+``[stages.synthesis]`` holds :class:`~datadojo.synth.sailor.SailorConfig` keys plus ``seeds`` (ids or levels
+of the bundled seeds, default all), ``concurrency`` (units at once) and ``structured`` (how JSON is asked
+for). The DF-FPU / branching ablations are sweeps over its keys (``stages.synthesis.fpu_reduction``,
+``stages.synthesis.k_max``, ...). RL rewards answers with DataMind's reward (the tolerant matcher): the
+sailor QA answers are short values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from datadojo.jsonl import read_tasks
+from datadojo.recipes.config import RecipeConfig, model_identity
+from datadojo.recipes.engine import RecipeError, Stage, StageContext
+from datadojo.recipes.stages import (
+    count_lines,
+    eval_stages,
+    record_usage,
+    rl_stage,
+    rl_tasks_stage,
+    sft_stage,
+)
+
+__all__ = ["STAGES"]
+
+_OWN = ("seeds", "concurrency", "structured", "max_failed_fraction")
+
+
+def _inputs(cfg: RecipeConfig) -> list[Path]:
+    return [cfg.path(p) for p in cfg.inputs]
+
+
+def _sailor_config(cfg: RecipeConfig) -> Any:
+    from datadojo.synth.sailor import SailorConfig
+
+    section = cfg.stage("synthesis")
+    return SailorConfig.model_validate({k: v for k, v in section.items() if k not in _OWN})
+
+
+def _run_corpus(ctx: StageContext) -> dict[str, Any]:
+    folders = _inputs(ctx.config)
+    bad = [str(p) for p in folders if not p.is_dir()]
+    if bad:
+        raise RecipeError(f"corpus: not a dataset folder: {', '.join(bad)}")
+    files = {str(p): sum(1 for f in p.rglob("*") if f.is_file()) for p in folders}
+    empty = [p for p, n in files.items() if n == 0]
+    if empty:
+        raise RecipeError(f"corpus: empty dataset folder: {', '.join(empty)}")
+    return {"folders": [str(p) for p in folders], "files": files}
+
+
+async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
+    from datadojo.llm import load_backend
+    from datadojo.synth.sailor import load_seeds, run_sailor
+
+    section = ctx.config.stage("synthesis")
+    if not ctx.config.models.teacher:
+        raise RecipeError("synthesis: the sailor recipe needs models.teacher (the exploring policy)")
+    seeds = load_seeds(only=section.get("seeds"))
+    policy = load_backend(ctx.config.models.teacher)
+    judge = load_backend(ctx.config.models.judge) if ctx.config.models.judge else None
+    folders = ctx.dep("corpus")["folders"]
+    total = len(folders) * len(seeds)
+    done = [0]
+
+    def on_unit(_rec: dict[str, Any]) -> None:
+        done[0] += 1
+        ctx.progress(done[0], total)
+
+    try:
+        await run_sailor(
+            folders,
+            seeds,
+            policy=policy,
+            judge=judge,
+            out=ctx.out,
+            config=_sailor_config(ctx.config),
+            concurrency=int(section.get("concurrency", 1)),
+            mode=section.get("structured", "auto"),
+            on_unit=on_unit,
+        )
+    finally:
+        await policy.aclose()
+        if judge is not None:
+            await judge.aclose()
+    return record_usage(ctx, {"policy": policy, "judge": judge})
+
+
+def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
+    usage = asyncio.run(_explore(ctx))
+    manifest = {
+        "usage": usage,
+        "folder": str(ctx.out),
+        "trajectories": count_lines(ctx.out / "trajectories.jsonl"),
+        "qc": count_lines(ctx.out / "qc.jsonl"),
+        "qa": count_lines(ctx.out / "qa.jsonl"),
+        "meta": count_lines(ctx.out / "meta.jsonl"),
+    }
+    if not manifest["trajectories"]:
+        raise RecipeError(f"synthesis: QC kept no trajectory (see {ctx.out / 'qc.jsonl'})")
+    return manifest
+
+
+def _run_curation(ctx: StageContext) -> dict[str, Any]:
+    """QC already chose (§4.2): the kept trajectories are the SFT set; QA pairs with an answer are RL tasks."""
+    from datadojo.jsonl import write_jsonl_atomic
+
+    src = Path(ctx.dep("synthesis")["folder"])
+    limit = ctx.config.stage("curation").get("max_rl_tasks")
+    qa = [t for t in read_tasks(src / "qa.jsonl") if t.answer is not None and str(t.answer).strip()]
+    if limit is not None:
+        qa = qa[: int(limit)]
+    rl = ctx.out / "rl_tasks.jsonl"
+    write_jsonl_atomic(rl, qa)
+    return {
+        "sft_data": str(src / "trajectories.jsonl"),
+        "kept": count_lines(src / "trajectories.jsonl"),
+        "rl_tasks": str(rl),
+        "n_rl_tasks": len(qa),
+    }
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("corpus", "check the dataset folders", _run_corpus, inputs=_inputs),
+    Stage(
+        "synthesis",
+        "DF-FPU exploration, QC, QA synthesis",
+        _run_synthesis,
+        deps=("corpus",),
+        settings=lambda cfg: {
+            "synthesis": cfg.stage("synthesis"),
+            "teacher": model_identity(cfg.models.teacher),
+            "judge": model_identity(cfg.models.judge),
+        },
+        inputs=_inputs,
+        code=("datadojo.synth.sailor", "datadojo.sandbox", "datadojo.protocol"),
+        check=_sailor_config,
+    ),
+    Stage(
+        "curation",
+        "QC-kept trajectories; QA pairs as RL tasks",
+        _run_curation,
+        deps=("synthesis",),
+        settings=lambda cfg: {"curation": cfg.stage("curation")},
+        code=("datadojo.recipes.sailor",),
+    ),
+    sft_stage(),
+    rl_tasks_stage(),
+    rl_stage(),
+    *eval_stages(),
+)
