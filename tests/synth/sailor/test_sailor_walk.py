@@ -5,18 +5,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing.sailor import FIRST_PROBE, WalkingSailor
 
-# Fails on main: the data folder is a symlink in the workspace and os.walk('.') does not follow it, so the first
-# probe prints nothing. The fix is the sandbox's (issue 21, defect 3; another branch): remove this mark when it
-# is merged — strict, so the merge that fixes it turns this into a failure until the mark goes.
-pytestmark = pytest.mark.xfail(strict=True, reason="needs the sandbox mount fix of issue 21 defect 3")
+# Before the sandbox mounted data folders as real read-only trees (issue 21, defect 3), the data folder was a
+# symlink in the workspace and os.walk('.') did not follow it, so this first probe printed nothing.
 
 
 def test_the_first_probe_os_walk_sees_every_file(dataset: Path, tmp_path: Path) -> None:
