@@ -124,4 +124,6 @@ def test_the_deferred_probe_runs_once_for_concurrent_first_requests(dead_url: st
 
     results = asyncio.run(main())
     assert probes == 1
-    assert all(isinstance(r, ServerUnreachableError) and "cannot reach the model server" in str(r) for r in results)
+    assert all(
+        isinstance(r, ServerUnreachableError) and "cannot reach the model server" in str(r) for r in results
+    )
