@@ -36,6 +36,7 @@ token mean is unchanged by the copies (each counts n times in numerator and deno
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -48,6 +49,8 @@ from datadojo.train.export import ExportError, ExportReport
 from datadojo.train.schedules import GammaSchedule
 from datadojo.train.verl_mixed import MixedCounts, gamma_mixed_loss, group_keep, mixed_counts
 from datadojo.types import Task, Trajectory
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "EXPERT_AGENT",
@@ -411,8 +414,6 @@ def register() -> dict[str, type]:
     if _REGISTERED:
         return _REGISTERED
     from verl.experimental.agent_loop.agent_loop import register as register_loop
-    from verl.trainer.ppo.v1 import register_trainer
-    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 
     loop = _expert_loop_class()
     loop.__module__, loop.__qualname__ = __name__, "DataDojoExpertAgentLoop"
@@ -420,14 +421,22 @@ def register() -> dict[str, type]:
     training, actor = _worker_classes()
     for cls, name in ((training, "DataDojoTrainingWorker"), (actor, "DataDojoActorRolloutRefWorker")):
         cls.__module__, cls.__qualname__ = __name__, name
-    trainer = TRAINER_REGISTRY.get(TRAINER_MODE) or register_trainer(TRAINER_MODE)(_trainer_class(actor))
-    trainer.__module__, trainer.__qualname__ = __name__, "DataDojoMixedTrainer"
+    try:  # verl's v1 trainers need TransferQueue, an optional dependency of verl's wheel
+        from verl.trainer.ppo.v1 import register_trainer
+        from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+    except ImportError as exc:
+        log.warning(
+            "verl's v1 trainer is not importable (%s): trainer mode %s not registered", exc, TRAINER_MODE
+        )
+    else:
+        trainer = TRAINER_REGISTRY.get(TRAINER_MODE) or register_trainer(TRAINER_MODE)(_trainer_class(actor))
+        trainer.__module__, trainer.__qualname__ = __name__, "DataDojoMixedTrainer"
+        _REGISTERED["DataDojoMixedTrainer"] = trainer
     _REGISTERED.update(
         {
             "DataDojoExpertAgentLoop": loop,
             "DataDojoTrainingWorker": training,
             "DataDojoActorRolloutRefWorker": actor,
-            "DataDojoMixedTrainer": trainer,
         }
     )
     return _REGISTERED
@@ -440,7 +449,9 @@ def __getattr__(name: str) -> Any:  # Hydra / Ray / pickle find the classes by m
         "DataDojoActorRolloutRefWorker",
         "DataDojoMixedTrainer",
     ):
-        return register()[name]
+        found = register().get(name)
+        if found is not None:
+            return found
     raise AttributeError(name)
 
 
