@@ -42,7 +42,7 @@ from datadojo.sandbox.worker.procfs import (
 from datadojo.sandbox.worker.reply import build_reply
 from datadojo.sandbox.worker.supervisor import Outcome, drain, supervise
 
-__all__ = ["Finish", "Worker", "main"]
+__all__ = ["Finish", "Worker", "main", "run_worker"]
 
 #: What runs after the reply has been sent: reaping, the sweep, forking the next spare child.
 Finish = Callable[[], None]
@@ -428,6 +428,15 @@ def main() -> None:
     settings = read_frame_fd(proto_in)
     if settings is None:
         return
+    run_worker(settings, proto_in, proto_out, devnull)
+
+
+def run_worker(settings: dict[str, Any], proto_in: int, proto_out: int, devnull: int) -> None:
+    """Set a worker up, say ``ready`` (or why not), serve until told to exit.
+
+    Shared by :func:`main` (a worker started as its own interpreter) and the pool's fork server
+    (:mod:`.forkserver`: a worker forked from an interpreter that imported the preload modules once).
+    """
     worker = Worker(settings, proto_in, proto_out, devnull)
     try:
         ready = worker.prepare()
