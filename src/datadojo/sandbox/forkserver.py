@@ -157,7 +157,7 @@ class ForkServer:
                 "a fork server cannot start bubblewrap sandboxes (use isolation landlock or none)"
             )
         # Not in a PID namespace of its own: the worker must sweep its own process tree only.
-        settings = {**plan.settings, "pidns": False}
+        settings = {**plan.settings, "pidns": False, "forked": True}
         plan = LaunchPlan(argv=[], env=plan.env, cwd=plan.cwd, isolation=plan.isolation, settings=settings)
         return ForkedWorkerProcess(self, plan, log_path, cell_uid)
 

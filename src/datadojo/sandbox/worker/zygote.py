@@ -113,10 +113,13 @@ class Worker:
                 preloaded.append(name)
             except Exception as exc:
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
-        warm_up(pandas=True)
-        # Objects that exist now are never collected in a child: a collection would touch (and so copy)
-        # every page the child shares with us.
-        gc.collect()
+        if not self.settings.get("forked"):
+            # A worker forked by the pool's fork server skips this: the server warmed up and froze
+            # before forking, and doing it again here would only copy the pages it shares with it.
+            warm_up(pandas=True)
+            # Objects that exist now are never collected in a child: a collection would touch (and so
+            # copy) every page the child shares with us.
+            gc.collect()
         gc.freeze()
         landlock = self._landlock()
         self._start_execution_process()
