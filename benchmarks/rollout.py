@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _loopback import TURNS, LoopbackProcess, yardstick_ms
-from _sandbox_cost import describe, warm_cost
+from _sandbox_cost import cpu_s, describe, tree, warm_cost
 
 from datadojo.agent import AgentConfig, run_rollouts
 from datadojo.llm import load_backend
@@ -165,6 +165,15 @@ async def bare_client_cpu(url: str, bodies: list[dict[str, Any]], c: int = 32, *
     return best
 
 
+def pool_cpu_s(pool: SandboxPool) -> float:
+    """CPU seconds spent so far by the pool's sandboxes: their process trees (and the fork server's)."""
+    server = pool._server
+    if server is not None and server.pid:
+        return cpu_s(tree(server.pid))
+    sandboxes = [*pool._ready, *pool._active]
+    return sum(cpu_s(tree(sb._worker.proc.pid)) for sb in sandboxes if sb._worker and sb._worker.proc)
+
+
 def machine_cpu_s() -> float:
     """CPU seconds the whole machine spent (user+nice+system+irq+softirq) from /proc/stat."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
@@ -224,19 +233,19 @@ async def full_stack(
     await pool.start()
     warm_s, warm_cpu = time.perf_counter() - t0, time.process_time() - cpu0
     try:
-        m0 = machine_cpu_s()
+        m0, s0 = machine_cpu_s(), pool_cpu_s(pool)
         with LoopWatch() as watch:
             summary, drv_cpu, wall = await rollout(
                 tasks, model(url, c, None), c, lambda task: pool.session(task.files)
             )
-        machine = machine_cpu_s() - m0
+        machine, sandbox_cpu = machine_cpu_s() - m0, pool_cpu_s(pool) - s0
     finally:
         await pool.close()
     ideal = math.ceil(len(tasks) / c) * TURNS * latency
     return {"mode": mode, "wall": wall, "turns_s": summary.turns / wall, "ideal_turns_s": summary.turns / ideal,
             "fraction": ideal / wall, "warm_s": warm_s, "warm_driver_cpu": warm_cpu, "turns": summary.turns,
             "driver_cpu": drv_cpu, "machine_cpu": machine, "lag_s": watch.lag_s, "ticks": watch.ticks,
-            "gc_s": watch.gc_s}  # fmt: skip
+            "gc_s": watch.gc_s, "sandbox_cpu": sandbox_cpu}  # fmt: skip
 
 
 async def main() -> None:
@@ -314,10 +323,13 @@ async def main() -> None:
                 avail = cores * r["wall"]
                 harness = fast / 1000 * r["turns"]
                 other_drv = max(0.0, r["driver_cpu"] - harness)
-                sandbox = max(0.0, r["machine_cpu"] - r["driver_cpu"])
+                sandbox = r["sandbox_cpu"]
+                rest = max(0.0, r["machine_cpu"] - r["driver_cpu"] - sandbox)
                 print(f"      where the time goes ({cores} cores x {r['wall']:.1f} s = {avail:.0f} CPU s): "
                       f"harness {harness:.1f} s, other driver CPU (sandbox I/O, pool) {other_drv:.1f} s, "
-                      f"sandboxes + rest of machine {sandbox:.1f} s, idle {max(0.0, avail - r['machine_cpu']):.1f} s; "
+                      f"sandbox processes {sandbox:.1f} s ({sandbox / r['turns'] * 1000:.1f} ms per turn), "
+                      f"rest of the machine (model server, other jobs) {rest:.1f} s, "
+                      f"idle {max(0.0, avail - r['machine_cpu']):.1f} s; "
                       f"GC pauses {r['gc_s']:.2f} s; event-loop lag {r['lag_s']:.1f} s over {r['ticks']} ticks "
                       f"({r['lag_s'] / max(1, r['ticks']) * 1000:.1f} ms per 10 ms tick)")  # fmt: skip
                 if mode == "persistent":
