@@ -81,6 +81,8 @@ class Worker:
             parent=self.pid,
             seed=self.seed,
             devnull=devnull,
+            # Forked by the pool's fork server: no pandas warm-up per kernel (CPU and pages per sandbox).
+            warm_kernel=not settings.get("forked"),
         )
         self.kernel: Kernel | None = None
         self.spare: Child | None = None
