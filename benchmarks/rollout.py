@@ -19,8 +19,9 @@ process's CPU time is the harness alone. Printed, all measured in this one run:
    (target >= 70 % of ideal) and chunked mode beside it; ideal turns/s = concurrency / latency. The pool's
    warm-up (all workers started before timing) is printed separately, with its CPU cost per sandbox. Where
    the rest goes: the driver's CPU split into harness (per turn, from 1.), event-loop lag (how late a 10 ms
-   timer fires), GC pauses (``gc.callbacks``), and the sandbox processes' CPU (the whole machine's CPU time
-   from ``/proc/stat`` minus the driver's).
+   timer fires), GC pauses (``gc.callbacks``), the sandbox processes' own CPU (their process trees, from
+   ``/proc/<pid>/stat``), and the rest of the machine (``/proc/stat`` minus both: the model server and
+   whatever else runs). ``--fork-server`` adds persistent sandboxes forked from the pool's fork server.
 
 4. **pool warm-up and memory** (``--warm 128 --cold 16``): CPU per sandbox of a pool started cold (today:
    one interpreter and one pandas import per sandbox; at the default level and at Landlock) and of a pool
