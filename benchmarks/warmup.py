@@ -106,6 +106,10 @@ def bird_main(args: argparse.Namespace) -> None:
         print(f"SQLite connections opened by the build: {opened[0]} for {len(envs)} environments and up to "
               f"{sql_checks} per-copy SQL checks (one connection per copy, reused by every check)")  # fmt: skip
     print(f"ratio to the paper's {PAPER_RATE:.2f} tasks/s: {rate / PAPER_RATE:.2f} x")
+    if args.workers == 1:
+        shared = opened[0] < sql_checks
+        print(f"verdict: the per-copy SQL check shares one connection per copy: {opened[0]} connections for up "
+              f"to {sql_checks} checks -> {'met' if shared else 'NOT met'}")  # fmt: skip
     print(f"verdict: >= {BIRD_TARGET:g} tasks/s on 60+ MB databases: {rate:.2f} tasks/s -> "
           f"{'met' if rate >= BIRD_TARGET else 'NOT met'}")  # fmt: skip
 

@@ -16,6 +16,8 @@ import os
 from collections.abc import AsyncIterator, Sequence
 
 from datadojo.sandbox.config import SandboxConfig
+from datadojo.sandbox.forkserver import ForkServer
+from datadojo.sandbox.install import default_install_dir
 from datadojo.sandbox.session import Sandbox, SandboxError
 from datadojo.types import DataFile
 
@@ -50,6 +52,8 @@ class SandboxPool:
         self._active: set[Sandbox] = set()
         self._closed = False
         self._failure: BaseException | None = None
+        self._server: ForkServer | None = None
+        self._server_lock = asyncio.Lock()
 
     @property
     def in_use(self) -> int:
@@ -82,7 +86,7 @@ class SandboxPool:
 
     async def _spawn(self) -> None:
         try:
-            sandbox = await Sandbox.launch(self.config)
+            sandbox = await Sandbox.launch(self.config, fork_server=await self._fork_server())
         except Exception as exc:
             log.error("sandbox pool: starting a warm sandbox failed: %s", exc)
             self._failure = exc
@@ -93,6 +97,24 @@ class SandboxPool:
             return
         self._ready.append(sandbox)
         self._wake()
+
+    async def _fork_server(self) -> ForkServer | None:
+        """With ``config.fork_server``: the pool's one pre-imported interpreter, started on first use."""
+        if not self.config.fork_server:
+            return None
+        async with self._server_lock:
+            if self._server is None or not self._server.alive:
+                if self._server is not None:
+                    await self._server.close()
+                extra = (
+                    [self.config.install_dir or str(default_install_dir())]
+                    if self.config.auto_install
+                    else []
+                )
+                server = ForkServer(self.config.preload, extra_paths=extra)
+                await server.start(self.config.start_timeout_s)
+                self._server = server
+            return self._server
 
     def _wake(self) -> None:
         while self._waiters:
@@ -109,7 +131,8 @@ class SandboxPool:
                     return sandbox
                 await sandbox.close()
             if not self._starting or self._failure is not None:
-                sandbox = await Sandbox.launch(self.config)  # raises what stopped the warm start
+                # raises what stopped the warm start
+                sandbox = await Sandbox.launch(self.config, fork_server=await self._fork_server())
                 self._failure = None  # it works (again): pre-warming resumes
                 return sandbox
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -174,6 +197,9 @@ class SandboxPool:
         sandboxes = [*self._ready, *self._active]
         self._ready.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
 
     async def __aenter__(self) -> SandboxPool:
         return self

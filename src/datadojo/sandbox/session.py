@@ -78,7 +78,8 @@ class WorkerProcess:
             return ""
         return data.decode("utf-8", "replace").strip()
 
-    async def start(self, timeout_s: float) -> None:
+    async def _open(self) -> None:
+        """Start the process (a fork server's handle forks it instead: :mod:`datadojo.sandbox.forkserver`)."""
         with open(self.log_path, "ab") as log_file:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.plan.argv,
@@ -90,6 +91,9 @@ class WorkerProcess:
                 start_new_session=True,
                 limit=1 << 20,
             )
+
+    async def start(self, timeout_s: float) -> None:
+        await self._open()
         try:
             self._send({"op": "init", **self.plan.settings})
             reply = await asyncio.wait_for(self._receive(), timeout_s)
@@ -215,6 +219,7 @@ class Sandbox:
         self._closed = False
         self._worker_starts = 0
         self._install_dir = Path(config.install_dir) if config.install_dir else default_install_dir()
+        self._fork_server: Any = None  # a pool's ForkServer forks the worker instead of starting one
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
@@ -231,8 +236,12 @@ class Sandbox:
         return sandbox
 
     @classmethod
-    async def launch(cls, config: SandboxConfig | None = None) -> Sandbox:
-        """Start a sandbox with an empty workspace (what a pool keeps warm); add files later."""
+    async def launch(cls, config: SandboxConfig | None = None, *, fork_server: Any = None) -> Sandbox:
+        """Start a sandbox with an empty workspace (what a pool keeps warm); add files later.
+
+        ``fork_server`` (a started :class:`~datadojo.sandbox.forkserver.ForkServer`, Landlock and reduced
+        levels): fork the worker from that pre-imported interpreter instead of starting one.
+        """
         config = config or SandboxConfig()
         isolation = await asyncio.to_thread(resolve_isolation, config.isolation)  # probes once, blocking
         uid = allocate_uid()
@@ -249,6 +258,7 @@ class Sandbox:
             keep=config.keep_workspace,
         )
         sandbox = cls(config, workspace, isolation, uid)
+        sandbox._fork_server = fork_server
         try:
             if config.auto_install:
                 await asyncio.to_thread(sandbox._install_dir.mkdir, parents=True, exist_ok=True)
@@ -299,7 +309,12 @@ class Sandbox:
             tmp_mb=cfg.limits.max_file_mb,
             extra_paths=extra,
         )
-        worker = WorkerProcess(plan, self._ws.root / "worker.log", self.cell_uid)
+        log_path = self._ws.root / "worker.log"
+        worker = (
+            WorkerProcess(plan, log_path, self.cell_uid)
+            if self._fork_server is None
+            else self._fork_server.worker(plan, log_path, self.cell_uid)
+        )
         await worker.start(cfg.start_timeout_s)
         self._worker = worker
         self._worker_starts += 1

@@ -67,6 +67,8 @@ class Forker:
     devnull: int
     #: Landlock level: the trees every child confines itself to, first thing (see :func:`confine`).
     landlock: dict[str, list[str]] | None = None
+    #: Whether a persistent kernel runs the pandas warm-up before its first cell (see kernel_loop).
+    warm_kernel: bool = True
 
     def fork(self, body: Callable[[], None], *, cpu_hard: bool, fds: dict[int, int]) -> int:
         """Fork a child with fds 0=/dev/null and ``fds`` (target: source), all others closed."""

@@ -9,6 +9,7 @@ with a fresh fork and the observation says the state is lost.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import os
@@ -77,16 +78,21 @@ def start_kernel(forker: Forker) -> Kernel:
     st_r, st_w = os.pipe()
     fds = {1: out_w, 2: out_w, KERNEL_IN_FD: req_r, KERNEL_OUT_FD: st_w}
     try:
-        pid = forker.fork(kernel_loop, cpu_hard=False, fds=fds)
+        pid = forker.fork(functools.partial(kernel_loop, warm=forker.warm_kernel), cpu_hard=False, fds=fds)
     finally:
         for fd in (out_w, req_r, st_w):
             os.close(fd)
     return Kernel(pid=pid, out_r=out_r, req_w=req_w, st_r=st_r)
 
 
-def kernel_loop() -> None:
-    """The persistent interpreter: run each requested cell in one namespace, report after each."""
-    warm_up(pandas=True)
+def kernel_loop(*, warm: bool = True) -> None:
+    """The persistent interpreter: run each requested cell in one namespace, report after each.
+
+    ``warm``: run the pandas warm-up first (pre-faults the pages a first pandas cell would copy; about
+    70 ms of CPU per kernel, i.e. per trajectory). Off for workers of the pool's fork server, which trade
+    that first-cell latency for CPU and memory per sandbox (see ``Worker.prepare``).
+    """
+    warm_up(pandas=warm)
     namespace = new_main_module()
     while True:
         msg = read_frame_fd(KERNEL_IN_FD)

@@ -90,6 +90,48 @@ def descendants(root: int, table: dict[int, tuple[str, int]]) -> list[int]:
     return found
 
 
+def _children_files() -> bool:
+    """Whether ``/proc/<pid>/task/<tid>/children`` exists here (``CONFIG_PROC_CHILDREN``)."""
+    me = os.getpid()
+    return os.path.exists(f"/proc/{me}/task/{me}/children")
+
+
+_HAVE_CHILDREN = _children_files()
+
+
+def subtree_table(root: int) -> dict[int, tuple[str, int]] | None:
+    """``{pid: (state, ppid)}`` of every process below ``root``, walking the kernel's children lists.
+
+    Reads only the subtree's own ``/proc`` entries, where a scan of every pid reads the whole host's
+    (hundreds of processes when many sandboxes share the PID namespace: the pool's fork server). ``None``
+    when the kernel has no children lists (then scan, :func:`all_pids`).
+    """
+    if not _HAVE_CHILDREN:
+        return None
+    table: dict[int, tuple[str, int]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid in table:
+                    continue
+                st = proc_stat(kid)
+                if st is not None:
+                    table[kid] = (st[0], st[1])
+                    todo.append(kid)
+    return table
+
+
 def live_descendants(root: int) -> set[int]:
     """Every live (not zombie) process below ``root`` now, from ``/proc``.
 
@@ -239,13 +281,17 @@ def sweep(
         for sid in sessions - keep:
             with contextlib.suppress(OSError):
                 os.killpg(sid, signal.SIGKILL)
-        table: dict[int, tuple[str, int]] = {}
-        for p in all_pids():
-            st = proc_stat(p)
-            if st is not None:
-                table[p] = (st[0], st[1])
-        # In the PID namespace PID 1 is bubblewrap's init (or us, under unshare).
-        candidates = [p for p in table if p not in (1, me)] if pidns else descendants(me, table)
+        subtree = None if pidns else subtree_table(me)
+        if subtree is not None:
+            table, candidates = subtree, list(subtree)
+        else:
+            table = {}
+            for p in all_pids():
+                st = proc_stat(p)
+                if st is not None:
+                    table[p] = (st[0], st[1])
+            # In the PID namespace PID 1 is bubblewrap's init (or us, under unshare).
+            candidates = [p for p in table if p not in (1, me)] if pidns else descendants(me, table)
         victims, pending = [], False
         for p in candidates:
             if p in keep:

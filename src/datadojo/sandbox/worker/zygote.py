@@ -42,7 +42,7 @@ from datadojo.sandbox.worker.procfs import (
 from datadojo.sandbox.worker.reply import build_reply
 from datadojo.sandbox.worker.supervisor import Outcome, drain, supervise
 
-__all__ = ["Finish", "Worker", "main"]
+__all__ = ["Finish", "Worker", "main", "run_worker"]
 
 #: What runs after the reply has been sent: reaping, the sweep, forking the next spare child.
 Finish = Callable[[], None]
@@ -81,6 +81,8 @@ class Worker:
             parent=self.pid,
             seed=self.seed,
             devnull=devnull,
+            # Forked by the pool's fork server: no pandas warm-up per kernel (CPU and pages per sandbox).
+            warm_kernel=not settings.get("forked"),
         )
         self.kernel: Kernel | None = None
         self.spare: Child | None = None
@@ -113,10 +115,13 @@ class Worker:
                 preloaded.append(name)
             except Exception as exc:
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
-        warm_up(pandas=True)
-        # Objects that exist now are never collected in a child: a collection would touch (and so copy)
-        # every page the child shares with us.
-        gc.collect()
+        if not self.settings.get("forked"):
+            # A worker forked by the pool's fork server skips this: the server warmed up and froze
+            # before forking, and doing it again here would only copy the pages it shares with it.
+            warm_up(pandas=True)
+            # Objects that exist now are never collected in a child: a collection would touch (and so
+            # copy) every page the child shares with us.
+            gc.collect()
         gc.freeze()
         landlock = self._landlock()
         self._start_execution_process()
@@ -428,6 +433,15 @@ def main() -> None:
     settings = read_frame_fd(proto_in)
     if settings is None:
         return
+    run_worker(settings, proto_in, proto_out, devnull)
+
+
+def run_worker(settings: dict[str, Any], proto_in: int, proto_out: int, devnull: int) -> None:
+    """Set a worker up, say ``ready`` (or why not), serve until told to exit.
+
+    Shared by :func:`main` (a worker started as its own interpreter) and the pool's fork server
+    (:mod:`.forkserver`: a worker forked from an interpreter that imported the preload modules once).
+    """
     worker = Worker(settings, proto_in, proto_out, devnull)
     try:
         ready = worker.prepare()
