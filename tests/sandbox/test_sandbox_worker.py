@@ -18,7 +18,7 @@ import datadojo.sandbox.worker as worker
 from datadojo.sandbox.protocol import encode_frame
 from datadojo.sandbox.worker import procfs, supervisor, zygote
 from datadojo.sandbox.worker.reply import build_reply
-from datadojo.sandbox.worker.supervisor import Outcome, supervise
+from datadojo.sandbox.worker.supervisor import CellOutcome, supervise
 from helpers.procs import live_descendants, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,10 +37,10 @@ NO_WALL = {**LIMITS, "wall_s": 600.0}
 
 
 def test_public_names_stay_importable() -> None:
-    assert worker.main is zygote.main and worker.Worker is zygote.Worker
-    assert worker.Outcome is supervisor.Outcome and worker.live_descendants is procfs.live_descendants
+    assert worker.main is zygote.main and worker.Zygote is zygote.Zygote
+    assert worker.CellOutcome is supervisor.CellOutcome and worker.live_descendants is procfs.live_descendants
     assert callable(worker.run_code) and worker.Finish is zygote.Finish
-    assert set(worker.__all__) == {"Finish", "Outcome", "Worker", "live_descendants", "main", "run_code"}
+    assert set(worker.__all__) == {"Finish", "CellOutcome", "Zygote", "live_descendants", "main", "run_code"}
 
 
 # ------------------------------------------------------------------------------------------------ reply
@@ -57,31 +57,36 @@ def _exited(code: int) -> int:
     ("outcome", "status", "note", "flags"),
     [
         (
-            Outcome(reason="wall"),
+            CellOutcome(reason="wall"),
             "timeout",
             "[timeout: the cell ran longer than the wall-clock limit of 5 s",
             "t",
         ),
-        (Outcome(reason="cpu"), "timeout", "[timeout: the cell used more than its CPU limit of 2 s", "t"),
-        (Outcome(wait_status=_signalled(signal.SIGXCPU)), "timeout", "CPU limit of 2 s", "t"),
-        (Outcome(reason="output"), "killed", "[output limit: the cell wrote more than 1000 bytes", "kc"),
-        (Outcome(reason="procs"), "killed", "[process limit: the cell started more than 16 processes", "k"),
-        (Outcome(status={"ok": True}), "ok", None, ""),
+        (CellOutcome(reason="cpu"), "timeout", "[timeout: the cell used more than its CPU limit of 2 s", "t"),
+        (CellOutcome(wait_status=_signalled(signal.SIGXCPU)), "timeout", "CPU limit of 2 s", "t"),
+        (CellOutcome(reason="output"), "killed", "[output limit: the cell wrote more than 1000 bytes", "kc"),
         (
-            Outcome(status={"ok": False, "exc": "MemoryError"}),
+            CellOutcome(reason="procs"),
+            "killed",
+            "[process limit: the cell started more than 16 processes",
+            "k",
+        ),
+        (CellOutcome(status={"ok": True}), "ok", None, ""),
+        (
+            CellOutcome(status={"ok": False, "exc": "MemoryError"}),
             "killed",
             "out of its 512 MB address space",
             "k",
         ),
-        (Outcome(status={"ok": False, "exc": "ValueError"}), "error", None, ""),
-        (Outcome(wait_status=_signalled(signal.SIGKILL)), "killed", "killed (SIGKILL)", "k"),
-        (Outcome(wait_status=_signalled(signal.SIGXFSZ)), "killed", "a file larger than 8 MB", "k"),
-        (Outcome(wait_status=_signalled(signal.SIGSEGV)), "killed", "died from SIGSEGV", "k"),
-        (Outcome(wait_status=_exited(3)), "error", "exited with status 3 before the cell finished", ""),
-        (Outcome(), "killed", "ended without reporting a result", "k"),
+        (CellOutcome(status={"ok": False, "exc": "ValueError"}), "error", None, ""),
+        (CellOutcome(wait_status=_signalled(signal.SIGKILL)), "killed", "killed (SIGKILL)", "k"),
+        (CellOutcome(wait_status=_signalled(signal.SIGXFSZ)), "killed", "a file larger than 8 MB", "k"),
+        (CellOutcome(wait_status=_signalled(signal.SIGSEGV)), "killed", "died from SIGSEGV", "k"),
+        (CellOutcome(wait_status=_exited(3)), "error", "exited with status 3 before the cell finished", ""),
+        (CellOutcome(), "killed", "ended without reporting a result", "k"),
     ],
 )
-def test_verdict_rules(outcome: Outcome, status: str, note: str | None, flags: str) -> None:
+def test_verdict_rules(outcome: CellOutcome, status: str, note: str | None, flags: str) -> None:
     outcome.output += b"partial\n"
     reply = build_reply(outcome, limits=LIMITS, restarted=False, persistent=False)
     assert reply["status"] == status
@@ -97,7 +102,7 @@ def test_verdict_rules(outcome: Outcome, status: str, note: str | None, flags: s
 
 
 def test_missing_module_and_restart_note() -> None:
-    outcome = Outcome(status={"ok": False, "exc": "ModuleNotFoundError", "missing": "polars"})
+    outcome = CellOutcome(status={"ok": False, "exc": "ModuleNotFoundError", "missing": "polars"})
     reply = build_reply(outcome, limits=LIMITS, restarted=True, persistent=True)
     assert reply["missing_module"] == "polars" and reply["restarted"]
     assert reply["output"].endswith("variables and imports from earlier cells are lost]")

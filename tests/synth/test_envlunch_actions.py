@@ -55,7 +55,7 @@ def test_every_operator_composes_and_executes_on_the_shop_database(shop, name: s
     built = None
     for seed in range(60):
         rng = random.Random(seed)
-        ctx = sa.Ctx(env, roles, rng, max_rows=30)
+        ctx = sa.SqlContext(env, roles, rng, max_rows=30)
         tables = [t for t in env.tables if spec.source_filter is None or spec.source_filter(ctx, t)]
         try:
             built = sa.build_query(ctx, con, spec, rng.choice(tables))
@@ -83,7 +83,7 @@ def test_every_operator_composes_and_executes_on_the_shop_database(shop, name: s
 def test_filter_threshold_is_an_actual_value_and_changes_the_rows(shop) -> None:
     env, roles, con = shop
     for seed in range(30):
-        ctx = sa.Ctx(env, roles, random.Random(seed), max_rows=1000)
+        ctx = sa.SqlContext(env, roles, random.Random(seed), max_rows=1000)
         q = sa.SqlQuery()
         sa.act_source(ctx, q, "order_items")
         before = sa.observe(con, q)
@@ -99,7 +99,7 @@ def test_filter_threshold_is_an_actual_value_and_changes_the_rows(shop) -> None:
 
 def test_valid_pool_is_empty_when_no_action_can_change_the_observation(shop) -> None:
     env, roles, con = shop
-    ctx = sa.Ctx(env, roles, random.Random(0), max_rows=30)
+    ctx = sa.SqlContext(env, roles, random.Random(0), max_rows=30)
     q = sa.SqlQuery()
     sa.act_source(ctx, q, "products")
     q.where.append('T1."product_id" = 1')
@@ -117,7 +117,7 @@ def _pandas_ctx(rng: random.Random):
     frames = {t: d.frame() for t, d in env.tables.items()}
     variables = pa.table_variables(env)
     files = {t: f"{v}.parquet" for t, v in variables.items()}
-    return pa.Ctx(env, roles, frames, variables, rng, files, frozenset(env.tables)), env
+    return pa.PandasContext(env, roles, frames, variables, rng, files, frozenset(env.tables)), env
 
 
 def test_chain_lengths_by_level() -> None:

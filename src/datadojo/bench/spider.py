@@ -54,8 +54,8 @@ from datadojo.types import DataFile, Task
 
 __all__ = [
     "BIRD",
-    "ExecOutcome",
     "Spider",
+    "SqlExecOutcome",
     "clean_sql_like_test_suite",
     "denotation_match",
     "execute",
@@ -80,7 +80,7 @@ def extract_sql(prediction: str) -> str:
 
 
 @dataclass(frozen=True)
-class ExecOutcome:
+class SqlExecOutcome:
     """The result of running one query: ``columns``/``rows`` on success, else ``error``."""
 
     columns: tuple[str, ...]
@@ -90,17 +90,17 @@ class ExecOutcome:
 
 def execute(
     db_path: str | Path, sql: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS
-) -> ExecOutcome:
+) -> SqlExecOutcome:
     """Run ``sql`` read-only on ``db_path`` and return every row (an error when it has more than ``max_rows``)."""
     res = run_sql(str(db_path), sql, row_limit=max_rows, timeout_s=timeout_s)
     if res.error is not None:
-        return ExecOutcome((), (), res.error)
+        return SqlExecOutcome((), (), res.error)
     if res.truncated:
-        return ExecOutcome((), (), f"the result has {res.n_rows} rows, more than the limit of {max_rows}")
-    return ExecOutcome(tuple(res.columns), tuple(tuple(r) for r in res.rows))
+        return SqlExecOutcome((), (), f"the result has {res.n_rows} rows, more than the limit of {max_rows}")
+    return SqlExecOutcome(tuple(res.columns), tuple(tuple(r) for r in res.rows))
 
 
-def execution_match(pred: ExecOutcome, gold: ExecOutcome) -> bool:
+def execution_match(pred: SqlExecOutcome, gold: SqlExecOutcome) -> bool:
     """EX under the ``set`` rule (BIRD's ``evaluation.py``): the same set of rows (both must have run)."""
     if pred.error is not None or gold.error is not None:
         return False
@@ -139,7 +139,7 @@ def order_matters(gold_sql: str) -> bool:
     return "order by" in gold_sql.lower()
 
 
-def denotation_match(pred: ExecOutcome, gold: ExecOutcome, *, ordered: bool) -> bool:
+def denotation_match(pred: SqlExecOutcome, gold: SqlExecOutcome, *, ordered: bool) -> bool:
     """EX under the ``test-suite`` rule: :func:`~datadojo.compare.tables.denotations_equal` of two results."""
     if pred.error is not None or gold.error is not None:
         return False
@@ -187,9 +187,9 @@ class _SqlBenchmark(Benchmark):
         self.max_rows = max_rows
         #: ``test-suite`` rule only: keep DISTINCT (the reference's ``--keep_distinct``; off by default).
         self.keep_distinct = keep_distinct
-        self._gold: OrderedDict[tuple[str, str], ExecOutcome] = OrderedDict()
+        self._gold: OrderedDict[tuple[str, str], SqlExecOutcome] = OrderedDict()
 
-    def _gold_result(self, db: str, sql: str) -> ExecOutcome:
+    def _gold_result(self, db: str, sql: str) -> SqlExecOutcome:
         """Gold results are cached (LRU, 256 entries): n trials of one task run the gold query once."""
         key = (db, sql)
         if key in self._gold:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         collect_headers,
         header_overlap,
     )
-    from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, Verdict, filter_file
+    from datadojo.corpus.filters import REJECT_REASONS, DuplicateFilter, FilterVerdict, filter_file
     from datadojo.corpus.folder import FolderProfile, TreeEntry, profile_folder
     from datadojo.corpus.profile import (
         COLUMN_ROLES,
@@ -75,6 +75,7 @@ __all__ = [
     "DuplicateFilter",
     "FileProfile",
     "FilterConfig",
+    "FilterVerdict",
     "FolderProfile",
     "ForeignKey",
     "HeaderSet",
@@ -89,7 +90,6 @@ __all__ = [
     "Table",
     "TableProfile",
     "TreeEntry",
-    "Verdict",
     "collect_headers",
     "column_role",
     "column_roles",
@@ -118,7 +118,7 @@ _WHERE = {
     "REJECT_REASONS": "filters",
     "DuplicateFilter": "filters",
     "FilterConfig": "config",
-    "Verdict": "filters",
+    "FilterVerdict": "filters",
     "filter_file": "filters",
     "FolderProfile": "folder",
     "TreeEntry": "folder",

@@ -40,7 +40,7 @@ __all__ = [
     "REJECT_REASONS",
     "DuplicateFilter",
     "FilterConfig",
-    "Verdict",
+    "FilterVerdict",
     "anomalous_columns",
     "check_loaded",
     "filter_file",
@@ -59,7 +59,7 @@ REJECT_REASONS: tuple[str, ...] = (
 
 
 @dataclass
-class Verdict:
+class FilterVerdict:
     """The outcome for one file. ``loaded`` is set whenever the file could be read (also when rejected
     for its row count or column types), so a caller can still profile it."""
 
@@ -147,25 +147,27 @@ def check_loaded(loaded: LoadedFile, config: FilterConfig) -> tuple[str, str] | 
 
 def filter_file(
     path: str | Path, config: FilterConfig | None = None, *, sniffed: Sniffed | None = None
-) -> Verdict:
+) -> FilterVerdict:
     """Run the load, row-bound and column-type filters on one file (duplicates: :class:`DuplicateFilter`).
 
-    Never raises for a bad file: every failure becomes a rejected :class:`Verdict` with a reason.
+    Never raises for a bad file: every failure becomes a rejected :class:`FilterVerdict` with a reason.
     """
     config = config or FilterConfig()
     p = Path(path)
     sn = sniffed or sniff(p)
     if sn.kind in TABULAR_KINDS and sn.kind not in config.kinds:
-        return Verdict(p, sn, False, "kind_excluded", f"{sn.kind} files are excluded by FilterConfig.kinds")
+        return FilterVerdict(
+            p, sn, False, "kind_excluded", f"{sn.kind} files are excluded by FilterConfig.kinds"
+        )
     try:
         loaded = load_sniffed(sn, options=config.read_options(sn.kind))
     except LoadError as err:
         where = f"{err.where}: " if err.where else ""
-        return Verdict(p, sn, False, err.reason, f"{where}{err.message}")
+        return FilterVerdict(p, sn, False, err.reason, f"{where}{err.message}")
     outcome = check_loaded(loaded, config)
     if outcome is not None:
-        return Verdict(p, sn, False, outcome[0], outcome[1], loaded, loaded.all_warnings)
-    return Verdict(p, sn, True, None, None, loaded, loaded.all_warnings)
+        return FilterVerdict(p, sn, False, outcome[0], outcome[1], loaded, loaded.all_warnings)
+    return FilterVerdict(p, sn, True, None, None, loaded, loaded.all_warnings)
 
 
 class DuplicateFilter:

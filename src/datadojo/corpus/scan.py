@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from datadojo.corpus.config import ScanConfig
-from datadojo.corpus.filters import DuplicateFilter, Verdict, filter_file
+from datadojo.corpus.filters import DuplicateFilter, FilterVerdict, filter_file
 from datadojo.corpus.folder import walk_folder
 from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.other_kinds import ARRAY_KINDS, summarize
@@ -150,7 +150,7 @@ def list_corpus_files(
     return out
 
 
-def _table_summaries(verdict: Verdict) -> list[TableSummary]:
+def _table_summaries(verdict: FilterVerdict) -> list[TableSummary]:
     if verdict.loaded is None:
         return []
     return [
@@ -165,7 +165,7 @@ def _table_summaries(verdict: Verdict) -> list[TableSummary]:
     ]
 
 
-def _profile_text(verdict: Verdict, sn: Sniffed, config: ScanConfig) -> str:
+def _profile_text(verdict: FilterVerdict, sn: Sniffed, config: ScanConfig) -> str:
     if not verdict.accepted and not config.profile_rejected:
         return ""
     if verdict.loaded is not None:

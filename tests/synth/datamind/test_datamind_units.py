@@ -165,12 +165,12 @@ def test_run_filters_in_order_with_reasons():
 
 
 def test_selection_strategies():
-    from datadojo.synth.datamind.consistency import Verdict
+    from datadojo.synth.datamind.consistency import ConsistencyVerdict
 
     group = [_traj(s, "42", round_=1) for s in (3, 4, 5)]
     round0 = [_traj(s, str(s)) for s in (0, 1, 2)]
     ok = {("q", s) for s in (0, 1, 3, 5)}  # samples 2 and 4 failed a filter
-    v = Verdict(task_id="q", round=1, consistent=True, critique="", best=4, method="llm", samples=[3, 4, 5],
+    v = ConsistencyVerdict(task_id="q", round=1, consistent=True, critique="", best=4, method="llm", samples=[3, 4, 5],
                 answers=["42"] * 3)  # fmt: skip
     assert select("con-select", "q", v, group, round0, ok, 0) == []  # the judge's best was filtered out
     v2 = v.model_copy(update={"best": 5})

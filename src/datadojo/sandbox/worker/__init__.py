@@ -28,9 +28,9 @@ The package, one job per module:
 * :mod:`.execution` — running one chunk in an interpreter (:func:`run_code`), warm-up, std streams;
 * :mod:`.child` — forking and setting up an execution process; the chunked/SQL child's program;
 * :mod:`.kernel` — the persistent kernel and the worker's handle on it;
-* :mod:`.supervisor` — watching one execution until it reports, ends or breaks a limit (:class:`Outcome`);
+* :mod:`.supervisor` — watching one execution until it reports, ends or breaks a limit (:class:`CellOutcome`);
 * :mod:`.reply` — the verdict and the observation text from an outcome;
-* :mod:`.zygote` — :class:`Worker` (set-up, request loop, clean-up) and :func:`main`.
+* :mod:`.zygote` — :class:`Zygote` (set-up, request loop, clean-up) and :func:`main`.
 
 It must stay importable without the harness-side modules' dependencies and must not start threads before
 forking.
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from datadojo.sandbox.worker.execution import run_code
 from datadojo.sandbox.worker.procfs import live_descendants
-from datadojo.sandbox.worker.supervisor import Outcome
-from datadojo.sandbox.worker.zygote import Finish, Worker, main
+from datadojo.sandbox.worker.supervisor import CellOutcome
+from datadojo.sandbox.worker.zygote import Finish, Zygote, main
 
-__all__ = ["Finish", "Outcome", "Worker", "live_descendants", "main", "run_code"]
+__all__ = ["CellOutcome", "Finish", "Zygote", "live_descendants", "main", "run_code"]

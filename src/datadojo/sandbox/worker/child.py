@@ -47,7 +47,7 @@ SPARE_FD = 4  # in a chunked/SQL child: a copy of the capture pipe (fds 1/2 are 
 REQUEST_FD = 5  # in a chunked/SQL child: where its one request arrives
 _FIRST_FREE_FD = 64  # above every fd a child is given: temporary copies go here while fds are moved
 
-#: Compiled silent versions of chunks that already ran, keyed by ``(filename, code)`` (see Worker.compiled).
+#: Compiled silent versions of chunks that already ran, keyed by ``(filename, code)`` (see Zygote.compiled).
 Compiled = dict[tuple[str, str], types.CodeType]
 
 

@@ -90,7 +90,7 @@ def kernel_loop(*, warm: bool = True) -> None:
 
     ``warm``: run the pandas warm-up first (pre-faults the pages a first pandas cell would copy; about
     70 ms of CPU per kernel, i.e. per trajectory). Off for workers of the pool's fork server, which trade
-    that first-cell latency for CPU and memory per sandbox (see ``Worker.prepare``).
+    that first-cell latency for CPU and memory per sandbox (see ``Zygote.prepare``).
     """
     warm_up(pandas=warm)
     namespace = new_main_module()

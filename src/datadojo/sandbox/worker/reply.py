@@ -1,4 +1,4 @@
-"""From what supervision saw (:class:`.supervisor.Outcome`) to the ``result`` frame the harness gets.
+"""From what supervision saw (:class:`.supervisor.CellOutcome`) to the ``result`` frame the harness gets.
 
 The verdict is the first rule of :data:`_RULES` that applies — a limit the worker enforced (wall clock,
 CPU, output, processes), then the status the code reported, then how the process ended — and each rule
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from datadojo.sandbox.cells import decode_output, truncate_head_tail, truncate_observation
-from datadojo.sandbox.worker.supervisor import Outcome
+from datadojo.sandbox.worker.supervisor import CellOutcome
 
 __all__ = ["build_reply"]
 
@@ -31,7 +31,7 @@ class _Verdict:
 
 
 #: A rule: ``(outcome, reported status or None, limits) -> verdict``, or ``None`` when it does not apply.
-_Rule = Callable[[Outcome, "dict[str, Any] | None", "dict[str, Any]"], "_Verdict | None"]
+_Rule = Callable[[CellOutcome, "dict[str, Any] | None", "dict[str, Any]"], "_Verdict | None"]
 
 
 def _signal_name(signum: int) -> str:
@@ -41,41 +41,41 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _killed_by(outcome: Outcome) -> int | None:
+def _killed_by(outcome: CellOutcome) -> int | None:
     """The signal that ended the process, if one did."""
     ws = outcome.wait_status
     return os.WTERMSIG(ws) if ws is not None and os.WIFSIGNALED(ws) else None
 
 
-def _wall(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _wall(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     if outcome.reason != "wall":
         return None
     note = f"[timeout: the cell ran longer than the wall-clock limit of {lim['wall_s']:g} s and was stopped]"
     return _Verdict("timeout", note, timed_out=True)
 
 
-def _cpu(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _cpu(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     if outcome.reason != "cpu" and _killed_by(outcome) != signal.SIGXCPU:
         return None
     note = f"[timeout: the cell used more than its CPU limit of {lim['cpu_s']:g} s and was stopped]"
     return _Verdict("timeout", note, timed_out=True)
 
 
-def _output(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _output(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     if outcome.reason != "output":
         return None
     note = f"[output limit: the cell wrote more than {lim['max_output_bytes']} bytes and was stopped]"
     return _Verdict("killed", note, killed=True, truncated=True)
 
 
-def _procs(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _procs(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     if outcome.reason != "procs":
         return None
     note = f"[process limit: the cell started more than {lim['max_procs']} processes and was stopped]"
     return _Verdict("killed", note, killed=True)
 
 
-def _reported(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _reported(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     if status is None:
         return None
     if status.get("ok"):
@@ -86,7 +86,7 @@ def _reported(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, An
     return _Verdict("error", missing=status.get("missing"))
 
 
-def _signalled(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _signalled(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
     sig = _killed_by(outcome)
     if sig is None:
         return None
@@ -99,7 +99,9 @@ def _signalled(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, A
     return _Verdict("killed", note, killed=True)
 
 
-def _exited_early(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict | None:
+def _exited_early(
+    outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]
+) -> _Verdict | None:
     ws = outcome.wait_status
     if ws is None or not os.WIFEXITED(ws):
         return None
@@ -107,7 +109,7 @@ def _exited_early(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str
     return _Verdict("error", note)
 
 
-def _vanished(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict:
+def _vanished(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict:
     return _Verdict("killed", "[killed: the process ended without reporting a result]", killed=True)
 
 
@@ -117,7 +119,7 @@ _RULES: tuple[_Rule, ...] = (_wall, _cpu, _output, _procs, _reported, _signalled
 _RESTARTED = "[the interpreter was restarted: variables and imports from earlier cells are lost]"
 
 
-def _verdict(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict:
+def _verdict(outcome: CellOutcome, status: dict[str, Any] | None, lim: dict[str, Any]) -> _Verdict:
     for rule in _RULES:
         verdict = rule(outcome, status, lim)
         if verdict is not None:
@@ -126,7 +128,7 @@ def _verdict(outcome: Outcome, status: dict[str, Any] | None, lim: dict[str, Any
 
 
 def build_reply(
-    outcome: Outcome, *, limits: dict[str, Any], restarted: bool, persistent: bool
+    outcome: CellOutcome, *, limits: dict[str, Any], restarted: bool, persistent: bool
 ) -> dict[str, Any]:
     """The ``result`` frame for ``outcome``: status, observation text with its notes, flags, duration.
 

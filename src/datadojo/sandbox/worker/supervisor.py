@@ -4,7 +4,7 @@
 pidfd that becomes readable when it ends. Each readable descriptor has one handler, and after every poll
 the *stop checks* run in a fixed order — output over the cap, a status reported, the process ended, CPU
 time over the limit (a persistent kernel), too many processes in its session — the first that holds ends
-the watch. The wall-clock deadline bounds the whole. The result is an :class:`Outcome`; turning it into
+the watch. The wall-clock deadline bounds the whole. The result is an :class:`CellOutcome`; turning it into
 the observation the model sees is :mod:`.reply`'s job.
 """
 
@@ -22,14 +22,14 @@ from typing import Any
 from datadojo.sandbox.protocol import ProtocolError, decode_frame
 from datadojo.sandbox.worker.procfs import count_session, exited, kill_session, proc_stat, reap_pid
 
-__all__ = ["Outcome", "drain", "supervise"]
+__all__ = ["CellOutcome", "drain", "supervise"]
 
 _TICK_S = 0.05  # how often CPU time / process counts are checked while a cell runs
 _READ_CHUNK = 1 << 16
 
 
 @dataclass
-class Outcome:
+class CellOutcome:
     """What supervising one execution observed."""
 
     output: bytearray = field(default_factory=bytearray)
@@ -89,7 +89,7 @@ def supervise(
     session: int,
     count_procs: bool,
     cpu_base: float | None = None,
-) -> Outcome:
+) -> CellOutcome:
     """Collect output until ``pid`` reports a status frame or ends; kill it (and ``session``) on a limit.
 
     ``cpu_base``: measure the CPU time of ``pid`` against ``cpu_s`` (a persistent kernel, which cannot
@@ -117,7 +117,7 @@ class _Watch:
         self.limits = limits
         self.cap = int(limits["max_output_bytes"])
         self.cpu_base = cpu_base
-        self.outcome = Outcome()
+        self.outcome = CellOutcome()
         self.frames = _FrameBuffer()
         self.ended = False  # the pidfd said so during the last poll
         try:
@@ -139,7 +139,7 @@ class _Watch:
         # Without a pidfd the end is noticed by polling /proc, so the poll needs a short timeout too.
         self.tick = cpu_base is not None or count_procs or self.pidfd is None
 
-    def run(self) -> Outcome:
+    def run(self) -> CellOutcome:
         outcome = self.outcome
         start = time.monotonic()
         deadline = start + float(self.limits["wall_s"])

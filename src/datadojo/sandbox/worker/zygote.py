@@ -1,6 +1,6 @@
 """The worker process itself: set-up, the request loop, chunked/SQL children and the kernel, clean-up.
 
-:class:`Worker` holds the warm interpreter, answers the harness (one handler per request ``op``), hands
+:class:`Zygote` holds the warm interpreter, answers the harness (one handler per request ``op``), hands
 each execution to a forked child (:mod:`.child`) or the persistent kernel (:mod:`.kernel`), watches it
 (:mod:`.supervisor`), replies (:mod:`.reply`), and afterwards kills whatever the code left running
 (:func:`.procfs.sweep`). :func:`main` is the entry point the isolation bootstrap runs.
@@ -40,9 +40,9 @@ from datadojo.sandbox.worker.procfs import (
     sweep,
 )
 from datadojo.sandbox.worker.reply import build_reply
-from datadojo.sandbox.worker.supervisor import Outcome, drain, supervise
+from datadojo.sandbox.worker.supervisor import CellOutcome, drain, supervise
 
-__all__ = ["Finish", "Worker", "main", "run_worker"]
+__all__ = ["Finish", "Zygote", "main", "run_worker"]
 
 #: What runs after the reply has been sent: reaping, the sweep, forking the next spare child.
 Finish = Callable[[], None]
@@ -50,7 +50,7 @@ Finish = Callable[[], None]
 _Handler = Callable[[dict[str, Any]], tuple[dict[str, Any], Finish | None]]
 
 
-class Worker:
+class Zygote:
     """The zygote: holds the warm interpreter, forks executions, supervises them, answers the harness.
 
     Latency: a chunked cell or SQL statement goes to a *spare* child forked and set up (limits, uid,
@@ -284,7 +284,7 @@ class Worker:
         *,
         session: int,
         cpu_base: float | None = None,
-    ) -> Outcome:
+    ) -> CellOutcome:
         """Collect output until ``pid`` reports a status frame or ends; kill it on a limit (see :func:`.supervise`)."""
         return supervise(
             pid,
@@ -304,7 +304,7 @@ class Worker:
         if self.kernel is not None and pid == self.kernel.pid:
             self.kernel.wait_status = status
 
-    def _reply(self, outcome: Outcome, *, restarted: bool) -> dict[str, Any]:
+    def _reply(self, outcome: CellOutcome, *, restarted: bool) -> dict[str, Any]:
         return build_reply(
             outcome, limits=self.limits, restarted=restarted, persistent=self.mode == "persistent"
         )
@@ -442,7 +442,7 @@ def run_worker(settings: dict[str, Any], proto_in: int, proto_out: int, devnull:
     Shared by :func:`main` (a worker started as its own interpreter) and the pool's fork server
     (:mod:`.forkserver`: a worker forked from an interpreter that imported the preload modules once).
     """
-    worker = Worker(settings, proto_in, proto_out, devnull)
+    worker = Zygote(settings, proto_in, proto_out, devnull)
     try:
         ready = worker.prepare()
     except Exception as exc:

@@ -19,7 +19,7 @@ Asking the judge about three identical numbers wastes a request, so :func:`rule_
   different name, differing words (the judge also checks completeness) — is left to the judge (method
   ``llm``). The rule never says "inconsistent" about answers it could read: only the judge does.
 
-Who chooses the best trajectory (``Verdict.chosen_by``; DataMind §3.2: *y* is the judge's choice, and
+Who chooses the best trajectory (``ConsistencyVerdict.chosen_by``; DataMind §3.2: *y* is the judge's choice, and
 con-select in §5.4 / Fig. 4 is "best-trajectory selection by a judge model"):
 
 * the rule finds the answers consistent and the N trajectories are identical (same turns and answer): any is
@@ -57,8 +57,8 @@ from datadojo.types import Task, Trajectory
 
 __all__ = [
     "ConsistencyJudgement",
+    "ConsistencyVerdict",
     "RuleOutcome",
-    "Verdict",
     "judge_messages",
     "judge_round",
     "numbers_agree",
@@ -143,7 +143,7 @@ def judge_messages(
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
 
-class Verdict(BaseModel):
+class ConsistencyVerdict(BaseModel):
     """One line of ``verdicts.jsonl``: the verdict on one query's N attempts of one round."""
 
     model_config = ConfigDict(extra="forbid")
@@ -161,12 +161,12 @@ class Verdict(BaseModel):
     rule: str | None = None  # the rule's reason when it found the answers consistent but the judge was asked
 
 
-def read_verdicts(paths: Paths) -> dict[tuple[str, int], Verdict]:
+def read_verdicts(paths: Paths) -> dict[tuple[str, int], ConsistencyVerdict]:
     """Verdicts by ``(task_id, round)`` (later lines win); a bad line raises :class:`~datadojo.jsonl.JsonlError`
     naming the file, line and field."""
-    out: dict[tuple[str, int], Verdict] = {}
+    out: dict[tuple[str, int], ConsistencyVerdict] = {}
     if paths.verdicts.exists():
-        for v in read_models(paths.verdicts, Verdict):
+        for v in read_models(paths.verdicts, ConsistencyVerdict):
             out[(v.task_id, v.round)] = v
     return out
 
@@ -193,19 +193,19 @@ async def judge_one(
     judge: ChatBackend,
     config: DataMindConfig,
     usage: StageUsage,
-) -> Verdict:
+) -> ConsistencyVerdict:
     """The verdict on one group: the rule when it decides, else the judge (errors become an inconsistent verdict)."""
     answers = [t.final_answer for t in trajectories]
     samples = [t.sample for t in trajectories]
     rule = rule_check(answers, config.tolerance)
     base: dict[str, Any] = {"task_id": query.id, "round": round_, "samples": samples, "answers": answers}
     if rule.consistent is False:
-        return Verdict(**base, consistent=False, critique=rule.reason, best=None, method="rule")
+        return ConsistencyVerdict(**base, consistent=False, critique=rule.reason, best=None, method="rule")
     if rule.consistent and (config.rule_best or len(trajectories) == 1 or _identical(trajectories)):
         best = (
             rule_best(trajectories) if config.rule_best else min(trajectories, key=lambda t: t.sample)
         ).sample
-        return Verdict(
+        return ConsistencyVerdict(
             **base, consistent=True, critique=rule.reason, best=best, method="rule", chosen_by="rule"
         )
     if rule.consistent:
@@ -218,7 +218,7 @@ async def judge_one(
         )  # fmt: skip
     except StructuredOutputError as exc:
         usage.failed += 1
-        return Verdict(
+        return ConsistencyVerdict(
             **base, consistent=False, critique="", best=None, method="llm",
             error=f"judge reply invalid after one repair: {exc}",
         )  # fmt: skip
@@ -228,7 +228,7 @@ async def judge_one(
             best, chosen_by = trajectories[j.best - 1].sample, "judge"
         else:
             best, chosen_by = rule_best(trajectories).sample, "rule"
-    return Verdict(
+    return ConsistencyVerdict(
         **base, consistent=j.consistent, critique=j.critique, best=best, method="llm", chosen_by=chosen_by
     )
 
@@ -275,7 +275,7 @@ async def judge_round(
     if on_progress:
         on_progress(0, len(todo))
 
-    async def one(q: Task, trajs: list[Trajectory]) -> Verdict | None:
+    async def one(q: Task, trajs: list[Trajectory]) -> ConsistencyVerdict | None:
         async with sem:
             try:
                 return await judge_one(q, round_, trajs[: config.n_samples], judge, config, usage)

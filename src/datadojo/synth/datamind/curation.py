@@ -45,7 +45,7 @@ from typing import Any
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.protocol.messages import trajectory_to_messages
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
-from datadojo.synth.datamind.consistency import Verdict, read_verdicts, trajectories_by_round
+from datadojo.synth.datamind.consistency import ConsistencyVerdict, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
 from datadojo.synth.datamind.prompts import policy_prompt, policy_task
@@ -84,7 +84,7 @@ def _rng(seed: int, strategy: str, task_id: str) -> random.Random:
 def select(
     strategy: str,
     query_id: str,
-    verdict: Verdict | None,
+    verdict: ConsistencyVerdict | None,
     group: Sequence[Trajectory],
     round0: Sequence[Trajectory],
     ok: set[tuple[str, int]],
@@ -109,7 +109,7 @@ def select(
     raise DataMindError(f"unknown curation strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
 
 
-def chosen_by(strategy: str, verdict: Verdict | None, non_con: str) -> str:
+def chosen_by(strategy: str, verdict: ConsistencyVerdict | None, non_con: str) -> str:
     """Who picked the trajectories ``strategy`` keeps (module docstring)."""
     if strategy == "con-select":
         if verdict is None:
@@ -120,7 +120,7 @@ def chosen_by(strategy: str, verdict: Verdict | None, non_con: str) -> str:
     return "random" if strategy == "random-select" else "all"
 
 
-def rl_task(query: Task, verdict: Verdict, group: Sequence[Trajectory]) -> Task | None:
+def rl_task(query: Task, verdict: ConsistencyVerdict, group: Sequence[Trajectory]) -> Task | None:
     """The RL task of a consistent query: the policy's task with the best trajectory's answer (module docstring)."""
     best = next((t for t in group if t.sample == verdict.best), None)
     if best is None or best.final_answer is None or not best.final_answer.strip():

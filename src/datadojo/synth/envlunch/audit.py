@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datadojo.synth.envlunch.executor import Executor
+from datadojo.synth.envlunch.executor import ProgramExecutor
 from datadojo.synth.envlunch.reward import ScoreRecord, score_programs
 from datadojo.synth.envlunch.sql_actions import sql_literal
 from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
@@ -78,7 +78,7 @@ class AuditReport:
         return [r.task_id for r in self.with_copies if r.solved]
 
 
-def run_audit(infos: Sequence[EnvLunchTaskInfo], executor: Executor) -> AuditReport:
+def run_audit(infos: Sequence[EnvLunchTaskInfo], executor: ProgramExecutor) -> AuditReport:
     """Score the constant-printing program of every task with the copies on and off."""
     items = [(info, constant_program(info), 0, 0) for info in infos]
     return AuditReport(

@@ -38,8 +38,8 @@ __all__ = [
     "TABLE_SUFFIXES",
     "EnvError",
     "Environment",
-    "ForeignKey",
     "NoAction",
+    "SchemaForeignKey",
     "TableData",
     "discover_sources",
     "load_environment",
@@ -76,7 +76,7 @@ def stable_int(*parts: Any) -> int:
 
 
 @dataclass(frozen=True)
-class ForeignKey:
+class SchemaForeignKey:
     """``table(columns) REFERENCES ref_table(ref_columns)``."""
 
     table: str
@@ -161,7 +161,7 @@ class Environment:
     source: Path
     kind: Literal["sqlite", "table"]
     tables: dict[str, TableData]
-    foreign_keys: list[ForeignKey] = field(default_factory=list)
+    foreign_keys: list[SchemaForeignKey] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def table(self, name: str) -> TableData:
@@ -170,7 +170,7 @@ class Environment:
         except KeyError:
             raise EnvError(f"{self.source}: no table {name!r} (tables: {', '.join(self.tables)})") from None
 
-    def fks_of(self, table: str) -> list[ForeignKey]:
+    def fks_of(self, table: str) -> list[SchemaForeignKey]:
         """Foreign keys that touch ``table`` (as child or as parent)."""
         return [fk for fk in self.foreign_keys if table in (fk.table, fk.ref_table)]
 
@@ -244,9 +244,9 @@ def _resolve_fks(
     raw: list[tuple[str, list[tuple[Any, ...]]]],
     warnings: list[str],
     path: Path,
-) -> list[ForeignKey]:
+) -> list[SchemaForeignKey]:
     by_lower = {t.lower(): t for t in tables}
-    out: list[ForeignKey] = []
+    out: list[SchemaForeignKey] = []
     for child, rows in raw:
         groups: dict[int, list[tuple[Any, ...]]] = {}
         for r in rows:
@@ -267,7 +267,7 @@ def _resolve_fks(
             if cols is None or ref_cols is None or len(ref_cols) != len(cols) or not ref_cols:
                 warnings.append(f"{path}: {child}: foreign key {[p[3] for p in parts]} -> {ref}{to} ignored")
                 continue
-            fk = ForeignKey(child, tuple(cols), ref, tuple(ref_cols))
+            fk = SchemaForeignKey(child, tuple(cols), ref, tuple(ref_cols))
             if fk not in out:
                 out.append(fk)
     return out

@@ -37,10 +37,10 @@ from datadojo.synth.envlunch.canon import SHAPE_SOURCE, Canonical, canonical_row
 
 __all__ = [
     "RESULT_MARKER",
-    "ExecOutcome",
-    "Executor",
     "InProcessExecutor",
     "Job",
+    "ProgramExecutor",
+    "ProgramOutcome",
     "SandboxExecutor",
     "build_cell",
     "parse_output",
@@ -67,7 +67,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class ExecOutcome:
+class ProgramOutcome:
     """One copy's result (canonical) or why there is none."""
 
     result: Canonical | None
@@ -78,10 +78,10 @@ class ExecOutcome:
         return self.result is not None
 
 
-class Executor(Protocol):
+class ProgramExecutor(Protocol):
     """Runs jobs; returns, per job, one outcome per copy folder (in order)."""
 
-    def run(self, jobs: Sequence[Job]) -> list[list[ExecOutcome]]: ...
+    def run(self, jobs: Sequence[Job]) -> list[list[ProgramOutcome]]: ...
 
 
 def _bound_names(tree: ast.Module) -> list[str]:
@@ -156,17 +156,17 @@ def build_cell(job: Job, copy_dir: str, *, names_to_clear: Sequence[str] = ()) -
     )
 
 
-def parse_output(text: str) -> ExecOutcome:
+def parse_output(text: str) -> ProgramOutcome:
     """The result from a cell's output (its last marker line), or an error naming what went wrong."""
     lines = [ln for ln in text.splitlines() if ln.startswith(RESULT_MARKER)]
     if not lines:
         tail = text.strip().splitlines()[-3:] if text.strip() else ["(no output)"]
-        return ExecOutcome(None, "the program produced no result: " + " | ".join(tail)[:500])
+        return ProgramOutcome(None, "the program produced no result: " + " | ".join(tail)[:500])
     try:
         payload = json.loads(lines[-1][len(RESULT_MARKER) :])
-        return ExecOutcome(canonical_rows(payload["columns"], [tuple(r) for r in payload["rows"]]))
+        return ProgramOutcome(canonical_rows(payload["columns"], [tuple(r) for r in payload["rows"]]))
     except (ValueError, KeyError, TypeError) as exc:
-        return ExecOutcome(None, f"unreadable result line ({exc})")
+        return ProgramOutcome(None, f"unreadable result line ({exc})")
 
 
 class InProcessExecutor:
@@ -176,21 +176,21 @@ class InProcessExecutor:
     thread-safe; it is meant for the solver, the audit and tests, which run one program at a time.
     """
 
-    def run(self, jobs: Sequence[Job]) -> list[list[ExecOutcome]]:
+    def run(self, jobs: Sequence[Job]) -> list[list[ProgramOutcome]]:
         return [[self._one(job, d) for d in job.copy_dirs] for job in jobs]
 
-    def _one(self, job: Job, copy_dir: Path) -> ExecOutcome:
+    def _one(self, job: Job, copy_dir: Path) -> ProgramOutcome:
         try:
             cell = build_cell(job, repr(str(Path(copy_dir).resolve())))
         except SyntaxError as exc:
-            return ExecOutcome(None, f"SyntaxError: {exc.msg} (line {exc.lineno})")
+            return ProgramOutcome(None, f"SyntaxError: {exc.msg} (line {exc.lineno})")
         buf = io.StringIO()
         cwd = os.getcwd()
         try:
             with contextlib.redirect_stdout(buf):
                 exec(compile(cell, "<envlunch-cell>", "exec"), {"__name__": "__envlunch__"})
         except Exception as exc:  # the program's own error is its outcome
-            return ExecOutcome(None, f"{type(exc).__name__}: {exc}"[:500])
+            return ProgramOutcome(None, f"{type(exc).__name__}: {exc}"[:500])
         finally:
             os.chdir(cwd)
         return parse_output(buf.getvalue())
@@ -215,10 +215,10 @@ class SandboxExecutor:
             ),
         )
 
-    def run(self, jobs: Sequence[Job]) -> list[list[ExecOutcome]]:
+    def run(self, jobs: Sequence[Job]) -> list[list[ProgramOutcome]]:
         return asyncio.run(self._run_all(jobs))
 
-    async def _run_all(self, jobs: Sequence[Job]) -> list[list[ExecOutcome]]:
+    async def _run_all(self, jobs: Sequence[Job]) -> list[list[ProgramOutcome]]:
         from datadojo.sandbox import SandboxPool
 
         pool = SandboxPool(self.config, size=self.concurrency)
@@ -227,7 +227,7 @@ class SandboxExecutor:
         finally:
             await pool.close()
 
-    async def _job(self, pool: Any, job: Job) -> list[ExecOutcome]:
+    async def _job(self, pool: Any, job: Job) -> list[ProgramOutcome]:
         from datadojo.types import DataFile
 
         files = [DataFile(path=str(d), kind="dir", name=f"copy{k}") for k, d in enumerate(job.copy_dirs, 1)]
@@ -236,20 +236,20 @@ class SandboxExecutor:
             try:
                 _, names = prepare_python(job.program)
             except SyntaxError as exc:
-                err = ExecOutcome(None, f"SyntaxError: {exc.msg} (line {exc.lineno})")
+                err = ProgramOutcome(None, f"SyntaxError: {exc.msg} (line {exc.lineno})")
                 return [err for _ in job.copy_dirs]
-        out: list[ExecOutcome] = []
+        out: list[ProgramOutcome] = []
         async with pool.session(files) as sandbox:
             setup = await sandbox.run("import os as _envlunch_os\n_envlunch_root = _envlunch_os.getcwd()")
             if setup.error:
                 return [
-                    ExecOutcome(None, f"sandbox setup failed: {setup.output[:300]}") for _ in job.copy_dirs
+                    ProgramOutcome(None, f"sandbox setup failed: {setup.output[:300]}") for _ in job.copy_dirs
                 ]
             for k in range(1, len(job.copy_dirs) + 1):
                 cell = build_cell(job, f'_envlunch_root + "/copy{k}"', names_to_clear=names)
                 res = await sandbox.run(cell)
                 if res.status != "ok":
-                    out.append(ExecOutcome(None, f"{res.status}: {res.output.strip()[-500:]}"))
+                    out.append(ProgramOutcome(None, f"{res.status}: {res.output.strip()[-500:]}"))
                 else:
                     out.append(parse_output(res.output))
         return out

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from datadojo.synth.envlunch.environment import Environment, ForeignKey, NoAction
+from datadojo.synth.envlunch.environment import Environment, NoAction, SchemaForeignKey
 from datadojo.synth.envlunch.keys import ColumnInfo
 
 __all__ = [
@@ -136,7 +136,7 @@ class PdState:
 
 
 @dataclass
-class Ctx:
+class PandasContext:
     """What the actions need: environment, roles, the frames they run on, variable and file names, RNG.
 
     ``varying_tables`` are tables some copy deletes rows from.
@@ -157,7 +157,7 @@ def _lit(v: Any) -> str:
     return repr(v)
 
 
-def _run(ctx: Ctx, line: str, state_df: pd.DataFrame | None) -> dict[str, Any]:
+def _run(ctx: PandasContext, line: str, state_df: pd.DataFrame | None) -> dict[str, Any]:
     ns: dict[str, Any] = {"pd": pd, "np": np, "df": state_df}
     for t, var in ctx.variables.items():
         ns[var] = ctx.frames[t]
@@ -165,7 +165,7 @@ def _run(ctx: Ctx, line: str, state_df: pd.DataFrame | None) -> dict[str, Any]:
     return ns
 
 
-def _state_for_table(ctx: Ctx, table: str, df: pd.DataFrame) -> PdState:
+def _state_for_table(ctx: PandasContext, table: str, df: pd.DataFrame) -> PdState:
     roles = {c: ctx.roles[table][c].role for c in df.columns}
     varies = {c: r == "measure" for c, r in roles.items()}
     return PdState(
@@ -183,7 +183,7 @@ def _merge_line(left: str, right_var: str, lcols: tuple[str, ...], rcols: tuple[
     return f'df = {left}.merge({right_var}, {on}, how="inner", suffixes=("", "_{right_var}"))'
 
 
-def _merged_state(ctx: Ctx, state: PdState, new_df: pd.DataFrame, right: str) -> PdState:
+def _merged_state(ctx: PandasContext, state: PdState, new_df: pd.DataFrame, right: str) -> PdState:
     var = ctx.variables[right]
     roles = dict(state.roles)
     origin = dict(state.origin)
@@ -209,7 +209,7 @@ def _merged_state(ctx: Ctx, state: PdState, new_df: pd.DataFrame, right: str) ->
     )
 
 
-def _fk_options(ctx: Ctx, state: PdState) -> list[tuple[ForeignKey, tuple[str, ...], bool]]:
+def _fk_options(ctx: PandasContext, state: PdState) -> list[tuple[SchemaForeignKey, tuple[str, ...], bool]]:
     """Joins possible from the frame: (fk, frame columns holding the key, new table is the parent)."""
     by_origin = {v: c for c, v in state.origin.items()}
     out = []
@@ -223,7 +223,7 @@ def _fk_options(ctx: Ctx, state: PdState) -> list[tuple[ForeignKey, tuple[str, .
     return out
 
 
-def act_source(ctx: Ctx, table: str, *, merge: bool) -> tuple[str, PdState, dict[str, Any]]:
+def act_source(ctx: PandasContext, table: str, *, merge: bool) -> tuple[str, PdState, dict[str, Any]]:
     var = ctx.variables[table]
     state = _state_for_table(ctx, table, ctx.frames[table])
     if merge:
@@ -246,7 +246,7 @@ def act_source(ctx: Ctx, table: str, *, merge: bool) -> tuple[str, PdState, dict
     return line, state.but(df=_run(ctx, line, None)["df"]), {"kind": "source", "table": table}
 
 
-def act_join(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_join(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     if state.grouped:
         raise NoAction("join")
     opts = _fk_options(ctx, state)
@@ -283,7 +283,7 @@ def _quantile_values(s: pd.Series) -> list[Any]:
     return out
 
 
-def act_filter(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_filter(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     """Keep rows by a quantile threshold (numbers) or a held value (categories); must change the rows."""
     df = state.df
     n = len(df)
@@ -324,7 +324,7 @@ def _lit_value(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def act_topk(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_topk(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     """The k rows with the largest (or smallest) value of a numeric column, with a key tie-break."""
     df = state.df
     n = len(df)
@@ -357,7 +357,7 @@ def act_topk(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     )
 
 
-def act_groupby(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_groupby(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     """Group by a category/key column and aggregate a numeric column (or count rows)."""
     df = state.df
     n = len(df)
@@ -394,7 +394,7 @@ def act_groupby(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]
     return line, new, {"kind": "groupby", "by": g, "agg": func, "column": arg}
 
 
-def act_ratio(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_ratio(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     """A new column: one measure divided by another (never by zero)."""
     df = state.df
     nums = [
@@ -415,7 +415,7 @@ def act_ratio(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     return line, new, {"kind": "ratio", "numerator": a, "denominator": b}
 
 
-def act_rank(ctx: Ctx, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
+def act_rank(ctx: PandasContext, state: PdState) -> tuple[str, PdState, dict[str, Any]]:
     """A new column: the rank of a numeric column (ties share the lowest rank)."""
     df = state.df
     nums = [
@@ -452,7 +452,7 @@ _TRANSFORM_FUNCS = {
 }
 
 
-def act_terminal(ctx: Ctx, state: PdState) -> tuple[str, dict[str, Any]]:
+def act_terminal(ctx: PandasContext, state: PdState) -> tuple[str, dict[str, Any]]:
     """A scalar aggregate, a quantile or a row count, among those that can differ in some copy."""
     df = state.df
     if len(df) == 0:
@@ -476,7 +476,7 @@ def act_terminal(ctx: Ctx, state: PdState) -> tuple[str, dict[str, Any]]:
 
 
 def build_program(
-    ctx: Ctx, table: str, level: int
+    ctx: PandasContext, table: str, level: int
 ) -> tuple[PandasProgram, list[dict[str, Any]], pd.DataFrame, Any]:
     """Compose a pandas trajectory online on ``table`` for ``level``.
 

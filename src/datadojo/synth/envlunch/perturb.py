@@ -38,7 +38,7 @@ import pandas as pd
 from datadojo.corpus.sqlite_reader import quote_ident
 from datadojo.fs import atomic_path, write_bytes_atomic
 from datadojo.synth.envlunch.config import K_PANDAS, K_SQL
-from datadojo.synth.envlunch.environment import Environment, ForeignKey, stable_int
+from datadojo.synth.envlunch.environment import Environment, SchemaForeignKey, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo
 
 __all__ = [
@@ -84,13 +84,13 @@ def norm_key(v: Any) -> Any:
     return v
 
 
-def _fk_codes(env: Environment, fk: ForeignKey) -> tuple[np.ndarray, np.ndarray, int]:
+def _fk_codes(env: Environment, fk: SchemaForeignKey) -> tuple[np.ndarray, np.ndarray, int]:
     """Integer codes for the key values of ``fk``: (parent row codes, child row codes, number of codes).
 
     A child value that no parent row holds gets ``-1``: it already dangled in the original and the cascade
     leaves it alone. Cached on the environment (every copy of every task cascades along the same keys).
     """
-    cache: dict[ForeignKey, tuple[np.ndarray, np.ndarray, int]] = env.__dict__.setdefault(
+    cache: dict[SchemaForeignKey, tuple[np.ndarray, np.ndarray, int]] = env.__dict__.setdefault(
         "_fk_code_cache", {}
     )
     if fk not in cache:

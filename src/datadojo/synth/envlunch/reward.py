@@ -22,7 +22,7 @@ from typing import Any
 
 from datadojo.protocol.code import extract_code
 from datadojo.synth.envlunch.canon import Canonical, exact_match, row_overlap
-from datadojo.synth.envlunch.executor import ExecOutcome, Executor, Job
+from datadojo.synth.envlunch.executor import Job, ProgramExecutor, ProgramOutcome
 from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
 from datadojo.types import Trajectory
 
@@ -110,7 +110,7 @@ class ScoreRecord:
 
 def score_programs(
     items: Sequence[tuple[EnvLunchTaskInfo, str | None, int, int]],
-    executor: Executor,
+    executor: ProgramExecutor,
     *,
     copies: bool = True,
 ) -> list[ScoreRecord]:
@@ -125,7 +125,7 @@ def score_programs(
         dirs = info.copy_dirs if copies else (info.orig_dir,)
         jobs.append(Job(info.backend, program, tuple(dirs), info.db_name))  # type: ignore[arg-type]
         where.append(i)
-    outcomes: dict[int, list[ExecOutcome]] = dict(zip(where, executor.run(jobs), strict=True))
+    outcomes: dict[int, list[ProgramOutcome]] = dict(zip(where, executor.run(jobs), strict=True))
     records = []
     for i, (info, program, t, sample) in enumerate(items):
         refs = info.copy_targets if copies else [info.target]
@@ -156,7 +156,7 @@ def score_programs(
 
 
 def score_trajectories(
-    tasks: dict[str, EnvLunchTaskInfo], trajectories: Sequence[Trajectory], executor: Executor
+    tasks: dict[str, EnvLunchTaskInfo], trajectories: Sequence[Trajectory], executor: ProgramExecutor
 ) -> list[ScoreRecord]:
     """Score rollout trajectories against their tasks; a trajectory for an unknown task is an error."""
     items: list[tuple[EnvLunchTaskInfo, str | None, int, int]] = []

@@ -32,7 +32,13 @@ from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
 from datadojo.synth.envlunch.canon import canonical_pandas, canonical_rows, same_result
 from datadojo.synth.envlunch.config import SolverConfig
-from datadojo.synth.envlunch.environment import Environment, ForeignKey, TableData, load_sqlite, stable_int
+from datadojo.synth.envlunch.environment import (
+    Environment,
+    SchemaForeignKey,
+    TableData,
+    load_sqlite,
+    stable_int,
+)
 from datadojo.synth.envlunch.keys import column_roles
 from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
 from datadojo.types import Action, Observation, Trajectory, Turn
@@ -79,7 +85,7 @@ class _PandasEnv:
             data._frame = frame
             tables[table] = data
             self.frames[table] = frame
-        fks = [ForeignKey(t, tuple(c), rt, tuple(rc)) for t, c, rt, rc in extra.get("foreign_keys", [])]
+        fks = [SchemaForeignKey(t, tuple(c), rt, tuple(rc)) for t, c, rt, rc in extra.get("foreign_keys", [])]
         self.env = Environment(extra["env"], info.orig_dir, "table", tables, fks)
         self.roles = column_roles(self.env)
         self.variables = {t: Path(f).stem for t, f in files.items()}
@@ -133,7 +139,7 @@ def _solve_sql(info: EnvLunchTaskInfo, senv: _SqlEnv, cfg: SolverConfig, deadlin
     tried = 0
     while tried < cfg.max_candidates and time.perf_counter() < deadline:
         spec, table = rng.choice(pairs)
-        actx = sa.Ctx(env, senv.roles, rng, max_rows=10_000, obs_cache=senv.cache)
+        actx = sa.SqlContext(env, senv.roles, rng, max_rows=10_000, obs_cache=senv.cache)
         if spec.source_filter is not None and not spec.source_filter(actx, table):
             tried += 1
             continue
@@ -169,7 +175,9 @@ def _solve_pandas(
     seen: set[str] = set()
     tried = 0
     while tried < cfg.max_candidates and time.perf_counter() < deadline and tables:
-        pctx = pa.Ctx(penv.env, penv.roles, penv.frames, penv.variables, rng, penv.files, everything)
+        pctx = pa.PandasContext(
+            penv.env, penv.roles, penv.frames, penv.variables, rng, penv.files, everything
+        )
         level = rng.choice((1, 2, 3, 4))
         tried += 1
         try:

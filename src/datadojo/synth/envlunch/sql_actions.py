@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from datadojo.synth.envlunch.environment import Environment, ForeignKey, NoAction
+from datadojo.synth.envlunch.environment import Environment, NoAction, SchemaForeignKey
 from datadojo.synth.envlunch.keys import ColumnInfo, is_number
 from datadojo.synth.envlunch.sql_query import (  # the query model; re-exported for callers of this module
     Col,
@@ -85,7 +85,7 @@ TOPK_MAX = 10
 
 
 @dataclass
-class Ctx:
+class SqlContext:
     """What an action needs: the environment, column roles, RNG and the result-size cap."""
 
     env: Environment
@@ -95,7 +95,7 @@ class Ctx:
     obs_cache: dict[str, Obs] | None = None
 
 
-def _cols_of(ctx: Ctx, table: str, alias: str) -> list[Col]:
+def _cols_of(ctx: SqlContext, table: str, alias: str) -> list[Col]:
     t = ctx.env.tables[table]
     return [
         Col(alias, table, c, ctx.roles[table][c].role)
@@ -128,13 +128,13 @@ def _homogeneous(values: list[Any]) -> str | None:
     return None
 
 
-def act_source(ctx: Ctx, q: SqlQuery, table: str) -> SqlStep:
+def act_source(ctx: SqlContext, q: SqlQuery, table: str) -> SqlStep:
     q.tables = [(table, "T1")]
     q.row_cols = _cols_of(ctx, table, "T1")
     return SqlStep("source", {"table": table})
 
 
-def join_options(ctx: Ctx, q: SqlQuery, *, chain: bool) -> list[tuple[ForeignKey, str, bool]]:
+def join_options(ctx: SqlContext, q: SqlQuery, *, chain: bool) -> list[tuple[SchemaForeignKey, str, bool]]:
     """FKs that join a new table to the current ones: (fk, alias of the table already in, new is parent)."""
     present = {t: a for t, a in q.tables}
     anchor = [q.tables[-1]] if chain else q.tables
@@ -148,7 +148,7 @@ def join_options(ctx: Ctx, q: SqlQuery, *, chain: bool) -> list[tuple[ForeignKey
     return out
 
 
-def act_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection, *, chain: bool) -> SqlStep:
+def act_join(ctx: SqlContext, q: SqlQuery, obs: Obs, con: sqlite3.Connection, *, chain: bool) -> SqlStep:
     opts = join_options(ctx, q, chain=chain)
     ctx.rng.shuffle(opts)
     for fk, alias, new_is_parent in opts:
@@ -180,7 +180,7 @@ def act_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection, *, chain:
     raise NoAction("join")
 
 
-def act_filter(ctx: Ctx, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep:
+def act_filter(ctx: SqlContext, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep:
     """WHERE col op value, value an actual quantile (numbers, dates) or a held value (categories)."""
     cands: list[tuple[Col, str, Any, int]] = []
     n = len(obs.rows)
@@ -219,7 +219,7 @@ def _cmp(x: Any, op: str, v: Any) -> bool:
         return False
 
 
-def act_group_agg(ctx: Ctx, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep:
+def act_group_agg(ctx: SqlContext, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep:
     """GROUP BY g with COUNT(*), COUNT(DISTINCT c) or SUM/AVG/MIN/MAX(measure)."""
     n = len(obs.rows)
     groups = []
@@ -258,7 +258,7 @@ def act_group_agg(ctx: Ctx, q: SqlQuery, obs: Obs, *, cap_rows: bool) -> SqlStep
     )
 
 
-def act_having(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
+def act_having(ctx: SqlContext, q: SqlQuery, obs: Obs) -> SqlStep:
     assert q.agg is not None
     vals = [r[1] for r in obs.rows]
     n = len(vals)
@@ -275,7 +275,7 @@ def act_having(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
     return SqlStep("having", {"op": op, "value": v})
 
 
-def act_order_limit(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
+def act_order_limit(ctx: SqlContext, q: SqlQuery, obs: Obs) -> SqlStep:
     """ORDER BY a measure (or the aggregate) DESC/ASC with a tie-break, LIMIT k < rows."""
     n = obs.n_rows
     if n < 2:
@@ -302,7 +302,7 @@ def act_order_limit(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
     )
 
 
-def act_project(ctx: Ctx, q: SqlQuery, obs: Obs, *, one: bool = False) -> SqlStep:
+def act_project(ctx: SqlContext, q: SqlQuery, obs: Obs, *, one: bool = False) -> SqlStep:
     usable = [c for c in obs.cols if c.role != "empty"]
     if not usable:
         raise NoAction("project")
@@ -327,7 +327,7 @@ def act_project(ctx: Ctx, q: SqlQuery, obs: Obs, *, one: bool = False) -> SqlSte
     return SqlStep("project", {"columns": [f"{c.table}.{c.name}" for c in chosen]})
 
 
-def act_distinct(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
+def act_distinct(ctx: SqlContext, q: SqlQuery, obs: Obs) -> SqlStep:
     if len(set(obs.rows)) >= len(obs.rows):
         raise NoAction("distinct")
     if len(set(obs.rows)) > ctx.max_rows:
@@ -336,7 +336,7 @@ def act_distinct(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
     return SqlStep("distinct", {})
 
 
-def act_anti_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection) -> SqlStep:
+def act_anti_join(ctx: SqlContext, q: SqlQuery, obs: Obs, con: sqlite3.Connection) -> SqlStep:
     """Keep parent rows no child row references: ``NOT EXISTS (SELECT 1 FROM child WHERE fk = pk)``."""
     t, a = q.tables[0]
     fks = [fk for fk in ctx.env.foreign_keys if fk.ref_table == t and fk.table != t]
@@ -358,7 +358,7 @@ def act_anti_join(ctx: Ctx, q: SqlQuery, obs: Obs, con: sqlite3.Connection) -> S
     raise NoAction("anti_join")
 
 
-def act_cte_above_avg(ctx: Ctx, q: SqlQuery, obs: Obs) -> SqlStep:
+def act_cte_above_avg(ctx: SqlContext, q: SqlQuery, obs: Obs) -> SqlStep:
     vals = [r[1] for r in obs.rows if r[1] is not None]
     if len(set(vals)) < 2 or _homogeneous(vals) != "num":
         raise NoAction("cte_above_avg")
@@ -377,22 +377,22 @@ class OperatorSpec:
     aggregates: bool
     steps: tuple[str, ...]
     needs_fk: int = 0
-    source_filter: Callable[[Ctx, str], bool] | None = None
+    source_filter: Callable[[SqlContext, str], bool] | None = None
 
     @property
     def level(self) -> int:
         return len(self.steps)
 
 
-def _is_parent(ctx: Ctx, table: str) -> bool:
+def _is_parent(ctx: SqlContext, table: str) -> bool:
     return any(fk.ref_table == table and fk.table != table for fk in ctx.env.foreign_keys)
 
 
-def _has_fk(ctx: Ctx, table: str) -> bool:
+def _has_fk(ctx: SqlContext, table: str) -> bool:
     return bool(ctx.env.fks_of(table))
 
 
-def _has_measure(ctx: Ctx, table: str) -> bool:
+def _has_measure(ctx: SqlContext, table: str) -> bool:
     return any(i.role == "measure" for i in ctx.roles[table].values())
 
 
@@ -439,7 +439,7 @@ _REDUCING = {"filter", "group_agg", "having", "order_limit", "distinct", "anti_j
 
 # An action kind of an operator spec -> the clause action it runs, called as
 # ``(ctx, query, observation, connection, cap_rows)``; ``cap_rows`` is true when no later step reduces rows.
-_Action = Callable[[Ctx, SqlQuery, Obs, sqlite3.Connection, bool], SqlStep]
+_Action = Callable[[SqlContext, SqlQuery, Obs, sqlite3.Connection, bool], SqlStep]
 _ACTIONS: dict[str, _Action] = {
     "join": lambda ctx, q, obs, con, cap: act_join(ctx, q, obs, con, chain=False),
     "join_chain": lambda ctx, q, obs, con, cap: act_join(ctx, q, obs, con, chain=True),
@@ -455,7 +455,7 @@ _ACTIONS: dict[str, _Action] = {
 }
 
 
-def _observe(ctx: Ctx, con: sqlite3.Connection, q: SqlQuery) -> Obs:
+def _observe(ctx: SqlContext, con: sqlite3.Connection, q: SqlQuery) -> Obs:
     """:func:`observe`, memoised per context when it has a cache (the solver re-runs the same prefixes)."""
     if ctx.obs_cache is None:
         return observe(con, q)
@@ -469,7 +469,7 @@ def _observe(ctx: Ctx, con: sqlite3.Connection, q: SqlQuery) -> Obs:
 
 
 def build_query(
-    ctx: Ctx, con: sqlite3.Connection, spec: OperatorSpec, table: str
+    ctx: SqlContext, con: sqlite3.Connection, spec: OperatorSpec, table: str
 ) -> tuple[SqlQuery, list[SqlStep], Obs]:
     """Compose ``spec``'s actions online on ``table``: execute after each, choose the next from the result.
 

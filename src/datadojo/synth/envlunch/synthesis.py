@@ -158,7 +158,7 @@ def _sql_tables(ctx: EnvContext) -> list[str]:
     return [t for t, d in ctx.env.tables.items() if d.n_rows > 0]
 
 
-def _applicable(ctx: EnvContext, spec: sa.OperatorSpec, actx: sa.Ctx) -> list[str]:
+def _applicable(ctx: EnvContext, spec: sa.OperatorSpec, actx: sa.SqlContext) -> list[str]:
     """Source tables for ``spec``: it must apply, and some table it can reach must lose rows in a copy
     (SQL copies only delete rows; a query over tables no copy touches cannot pass the §3 filter)."""
     out = []
@@ -187,7 +187,7 @@ def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = N
     """Draw one SQL trajectory; return it, or the reason it was rejected."""
     orig, copies, _ = ctx.sql  # also sets ctx.sql_varying
     # observations memoised per environment: every draw from a table starts with the same prefixes
-    actx = sa.Ctx(ctx.env, ctx.roles, rng, ctx.config.max_target_rows, ctx.observe_cache)
+    actx = sa.SqlContext(ctx.env, ctx.roles, rng, ctx.config.max_target_rows, ctx.observe_cache)
     allowed = [s for s in sa.OPERATORS.values() if s.level in ctx.config.levels]
     spec = sa.OPERATORS[operator] if operator else rng.choice(allowed)
     tables = _applicable(ctx, spec, actx)
@@ -247,7 +247,7 @@ def synthesize_pandas(ctx: EnvContext, rng: random.Random, level: int | None = N
     tables = [t for t, f in frames.items() if len(f) > 0 and ctx.pandas_can_vary(t)]
     if not tables:
         return "no_source"
-    pctx = pa.Ctx(ctx.env, ctx.roles, frames, ctx.variables, rng, ctx.files, ctx.varying_tables)
+    pctx = pa.PandasContext(ctx.env, ctx.roles, frames, ctx.variables, rng, ctx.files, ctx.varying_tables)
     table = rng.choice(tables)
     try:
         program, actions, before, result = pa.build_program(pctx, table, level)
