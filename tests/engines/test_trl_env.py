@@ -231,11 +231,13 @@ def test_in_process_sampling_keeps_logprobs_aligned_with_trls_forward(tmp_path: 
         for i in range(len(reply["completion_ids"])):
             _, completion, loss_mask = _rows(batch, i)
             assert completion == reply["completion_ids"][i] and loss_mask == reply["env_mask"][i]
-            assert len(completion) <= 96
+            assert len(completion) <= 256
             sampled = [j for j, m in enumerate(loss_mask) if m]
             got = [reply["logprobs"][i][j] for j in sampled]
             assert lp[i, sampled].tolist() == pytest.approx(got, abs=2e-3)
             n_checked += len(sampled)
     assert n_checked > 0
     # two generations with the environment's tokens between them: the alignment held across a turn
-    assert any(len(set(sum(r["env_mask"], []))) == 2 and max(r["datadojo_turns"]) == 2 for r in replies)
+    assert any(
+        2 in r["datadojo_turns"] and {0, 1} <= {m for row in r["env_mask"] for m in row} for r in replies
+    )
