@@ -51,13 +51,13 @@ def _task(task_id: str = "t1") -> Task:
 class Server:
     """Scripted replies (one list per episode, episodes in order), char-level ids, log-probs −0.25 − 0.001·i."""
 
-    def __init__(self, tok: Any, episodes: list[list[str] | Exception], *, tail: str = "") -> None:
+    def __init__(self, tok: Any, episodes: list[list[Any] | Exception], *, tail: str = "") -> None:
         self.tok, self.tail = tok, tail
         self.episodes = [e if isinstance(e, Exception) else list(e) for e in episodes]
         self.prompts: list[list[int]] = []
         self.outputs: list[list[int]] = []
         self.sampling: list[dict[str, Any]] = []
-        self._current: list[str] | Exception | None = None
+        self._current: list[Any] | Exception | None = None
         self._first: list[int] | None = None
 
     def ids(self, text: str) -> list[int]:
@@ -72,7 +72,10 @@ class Server:
         self.prompts.append(list(prompt_ids))
         self.sampling.append(dict(sampling))
         assert isinstance(self._current, list)
-        ids = self.ids(self._current.pop(0) + self.tail)[: sampling["max_tokens"]]
+        reply = self._current.pop(0)
+        if isinstance(reply, Exception):  # the server dies mid-episode
+            raise reply
+        ids = self.ids(reply + self.tail)[: sampling["max_tokens"]]
         self.outputs.append(ids)
         return GenOutput(ids, [-0.25 - 0.001 * i for i in range(len(ids))], "completed")
 
@@ -132,23 +135,26 @@ def test_rows_are_the_sampled_and_environment_tokens_exactly(toy_tok: Any, tmp_p
 
 def test_infrastructure_failures_are_masked_and_unscored(toy_tok: Any) -> None:
     rollouts = DataDojoRollouts([_task()], concurrency=1)
-    server = Server(toy_tok, [WRONG, ConnectionError("engine died"), DEPENDENT])
-    out = _collect(rollouts, ["t1", "t1", "t1"], server, toy_tok)
-    assert out["datadojo_infra_failure"] == [0, 1, 0]
-    assert out["datadojo_stop_reason"][1] == "llm_error"
-    assert out["datadojo_reward"][1] is None  # not 0: TRL keeps it out of the group's statistics
-    assert set(out["env_mask"][1]) == {0} and out["completion_ids"][1]
-    assert sum(out["env_mask"][0]) > 0 and sum(out["env_mask"][2]) > 0
+    died = ConnectionError("engine died")
+    # the second episode's server dies at once, the third's after a turn (its tokens so far are masked too)
+    server = Server(toy_tok, [WRONG, died, [DEPENDENT[0], died], DEPENDENT])
+    out = _collect(rollouts, ["t1"] * 4, server, toy_tok)
+    assert out["datadojo_infra_failure"] == [0, 1, 1, 0]
+    assert out["datadojo_stop_reason"][1:3] == ["llm_error", "llm_error"]
+    assert out["datadojo_reward"][1:3] == [None, None]  # not 0: TRL keeps them out of the group's statistics
+    assert len(out["completion_ids"][2]) > 20  # the first turn was generated and is in the row ...
+    assert set(out["env_mask"][1]) == set(out["env_mask"][2]) == {0}  # ... but nothing is trained on
+    assert sum(out["env_mask"][0]) > 0 and sum(out["env_mask"][3]) > 0
     logged: dict[str, float] = {}
     rewards = rollouts.reward_func(
-        prompts=["t1"] * 3,
-        completions=["", "", ""],
+        prompts=["t1"] * 4,
+        completions=[""] * 4,
         log_metric=lambda name, value: logged.__setitem__(name, value),
         **{k: v for k, v in out.items() if k.startswith("datadojo_")},
     )
-    assert rewards[1] is None and rewards[0] is not None and rewards[2] > rewards[0]
-    assert logged["datadojo/infra_failure_rate"] == pytest.approx(1 / 3)
-    assert logged["datadojo/accuracy"] == pytest.approx(1 / 3)
+    assert rewards[1] is None and rewards[2] is None and rewards[3] > rewards[0]
+    assert logged["datadojo/infra_failure_rate"] == pytest.approx(2 / 4)
+    assert logged["datadojo/accuracy"] == pytest.approx(1 / 4)
 
 
 def test_a_sandbox_that_cannot_start_is_an_infra_failure(toy_tok: Any) -> None:
