@@ -276,3 +276,15 @@ def test_from_file_rows_are_task_ids(tmp_path: Path) -> None:
     )
     rollouts = DataDojoRollouts.from_file(path, max_turns=4)
     assert rollouts.rows() == [{"prompt": "a"}, {"prompt": "b"}] and rollouts.max_turns == 4
+
+
+def test_without_trl_the_error_names_the_install_line() -> None:
+    import importlib.util
+
+    from datadojo.errors import MissingExtraError
+    from datadojo.train.export.trl_env import grpo_trainer
+
+    if importlib.util.find_spec("trl") is not None:
+        pytest.skip("trl is installed here")
+    with pytest.raises(MissingExtraError, match=r"pip install 'trl==1\.16\.0'"):
+        grpo_trainer("runs/toy", "rl_tasks.jsonl")

@@ -90,6 +90,20 @@ class TRLRolloutError(DataDojoError, ValueError):
     ids or without answers, or a generation backend it cannot drive. The message names the task or setting."""
 
 
+def _require_trl(what: str) -> None:
+    """TRL (and its ``datasets``) are the user's engine, not a DataDojo extra: say what to install."""
+    import importlib.util
+
+    from datadojo.errors import MissingExtraError
+
+    missing = [m for m in ("trl", "datasets") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError(
+            f"{what} needs {', '.join(missing)}, not installed here: pip install 'trl==1.16.0' "
+            "(the version DataDojo is tested with; docs/engines/trl.md)"
+        )
+
+
 # --------------------------------------------------------------------------------------------- samples
 
 
@@ -378,6 +392,7 @@ class DataDojoRollouts:
 
     def dataset(self) -> Any:
         """:meth:`rows` as a ``datasets.Dataset``."""
+        _require_trl("DataDojoRollouts.dataset")
         from datasets import Dataset
 
         return Dataset.from_list(self.rows())
@@ -662,6 +677,7 @@ def grpo_trainer(
     ``kwargs`` not taken by ``GRPOTrainer`` go to :meth:`DataDojoRollouts.from_file` (``dialect``,
     ``max_turns``, ``concurrency``, ...). ``reward_funcs`` are added to DataDojo's reward (TRL sums them).
     """
+    _require_trl("grpo_trainer")
     from trl import GRPOConfig, GRPOTrainer
 
     trainer_keys = {"eval_dataset", "callbacks", "optimizers", "peft_config", "reward_processing_classes"}
