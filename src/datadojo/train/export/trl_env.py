@@ -541,9 +541,9 @@ class DataDojoRollouts:
             factory, close_pool = _default_sandboxes(self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
 
-        async def one(task: Task, sample: int) -> EpisodeResult:
+        async def one(row: int, task: Task, sample: int) -> EpisodeResult:
             async with sem:
-                ep_seed = seed * 1_000_003 + sample * 1_009
+                ep_seed = seed * 1_000_003 + row * 1_009  # distinct per row: tasks do not share a stream
                 try:
                     async with factory(task) as sandbox:
                         return await _run_episode(
@@ -566,7 +566,8 @@ class DataDojoRollouts:
                 return EpisodeResult(traj, TokenEpisode())
 
         try:
-            return list(await asyncio.gather(*(one(t, s) for t, s in zip(tasks, samples, strict=True))))
+            jobs = (one(i, t, s) for i, (t, s) in enumerate(zip(tasks, samples, strict=True)))
+            return list(await asyncio.gather(*jobs))
         finally:
             if close_pool is not None:
                 with contextlib.suppress(Exception):
