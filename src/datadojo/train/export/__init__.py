@@ -3,6 +3,8 @@
 * :mod:`~datadojo.train.export.llamafactory` — SFT data in ShareGPT format (observation turns masked) plus
   its ``dataset_info.json`` entry;
 * :mod:`~datadojo.train.export.trl` — SFT data in TRL's conversational ``messages`` format;
+* :mod:`~datadojo.train.export.trl_env` — TRL's ``GRPOTrainer`` on DataDojo tasks: sandboxed multi-turn
+  rollouts as its ``rollout_func`` (token-exact, environment tokens masked) with DataDojo's rewards;
 * :mod:`~datadojo.train.export.verl` — RL prompts as verl parquet files, with the reward module
   (:mod:`~datadojo.train.export.verl_reward`), the multi-turn sandbox tool
   (:mod:`~datadojo.train.export.verl_tool`) and DataMind's DAPO loss for verl's policy-loss registry
