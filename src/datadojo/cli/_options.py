@@ -73,6 +73,8 @@ class SettingsGroup:
     ``flags``: a field's flag declarations where they differ from ``--field-name`` (a short flag, a kept
     spelling such as ``--lambda``, a ``--yes/--no`` pair). ``defaults``: this command's defaults where they
     differ from the field's (shown in the help). ``extra``: help appended to a field's description.
+    ``convert``: a function applied to a flag's value before validation, for a flag that spells a value
+    differently from the file (``--time-limit 0`` for ``None``).
     """
 
     model: type[Settings]
@@ -83,6 +85,7 @@ class SettingsGroup:
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, str] = field(default_factory=dict)
+    convert: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     panel: str | None = None
 
 
@@ -194,6 +197,7 @@ def build_settings(
     parts = _sections(path, load_config_file(path), groups) if path else [{} for _ in groups]
     built: list[Settings] = []
     for group, from_file, flags in zip(groups, parts, given, strict=True):
+        flags = {n: group.convert[n](v) if n in group.convert else v for n, v in flags.items()}
         base = {**group.defaults, **from_file}
         if from_file:
             try:

@@ -223,7 +223,7 @@ def rollout(
     model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
+    concurrency: int = typer.Option(8, "--concurrency", "-j", help="Episodes (and sandboxes) in flight."),
     max_turns: int = _MAX_TURNS,
     dialect: str = _DIALECT,
     mode: str = _MODE,

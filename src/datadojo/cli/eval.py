@@ -137,7 +137,7 @@ def eval_command(
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
     agent: str = config_option(EvalConfig, "agent", "--agent"),
     limit: int | None = config_option(EvalConfig, "limit", "--limit"),
-    concurrency: int = config_option(EvalConfig, "concurrency", "--concurrency", "-c"),
+    concurrency: int = config_option(EvalConfig, "concurrency", "--concurrency", "-j"),
     max_turns: int | None = config_option(EvalConfig, "max_turns", "--max-turns", "-T"),
     dialect: str | None = config_option(EvalConfig, "dialect", "--dialect"),
     temperature: float | None = typer.Option(
@@ -176,7 +176,8 @@ def eval_command(
     OUT/summary.json (pass@1, pass@k, any-of-n, success rate, turns, tokens, per category, behavioural
     metrics) and OUT/report.html + OUT/report.md. Rerunning the same command resumes an interrupted run.
 
-    Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
+    Example: datadojo bench download spider, then datadojo eval spider --agent oracle -n 1 --out runs/spider-oracle
+    (no --data: the downloaded copy; --data DIR for a copy of your own)
 
     SciDataSailor-Bench (Meta judged by an LLM, QA scored by tolerant matching with units; --data is a task
     file or a folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track, `--option

@@ -64,8 +64,8 @@ class SolverConfig(Settings):
     max_candidates: int = Field(400, description="compositions tried per task (the deterministic budget)")
     time_limit_s: float | None = Field(
         3.0,
-        description="wall-clock seconds per task (none: only the candidate budget bounds the search, so the "
-        "result is the same on any machine)",
+        description="wall-clock seconds per task, a bound for users (none, or 0 on the command line: only the "
+        "candidate budget bounds the search, so the result is the same on any machine)",
     )
     seed: int = Field(0, description="seed of the search")
 
