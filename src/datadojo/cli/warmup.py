@@ -172,7 +172,6 @@ def _show_build(report: Any) -> None:
     SettingsGroup(
         SolverConfig,
         flags={"time_limit_s": ("--time-limit",)},
-        extra={"time_limit_s": "0 for none."},
         convert={"time_limit_s": lambda v: v or None},
     )
 )
