@@ -148,28 +148,14 @@ def _execute(
     as_json: bool,
     body: Callable[[Any], Awaitable[dict[str, Any]] | dict[str, Any]],
     specs: tuple[str | None, ...] = (),
-    needs: str | None = None,
-    stage: str | None = None,
 ) -> None:
-    """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel.
-
-    ``needs``: the stage whose output this one reads (``queries``, ``sample``); a folder without it, or
-    ``stage``'s settings differing from those its input was made with, fail before the model servers are
-    contacted, so the error names the missing file or the setting, not a down server."""
+    """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel."""
     from datadojo.llm import load_backend
     from datadojo.synth.datamind import DataMindRun
 
     bars = _Bars(progress)
     try:
         run = DataMindRun(inputs, out, config, progress=bars)
-        if needs:
-            from datadojo.synth.datamind.errors import DataMindError
-
-            wanted = run.paths.queries if needs == "queries" else run.paths.trajectories
-            if not wanted.exists():
-                raise DataMindError(f"{wanted}: not found; run the {needs} stage first (same --out)")
-        if stage:
-            run.check_settings(stage, record=False)
         backends = [load_backend(s) for s in specs if s]
     except OSError as exc:  # a folder that cannot be made or read: the message names it
         raise error_exit(exc) from exc
@@ -246,7 +232,7 @@ def compose_cmd(
     from datadojo.synth.datamind import stage_compose
 
     specs = (require_model(teacher, "--teacher"),)
-    _execute([], out, config, progress, as_json, stage_compose, specs, needs="queries")
+    _execute([], out, config, progress, as_json, stage_compose, specs)
 
 
 @datamind_app.command("sample")
@@ -267,8 +253,7 @@ def sample_cmd(
     config = config.replace(rounds=max(round_, 1))
     specs = (require_model(teacher, "--teacher"),)
     _execute(
-        [], out, config, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), specs,
-        needs="queries", stage="sample",
+        [], out, config, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), specs
     )  # fmt: skip
 
 
@@ -288,8 +273,7 @@ def judge_cmd(
     config = config.replace(rounds=max(round_, 1))
     specs = (require_model(judge, "--judge", "DATADOJO_JUDGE"),)
     _execute(
-        [], out, config, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), specs,
-        needs="sample", stage="judge",
+        [], out, config, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), specs
     )  # fmt: skip
 
 

@@ -109,10 +109,9 @@ class DataMindRun:
         if models.get(role) != name:
             write_json_atomic(models_file(self.paths), {**models, role: name})
 
-    def check_settings(self, stage: str, *, record: bool = True) -> None:
+    def check_settings(self, stage: str) -> None:
         """Refuse ``stage`` when a setting it shares with a stage already run here differs, naming both values;
-        then record the stage's settings (see :data:`STAGE_SETTINGS`). ``record=False``: only check (the CLI
-        checks before it contacts the model servers, so a refusal is not hidden behind a down server)."""
+        then record the stage's settings (see :data:`STAGE_SETTINGS`)."""
         recorded: dict[str, dict[str, Any]] = {}
         if self.stages_file.exists():
             try:
@@ -130,9 +129,8 @@ class DataMindRun:
                         f"{other} stage of this run used {name} = {values[name]!r} (recorded in "
                         f"{self.stages_file.name}); rerun with {name} = {values[name]!r}, or use a new --out"
                     )
-        if record:
-            recorded[stage] = {n: current.get(n) for n in STAGE_SETTINGS.get(stage, ())}
-            write_json_atomic(self.stages_file, recorded)
+        recorded[stage] = {n: current.get(n) for n in STAGE_SETTINGS.get(stage, ())}
+        write_json_atomic(self.stages_file, recorded)
 
     def tick(self, stage: str) -> Callable[[int, int], None] | None:
         if self.progress is None:
