@@ -222,3 +222,21 @@ def test_short_flags_mean_one_thing_everywhere() -> None:
                 seen[short].add(longs[0] if longs else f"{' '.join(path)}: {short} alone")
     wrong = {s: sorted(v) for s, v in seen.items() if not v <= SHORT_FLAGS.get(s, set())}
     assert not wrong, wrong
+
+
+def test_a_second_settings_group_is_its_own_table(tmp_path: Path) -> None:
+    """rollout: AgentConfig at the top of the file, SandboxConfig in [sandbox]; errors name the table's class."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "t", "question": "q?"}\n')
+    toml = tmp_path / "r.toml"
+    toml.write_text('max_turns = 4\n[sandbox]\nmode = "forked"\n')
+    res = _invoke(["rollout", str(tasks), "-m", "openai:m@http://127.0.0.1:9/v1", "-o", str(tmp_path / "o"),
+                   "-c", str(toml)])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert re.search(r"^error: .*r\.toml: SandboxConfig\.mode: .*'forked'", res.output.strip()), res.output
+    toml.write_text("mode = 'persistent'\n")  # a sandbox field at the top level: not an AgentConfig field
+    res = _invoke(["rollout", str(tasks), "-m", "openai:m@http://127.0.0.1:9/v1", "-o", str(tmp_path / "o"),
+                   "-c", str(toml)])  # fmt: skip
+    assert (
+        res.exit_code == 2 and "AgentConfig has no field 'mode'" in res.output and "[sandbox]" in res.output
+    )

@@ -154,7 +154,11 @@ def _panel(group: SettingsGroup) -> str:
     """The help panel of a group's flags: they are set in the ``--config`` file too, under that name."""
     if group.panel:
         return group.panel
-    return f"Settings [{group.section}]" if group.section else "Settings (also in --config FILE)"
+    return (
+        f"Settings ({group.section} table of --config)"
+        if group.section
+        else "Settings (also in --config FILE)"
+    )
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
