@@ -240,3 +240,40 @@ def test_a_second_settings_group_is_its_own_table(tmp_path: Path) -> None:
     assert (
         res.exit_code == 2 and "AgentConfig has no field 'mode'" in res.output and "[sandbox]" in res.output
     )
+
+
+def test_eval_takes_a_config_file_with_its_sandbox_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval: EvalConfig fields at the top (bench, data, out from the command line), [sampling], [sandbox]."""
+    import datadojo.cli.eval as module
+
+    seen: list[Any] = []
+    monkeypatch.setattr(
+        module, "_run_eval", lambda cfg, *a: seen.append(cfg) or (_ for _ in ()).throw(SystemExit(0))
+    )
+    toml = tmp_path / "e.toml"
+    toml.write_text(
+        'n_trials = 2\nagent = "oracle"\n[sampling]\ntemperature = 0.1\n[sandbox]\nsql_row_limit = 7\n'
+    )
+    args = [
+        "eval",
+        "shop-sql",
+        "--data",
+        str(EXAMPLES / "shop.sqlite"),
+        "-o",
+        str(tmp_path / "o"),
+        "-c",
+        str(toml),
+    ]
+    res = _invoke([*args, "--top-p", "0.5"])
+    assert res.exit_code == 0, res.output
+    cfg = seen[0]
+    assert (cfg.n_trials, cfg.agent, cfg.sampling.temperature, cfg.sampling.top_p) == (2, "oracle", 0.1, 0.5)
+    assert cfg.sandbox.sql_row_limit == 7
+    assert _invoke([*args, "-n", "4"]).exit_code == 0 and seen[1].n_trials == 4  # the flag over the file
+    toml.write_text("n_trials = 'three'\n")
+    res = _invoke(args)
+    assert res.exit_code == 2 and re.search(r"e\.toml: EvalConfig\.n_trials: .*'three'", res.output), (
+        res.output
+    )

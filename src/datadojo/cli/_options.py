@@ -29,11 +29,11 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import typer
 from annotated_types import Ge, Le
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from datadojo.config import ConfigError, Settings, config_help
 
@@ -75,6 +75,9 @@ class SettingsGroup:
     differ from the field's (shown in the help). ``extra``: help appended to a field's description.
     ``convert``: a function applied to a flag's value before validation, for a flag that spells a value
     differently from the file (``--time-limit 0`` for ``None``).
+    ``partial``: the settings have required fields only the command knows (``EvalConfig.bench``); the
+    command receives the dict of the values given (file, then flags), each checked against its field's type
+    and bounds, and builds the object itself.
     """
 
     model: type[Settings]
@@ -87,6 +90,7 @@ class SettingsGroup:
     extra: Mapping[str, str] = field(default_factory=dict)
     convert: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     panel: str | None = None
+    partial: bool = False
 
 
 def _scalar(tp: Any) -> Any:
@@ -168,7 +172,8 @@ def load_config_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the settings file: {exc}") from None
+        hint = " (-c is --config; the concurrency is -j)" if str(path).isdigit() else ""
+        raise ConfigError(f"{path}: cannot read the settings file: {exc}{hint}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a settings file holds a table of fields, got {type(data).__name__}")
     return data
@@ -194,15 +199,42 @@ def _sections(path: Path, data: dict[str, Any], groups: tuple[SettingsGroup, ...
     return parts
 
 
+def _check_fields(model: type[Settings], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` validated one field at a time (type, ``Literal`` choices, bounds), for a partial group."""
+    checked: dict[str, Any] = {}
+    for name, value in values.items():
+        info = model.model_fields.get(name)
+        if info is None:
+            raise ConfigError(
+                f"{model.__name__} has no field {name!r}; known: {', '.join(model.model_fields)}"
+            )
+        try:
+            checked[name] = TypeAdapter(Annotated[info.annotation, info]).validate_python(value)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            raise ConfigError(f"{model.__name__}.{name}: {err['msg'].lower()}, got {value!r}") from None
+    return checked
+
+
 def build_settings(
     groups: tuple[SettingsGroup, ...], path: Path | None, given: list[dict[str, Any]]
-) -> list[Settings]:
+) -> list[Any]:
     """The settings of each group: its defaults, then the file's values, then the flags ``given``."""
     parts = _sections(path, load_config_file(path), groups) if path else [{} for _ in groups]
     built: list[Settings] = []
     for group, from_file, flags in zip(groups, parts, given, strict=True):
         flags = {n: group.convert[n](v) if n in group.convert else v for n, v in flags.items()}
         base = {**group.defaults, **from_file}
+        if group.partial:
+            try:
+                base = _check_fields(group.model, base)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+            try:
+                built.append({**base, **_check_fields(group.model, flags)})
+            except ConfigError as exc:
+                raise typer.BadParameter(str(exc)) from None
+            continue
         if from_file:
             try:
                 group.model(**base)
