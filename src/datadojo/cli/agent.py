@@ -225,13 +225,42 @@ def rollout(
     tasks = load_tasks(tasks_file, "TASKS.jsonl")  # before anything is written
     spec = require_model(model)
     cfg = _with_sampling(config, temperature, top_p, max_tokens)
-    out.mkdir(parents=True, exist_ok=True)
-    traj_path = out / "trajectories.jsonl"
     if limit is not None:
         tasks = tasks[:limit]
+    out.mkdir(parents=True, exist_ok=True)
+    traj_path = out / "trajectories.jsonl"
+    remote = cli_executor(executor, ray_address, concurrency)
+    summary = _run_rollouts(tasks, spec, traj_path, cfg, sandbox_config, n, concurrency, seed, remote)
+    console = Console(stderr=True)
+    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out / "summary.json")
+    console.print(_summary_table(summary))
+    banner = reduced_isolation_banner(dict(summary.isolation))
+    if banner:
+        console.print(f"[bold red]{banner}[/bold red]")
+    exit_if_server_down(summary, spec)
+    if remote is not None:
+        console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
+    console.print(f"trajectories: {traj_path}")
+
+
+def _run_rollouts(
+    tasks: list[Task],
+    spec: str,
+    traj_path: Path,
+    cfg: AgentConfig,
+    sandbox_config: SandboxConfig,
+    n: int,
+    concurrency: int,
+    seed: int | None,
+    remote: Any,
+) -> RolloutSummary:
+    """:func:`~datadojo.agent.run_rollouts` here (one sandbox pool, one backend) or on ``remote``, with a
+    progress bar; Ctrl-C and file errors end the command with one line."""
     console = Console(stderr=True)
     total = len(tasks) * n
-    remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> RolloutSummary:
         from datadojo.llm import load_backend
@@ -283,7 +312,7 @@ def rollout(
                     await remote.aclose()
 
     try:
-        summary = asyncio.run(main())
+        return asyncio.run(main())
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
         raise typer.Exit(130) from None
@@ -295,18 +324,6 @@ def rollout(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
-    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / "summary.json")
-    console.print(_summary_table(summary))
-    banner = reduced_isolation_banner(dict(summary.isolation))
-    if banner:
-        console.print(f"[bold red]{banner}[/bold red]")
-    exit_if_server_down(summary, spec)
-    if remote is not None:
-        console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
-    console.print(f"trajectories: {traj_path}")
 
 
 def register(app: typer.Typer) -> None:
