@@ -277,3 +277,16 @@ def test_eval_takes_a_config_file_with_its_sandbox_table(
     assert res.exit_code == 2 and re.search(r"e\.toml: EvalConfig\.n_trials: .*'three'", res.output), (
         res.output
     )
+
+
+def test_corpus_scan_reads_filters_from_the_config_file_and_the_row_flags_win(tmp_path: Path) -> None:
+    import json
+
+    toml = tmp_path / "scan.toml"
+    toml.write_text("[filters]\nmin_rows = 100000\nsqlite_min_rows = 100000\n")  # more than any example has
+    base = ["corpus", "scan", str(EXAMPLES), "--no-progress", "--json", "-c", str(toml)]
+    strict = _invoke([*base, "-o", str(tmp_path / "a.jsonl")])
+    loose = _invoke([*base, "-o", str(tmp_path / "b.jsonl"), "--min-rows", "none"])
+    assert strict.exit_code == 0 and loose.exit_code == 0, (strict.output, loose.output)
+    assert json.loads(strict.stdout)["accepted"] == 0
+    assert json.loads(loose.stdout)["accepted"] > 0
