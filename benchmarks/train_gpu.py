@@ -18,6 +18,19 @@ updates, plus the old-log-prob pass, per second of training time, steady state: 
 excluded as warm-up) and **peak memory** (``torch.cuda.max_memory_allocated`` on GPU, the process's peak
 RSS on CPU). Sizes: ``toy`` — 2 layers × 64 hidden; ``gpu`` — 16 layers × 2048 hidden, 32k vocabulary
 (≈1.1B parameters), bf16 autocast, sequences of a few thousand tokens.
+
+``--engine verl`` (run with a Python that has verl 0.9.1, e.g. the engine job's environment) measures the
+γ-mixed loss inside verl instead: DataDojo's agent loop (:mod:`datadojo.train.export.verl_agent`) rolls out
+``--episodes`` real episodes (sandbox per trajectory) against a server-manager stand-in that samples from the
+model with ``transformers`` ``generate`` (token ids in / out, log-probs returned); then one batch of G
+rollouts per prompt plus expert rows goes through verl's own ``left_right_2_no_padding`` and
+``prepare_micro_batches`` and is trained twice on the same tensors — with verl's plain DAPO loss
+(``ppo_loss``, vanilla, clip 0.2 / 0.28, token-mean) and with DataDojo's γ-mixed loss
+(``datadojo_mixed_loss`` + the worker's annotations) — printing training tokens/s and peak memory of each and
+their ratios. Sizes: ``toy`` (CPU, seconds) and ``gpu`` (Qwen2.5-0.5B's architecture, randomly initialised
+from its config — no download — bf16, 40 rows of up to 2.5k tokens; ≤ 10 minutes on one H100/H200).
+``--dry-run`` prints the plan without touching torch models. **The gpu size has not been run on a GPU in this
+repository** (no device was lent to the task that wrote it); the toy size runs in the engine job.
 """
 
 from __future__ import annotations
@@ -115,9 +128,88 @@ def peak_memory_gib(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
 
 
+VERL_SIZES: dict[str, dict[str, Any]] = {
+    "toy": {
+        "model": {
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "intermediate_size": 128,
+            "vocab_size": 512,
+        },
+        "prompts": 2,
+        "group": 4,
+        "experts": 2,
+        "prompt_len": 24,
+        "response_len": 48,
+        "micro": 2,
+        "steps": 2,
+        "episodes": 1,
+        "max_new_tokens": 16,
+        "dtype": "float32",
+    },
+    "gpu": {
+        # Qwen2.5-0.5B's architecture (config values of the released checkpoint), random weights
+        "model": {
+            "hidden_size": 896,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 14,
+            "num_key_value_heads": 2,
+            "intermediate_size": 4864,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "rope_theta": 1000000.0,
+        },
+        "prompts": 8,
+        "group": 4,
+        "experts": 8,
+        "prompt_len": 512,
+        "response_len": 2048,
+        "micro": 4,
+        "steps": 3,
+        "episodes": 4,
+        "max_new_tokens": 256,
+        "dtype": "bfloat16",
+    },
+}
+
+
+def verl_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--engine verl`` will do (no torch work): sizes, rows, tokens, the two losses."""
+    spec = VERL_SIZES[args.size or ("gpu" if torch.cuda.is_available() else "toy")]
+    rows = spec["prompts"] * spec["group"] + spec["experts"]
+    return {
+        "engine": "verl",
+        "size": args.size or ("gpu" if torch.cuda.is_available() else "toy"),
+        "model": {"architecture": "Qwen2ForCausalLM", **spec["model"]},
+        "rows": rows,
+        "rollout_rows": spec["prompts"] * spec["group"],
+        "expert_rows": spec["experts"],
+        "max_tokens_per_row": spec["prompt_len"] + spec["response_len"],
+        "micro_batch": spec["micro"],
+        "steps": args.steps or spec["steps"],
+        "episodes": spec["episodes"] if args.episodes is None else args.episodes,
+        "gamma": args.gamma,
+        "losses": ["verl ppo_loss (vanilla, DAPO clip 0.2/0.28, token-mean)", "datadojo_mixed_loss"],
+        "dtype": spec["dtype"],
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", choices=sorted(SIZES), default=None, help="default: gpu with CUDA, else toy")
+    ap.add_argument(
+        "--engine", choices=["datadojo", "verl"], default="datadojo", help="datadojo train rl, or inside verl"
+    )
+    ap.add_argument("--dry-run", action="store_true", help="print the plan only (no model is built)")
+    ap.add_argument("--episodes", type=int, default=None, help="verl: agent-loop episodes before training")
+    ap.add_argument("--gamma", type=float, default=0.5, help="verl: γ of the mixed loss")
+    ap.add_argument(
+        "--size",
+        choices=sorted(set(SIZES) | set(VERL_SIZES)),
+        default=None,
+        help="default: gpu with CUDA, else toy",
+    )
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument(
         "--seq-words", type=int, default=None, help="words per thought / observation (sets length)"
@@ -125,6 +217,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--turns", type=int, default=3, help="code turns per synthetic trajectory")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object only")
     args = ap.parse_args(argv)
+    if args.engine == "verl":
+        if args.size is not None and args.size not in VERL_SIZES:
+            ap.error(f"--engine verl takes --size {' or '.join(VERL_SIZES)}")
+        if not 0.0 <= args.gamma <= 1.0:
+            ap.error(f"--gamma must be in [0, 1], got {args.gamma}")
+        plan = verl_plan(args)
+        if args.dry_run:
+            print(json.dumps(plan, indent=None if args.json else 1))
+            return plan
+        from _verl_bench import run_verl_bench
+
+        figures = run_verl_bench(plan, VERL_SIZES[plan["size"]])
+        _print(figures, args.json, torch.cuda.is_available())
+        return figures
+    if args.dry_run:
+        ap.error("--dry-run is for --engine verl")
 
     cuda = torch.cuda.is_available()
     size = args.size or ("gpu" if cuda else "toy")
@@ -193,7 +301,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "last_sft_loss": records[-1]["sft_loss"],
         "last_policy_loss": records[-1]["policy_loss"],
     }
-    if args.json:
+    _print(figures, args.json, cuda)
+    return figures
+
+
+def _print(figures: dict[str, Any], as_json: bool, cuda: bool) -> None:
+    if as_json:
         print(json.dumps(figures))
     else:
         width = max(len(k) for k in figures)
@@ -201,7 +314,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{k:<{width}}  {v}")
         if not cuda:
             print("(no CUDA device: CPU toy figures; run on a GPU for the real ones)", file=sys.stderr)
-    return figures
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ One row per task, in the columns verl's ``RLHFDataset`` reads (:data:`VERL_SCHEM
 * ``reward_model`` — ``{"style": "rule", "ground_truth": <the reference answer as JSON>}``;
 * ``extra_info`` — ``split``, ``index``, ``task_id``, the whole task as JSON (``task``, what
   :mod:`~datadojo.train.export.verl_reward` scores against), ``dialect``, ``tasks_dir`` (EnvLunch copies),
+  ``expert`` (an expert trajectory's JSON on the ``datadojo_expert`` rows of
+  :func:`~datadojo.train.export.verl_mixed.export_verl_mixed`, else null),
   and ``tools_kwargs`` / ``need_tools_kwargs``: the data files handed to
   :class:`~datadojo.train.export.verl_tool.DataDojoSandboxTool` when the rollout starts;
 * ``agent_name`` — ``tool_agent``, verl's multi-turn tool-calling agent loop.
@@ -85,6 +87,7 @@ VERL_SCHEMA = pa.schema(
                     ("task", pa.string()),
                     ("dialect", pa.string()),
                     ("tasks_dir", pa.string()),
+                    ("expert", pa.string()),
                     ("need_tools_kwargs", pa.bool_()),
                     (
                         "tools_kwargs",
@@ -140,6 +143,7 @@ def task_to_verl_row(
             "task": task.to_json(),
             "dialect": dialect,
             "tasks_dir": tasks_dir,
+            "expert": None,
             "need_tools_kwargs": True,
             "tools_kwargs": {TOOL_NAME: {"create_kwargs": {"files_json": files_json}}},
         },

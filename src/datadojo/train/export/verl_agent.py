@@ -161,6 +161,8 @@ def _make_class() -> type:
             extra: dict[str, Any] = {
                 "datadojo_infra_failure": int(res.infra_failure),
                 "datadojo_stop_reason": traj.stop_reason,
+                # DataMind §4 void-turn filtering: the γ-mixed loss masks the row out of both terms
+                "datadojo_void": int(traj.has_void_turn),
                 "datadojo_trajectory": traj.model_dump_json(),
             }
             if res.infra_failure:
@@ -204,6 +206,9 @@ def register() -> type:
         from datadojo.train.export.verl_loss import register as register_loss
 
         register_loss()  # datadojo_dapo too: one setup hook for the workers
+        from datadojo.train.export.verl_mixed import register as register_mixed
+
+        register_mixed()  # the datadojo_expert loop and the datadojo_mixed trainer mode
     return _CLASS
 
 
