@@ -86,11 +86,22 @@ def test_errors(tmp_path: Path) -> None:
     res = runner.invoke(app, ["score", "dabench", "--data", str(tmp_path), "-p", str(tmp_path / "p.jsonl")])
     assert res.exit_code == 2 and "p.jsonl:1: missing 'answer'" in res.output
     res = runner.invoke(
-        app, ["score", "dabench", "--data", str(tmp_path), "-p", str(tmp_path / "p.jsonl"), "-o", "lite=true"]
+        app,
+        [
+            "score",
+            "dabench",
+            "--data",
+            str(tmp_path),
+            "-p",
+            str(tmp_path / "p.jsonl"),
+            "--option",
+            "lite=true",
+        ],
     )
     assert res.exit_code != 0 and "unknown option" in res.output
     res = runner.invoke(
-        app, ["score", "dabench", "--data", str(tmp_path), "-p", str(tmp_path / "p.jsonl"), "-o", "oops"]
+        app,
+        ["score", "dabench", "--data", str(tmp_path), "-p", str(tmp_path / "p.jsonl"), "--option", "oops"],
     )
     assert res.exit_code != 0 and "KEY=VALUE" in res.output
 

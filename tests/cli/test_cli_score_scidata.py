@@ -40,7 +40,7 @@ def bench(tmp_path: Path) -> Path:
 def _score(bench: Path, *options: str) -> object:
     args = ["score", "scidata", "--data", str(bench), "-p", str(bench / "preds.jsonl"), "--json"]
     for opt in options:
-        args += ["-o", opt]
+        args += ["--option", opt]
     return CliRunner().invoke(app, args)
 
 
@@ -78,7 +78,7 @@ def test_meta_and_judged_qa_need_a_judge(bench: Path) -> None:
 
 def test_table_output(bench: Path) -> None:
     res = CliRunner().invoke(app, ["score", "scidata", "--data", str(bench), "-p", str(bench / "preds.jsonl"),
-                                   "-o", "track=qa"])  # fmt: skip
+                                   "--option", "track=qa"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "qa_rule" in res.output and "50.00%" in res.output
 

@@ -119,7 +119,7 @@ def build(spider: Path, out: Path, *, spider_tasks: int, warmup_tasks: int) -> d
         *map(str, dbs),
         "--n",
         str(warmup_tasks),
-        "-j",
+        "--workers",
         "1",
         "--out",
         str(wu / "tasks.jsonl"),

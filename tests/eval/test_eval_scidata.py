@@ -113,7 +113,7 @@ def test_cli_eval_scidata_end_to_end(tmp_path: Path) -> None:
         judge_spec = f"openai:judge@{judge.base_url}"
         args = [
             "eval", "scidata", "--data", str(tasks), "--model", f"openai:agent@{agent.base_url}",
-            "--judge", judge_spec, "--max-turns", "12", "-n", "1", "-c", "2",
+            "--judge", judge_spec, "--max-turns", "12", "-n", "1", "-j", "2",
             "--out", str(out), "--json",
         ]  # fmt: skip
         res = CliRunner().invoke(app, args)
@@ -304,7 +304,7 @@ def test_cli_eval_scidata_on_real_scirepos(tmp_path: Path, shared_data: Callable
     with ScriptedLLMServer(agent) as srv, ScriptedLLMServer(_judge) as judge:
         res = CliRunner().invoke(app, [
             "eval", "scidata", "--data", str(tmp_path), "--model", f"openai:agent@{srv.base_url}",
-            "--judge", f"openai:judge@{judge.base_url}", "-n", "1", "-c", "2", "--out", str(tmp_path / "run"),
+            "--judge", f"openai:judge@{judge.base_url}", "-n", "1", "-j", "2", "--out", str(tmp_path / "run"),
             "--json", "--no-report",
         ])  # fmt: skip
     assert res.exit_code == 0, res.output

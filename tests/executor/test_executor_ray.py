@@ -167,7 +167,7 @@ def test_cli_rollout_on_ray_and_a_worker_object_is_refused(ray_cluster, tmp_path
             app,
             [
                 "rollout", str(tasks_file), "--model", f"openai:fake@{server.base_url}", "--out",
-                str(tmp_path / "run"), "-c", "2", "--mode", "persistent", "--executor", "ray",
+                str(tmp_path / "run"), "-j", "2", "--mode", "persistent", "--executor", "ray",
             ],
         )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -197,7 +197,7 @@ def test_cli_eval_oracle_on_ray_scores_like_local(
     res = CliRunner().invoke(
         app,
         [
-            "eval", "spider", "--data", str(subset), "--agent", "oracle", "-n", "1", "-c", "3",
+            "eval", "spider", "--data", str(subset), "--agent", "oracle", "-n", "1", "-j", "3",
             "--out", str(tmp_path / "run"), "--no-report", "--executor", "ray",
         ],
     )  # fmt: skip

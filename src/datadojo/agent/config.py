@@ -44,12 +44,29 @@ class AgentConfig(Settings):
         description="tell the model to answer when one turn is left (SciDataSailor App. C.1: agents that "
         "never reserve a step for the answer end with nothing to score)",
     )
-    max_invalid_turns: int = 3
-    sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95))
-    language: Literal["auto", "python", "sql"] | None = None
-    strict_parse: bool = False
-    profile_chars: int = 6000
-    system_template: str | None = None
+    max_invalid_turns: int = Field(
+        3,
+        description="stop with invalid after this many consecutive malformed turns (each gets a corrective message first)",
+    )
+    sampling: SamplingParams = Field(
+        default_factory=lambda: SamplingParams(temperature=0.7, top_p=0.95),
+        description="temperature / top-p / max tokens per request (DataMind §5.1: 0.7 / 0.95)",
+    )
+    language: Literal["auto", "python", "sql"] | None = Field(
+        None,
+        description="how unfenced code blocks are read: python, sql, or auto (SQL only for tasks whose data are all SQLite)",
+    )
+    strict_parse: bool = Field(
+        False,
+        description="parse turns strictly (text outside tags is an error) instead of leniently (a recorded warning)",
+    )
+    profile_chars: int = Field(
+        6000, description="budget, in characters, of the data description in the system prompt"
+    )
+    system_template: str | None = Field(
+        None,
+        description="a prompt template file replacing the dialect's system prompt (see agent/prompts/*.md)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> AgentConfig:

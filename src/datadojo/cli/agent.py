@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,70 +19,49 @@ from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, exit_if_server_down, progress_bar
+from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
+from datadojo.cli._ui import exit_if_server_down, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender
-from datadojo.llm.base import SamplingParams
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import DataFile, Task, Trajectory, Turn
 
 __all__ = ["register"]
 
 _SAMPLING = config_default(AgentConfig, "sampling")
-# The episode's flags, the same in `ask` and `rollout`.
-_MAX_TURNS = config_option(AgentConfig, "max_turns", "--max-turns", "-T")
-_DIALECT = config_option(AgentConfig, "dialect", "--dialect")
-_MODE = config_option(SandboxConfig, "mode", "--mode")
-_ISOLATION = config_option(SandboxConfig, "isolation", "--isolation")
+# The episode's settings, the same in `ask` and `rollout`: AgentConfig at the top of a --config file,
+# SandboxConfig in its [sandbox] table; the sampling flags change the file's [sampling] table.
+_SETTINGS = settings_options(
+    SettingsGroup(AgentConfig, flags={"max_turns": ("--max-turns", "-T")}),
+    SettingsGroup(SandboxConfig, param="sandbox_config", section="sandbox", fields=("mode", "isolation")),
+)
 _TEMPERATURE = typer.Option(
-    _SAMPLING.temperature,
-    "--temperature",
-    help=f"Sampling temperature (DataMind §5.1: {_SAMPLING.temperature}).",
+    None, "--temperature", help=f"Sampling temperature (default {_SAMPLING.temperature}, DataMind §5.1)."
 )
 _TOP_P = typer.Option(
-    _SAMPLING.top_p, "--top-p", help=f"Nucleus sampling (DataMind §5.1: {_SAMPLING.top_p})."
+    None, "--top-p", help=f"Nucleus sampling top-p (default {_SAMPLING.top_p}, DataMind §5.1)."
 )
-_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap on tokens per reply.")
-_RESERVE_FINAL_TURN = config_option(AgentConfig, "reserve_final_turn", "--reserve-final-turn")
+_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap on tokens per reply (default: the server's).")
+
+#: The one --model of the agent commands (eval's too).
+_MODEL = model_option("--model", "-m", role="The agent's model.")
+MODEL_HELP = _MODEL.help
 
 
-MODEL_HELP = (
-    "Model spec: `openai:MODEL@BASE_URL` for any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, "
-    "hosted APIs; key from $OPENAI_API_KEY), or `hf:/path/to/checkpoint` for a local transformers model. "
-    "Defaults to $DATADOJO_MODEL."
-)
-
-
-def _agent_config(
-    max_turns: int,
-    dialect: str,
-    temperature: float,
-    top_p: float,
-    max_tokens: int | None,
-    reserve_final_turn: bool,
+def _with_sampling(
+    config: AgentConfig, temperature: float | None, top_p: float | None, max_tokens: int | None
 ) -> AgentConfig:
+    """``config`` with the sampling flags given applied over its (file's or default) sampling."""
+    given = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens))
+             if v is not None}  # fmt: skip
+    if not given:
+        return config
     try:
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        return AgentConfig(
-            max_turns=max_turns, dialect=dialect, sampling=sampling, reserve_final_turn=reserve_final_turn
-        )
+        return config.replace(sampling=replace(config.sampling, **given))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-
-
-def _model_spec(model: str | None) -> str:
-    spec = model or os.environ.get("DATADOJO_MODEL")
-    if not spec:
-        raise typer.BadParameter(
-            "no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model"
-        )
-    return spec
-
-
-def _sandbox_config(mode: str, isolation: str) -> SandboxConfig:
-    return SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
 
 
 def _show_turn(console: Console, index: int, turn: Turn, dialect: str) -> None:
@@ -136,25 +115,23 @@ def _summary_table(summary: RolloutSummary) -> Table:
     return table
 
 
+@_SETTINGS
 def ask(
+    config: AgentConfig,
+    sandbox_config: SandboxConfig,
     args: list[str] = typer.Argument(
         ...,
         metavar="FILE... QUESTION",
         help="One or more data files (or dataset folders), then the question.",
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    model: str | None = _MODEL,
     out: Path | None = typer.Option(None, "--out", "-o", help="Append the trajectory to this JSONL file."),
     as_json: bool = typer.Option(
         False, "--json", help="Print the trajectory as JSON instead of the live view."
     ),
-    max_turns: int = _MAX_TURNS,
-    dialect: str = _DIALECT,
-    mode: str = _MODE,
-    isolation: str = _ISOLATION,
-    temperature: float = _TEMPERATURE,
-    top_p: float = _TOP_P,
+    temperature: float | None = _TEMPERATURE,
+    top_p: float | None = _TOP_P,
     max_tokens: int | None = _MAX_TOKENS,
-    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
 ) -> None:
     """Ask a question about data files; watch the agent think, run code and answer.
 
@@ -175,8 +152,9 @@ def ask(
             files.append(DataFile.from_path(path.resolve()))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="FILE") from exc
-    spec = _model_spec(model)
-    cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
+    spec = require_model(model)
+    cfg = _with_sampling(config, temperature, top_p, max_tokens)
+    dialect = cfg.dialect
     task = Task(id=f"ask-{uuid.uuid4().hex[:8]}", question=question, files=files, source="ask")
     console = Console(stderr=as_json)
 
@@ -194,7 +172,7 @@ def ask(
         backend = load_backend(spec)
         try:
             await backend.check_reachable()
-            async with await Sandbox.create(files, _sandbox_config(mode, isolation)) as sandbox:
+            async with await Sandbox.create(files, sandbox_config) as sandbox:
                 return await run_agent(task, backend, sandbox, cfg, on_event=on_event)
         finally:
             await backend.aclose()
@@ -218,20 +196,20 @@ def ask(
         console.print(f"trajectory appended to {out}")
 
 
+@_SETTINGS
 def rollout(
+    config: AgentConfig,
+    sandbox_config: SandboxConfig,
     tasks_file: Path = typer.Argument(..., metavar="TASKS.jsonl", help="Tasks, one JSON object per line."),
-    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    n: int = typer.Option(1, "-n", "--samples", help="Trajectories per task."),
+    model: str | None = _MODEL,
+    n: int = typer.Option(1, "-n", "--samples", min=1, help="Trajectories per task."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (trajectories.jsonl, summary.json)."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", help="Episodes (and sandboxes) in flight."),
-    max_turns: int = _MAX_TURNS,
-    dialect: str = _DIALECT,
-    mode: str = _MODE,
-    isolation: str = _ISOLATION,
-    temperature: float = _TEMPERATURE,
-    top_p: float = _TOP_P,
+    concurrency: int = typer.Option(
+        8, "--concurrency", "-j", min=1, help="Episodes (and sandboxes) in flight."
+    ),
+    temperature: float | None = _TEMPERATURE,
+    top_p: float | None = _TOP_P,
     max_tokens: int | None = _MAX_TOKENS,
-    reserve_final_turn: bool = _RESERVE_FINAL_TURN,
     seed: int | None = typer.Option(None, "--seed", help="Base seed for reproducible sampling."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
@@ -245,15 +223,44 @@ def rollout(
     model client; data files must be at the same path on every node (shared storage).
     """
     tasks = load_tasks(tasks_file, "TASKS.jsonl")  # before anything is written
-    spec = _model_spec(model)
-    cfg = _agent_config(max_turns, dialect, temperature, top_p, max_tokens, reserve_final_turn)
-    out.mkdir(parents=True, exist_ok=True)
-    traj_path = out / "trajectories.jsonl"
+    spec = require_model(model)
+    cfg = _with_sampling(config, temperature, top_p, max_tokens)
     if limit is not None:
         tasks = tasks[:limit]
+    out.mkdir(parents=True, exist_ok=True)
+    traj_path = out / "trajectories.jsonl"
+    remote = cli_executor(executor, ray_address, concurrency)
+    summary = _run_rollouts(tasks, spec, traj_path, cfg, sandbox_config, n, concurrency, seed, remote)
+    console = Console(stderr=True)
+    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out / "summary.json")
+    console.print(_summary_table(summary))
+    banner = reduced_isolation_banner(dict(summary.isolation))
+    if banner:
+        console.print(f"[bold red]{banner}[/bold red]")
+    exit_if_server_down(summary, spec)
+    if remote is not None:
+        console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
+    console.print(f"trajectories: {traj_path}")
+
+
+def _run_rollouts(
+    tasks: list[Task],
+    spec: str,
+    traj_path: Path,
+    cfg: AgentConfig,
+    sandbox_config: SandboxConfig,
+    n: int,
+    concurrency: int,
+    seed: int | None,
+    remote: Any,
+) -> RolloutSummary:
+    """:func:`~datadojo.agent.run_rollouts` here (one sandbox pool, one backend) or on ``remote``, with a
+    progress bar; Ctrl-C and file errors end the command with one line."""
     console = Console(stderr=True)
     total = len(tasks) * n
-    remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> RolloutSummary:
         from datadojo.llm import load_backend
@@ -266,7 +273,7 @@ def rollout(
             except BaseException:
                 await backend.aclose()
                 raise
-            pool: Any = SandboxPool(_sandbox_config(mode, isolation), size=concurrency)
+            pool: Any = SandboxPool(sandbox_config, size=concurrency)
             sandboxes: Any = lambda task: pool.session(task.files)  # noqa: E731
         else:
             backend, pool, sandboxes = spec, None, None
@@ -290,7 +297,7 @@ def rollout(
                     config=cfg,
                     concurrency=concurrency,
                     sandboxes=sandboxes,
-                    sandbox_config=_sandbox_config(mode, isolation),
+                    sandbox_config=sandbox_config,
                     seed=seed,
                     on_trajectory=on_trajectory,
                     executor=remote,
@@ -305,7 +312,7 @@ def rollout(
                     await remote.aclose()
 
     try:
-        summary = asyncio.run(main())
+        return asyncio.run(main())
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
         raise typer.Exit(130) from None
@@ -317,18 +324,6 @@ def rollout(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
-    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / "summary.json")
-    console.print(_summary_table(summary))
-    banner = reduced_isolation_banner(dict(summary.isolation))
-    if banner:
-        console.print(f"[bold red]{banner}[/bold red]")
-    exit_if_server_down(summary, spec)
-    if remote is not None:
-        console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
-    console.print(f"trajectories: {traj_path}")
 
 
 def register(app: typer.Typer) -> None:

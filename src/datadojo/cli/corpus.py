@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
+from datadojo.cli._options import SettingsGroup, settings_options
 from datadojo.cli._ui import config_option, count_table
 from datadojo.config import config_default, config_help
 from datadojo.corpus.config import FilterConfig, OverlapConfig, ScanConfig
@@ -42,34 +44,40 @@ def _bound(value: str | None, name: str) -> int | None:
     return n
 
 
-def _bound_default(name: str) -> str:
-    """A row bound's default as the flag spells it (``none`` for no bound)."""
+#: The row bounds: flags of their own, as they also take 'none' (no bound); the other FilterConfig fields are
+#: generated, and all of them can be set in the [filters] table of --config.
+_BOUNDS = ("min_rows", "max_rows", "sqlite_min_rows", "sqlite_max_rows")
+
+
+def _bound_option(name: str) -> Any:
     value = config_default(FilterConfig, name)
-    return "none" if value is None else str(value)
-
-
-def _bound_help(name: str) -> str:
-    return f"{config_help(FilterConfig, name, default=False)} 'none' for no bound."
+    text = config_help(FilterConfig, name, default=False).rstrip(".")
+    shown = "none" if value is None else value
+    return typer.Option(
+        None, f"--{name.replace('_', '-')}", help=f"{text}; 'none' for no bound (default {shown}).",
+        rich_help_panel="Settings (filters table of --config)",
+    )  # fmt: skip
 
 
 @corpus_app.command("scan")
+@settings_options(
+    SettingsGroup(ScanConfig, param="scan"),
+    SettingsGroup(
+        FilterConfig, param="filters", section="filters", exclude=_BOUNDS,
+        flags={"dedupe": ("--dedupe/--no-dedupe",)},
+    ),
+)  # fmt: skip
 def scan_cmd(
+    scan: ScanConfig,
+    filters: FilterConfig,
     paths: list[Path] = typer.Argument(..., help="Folders (walked recursively) and files to scan."),
     out: Path = typer.Option(
         Path("corpus.jsonl"), "--out", "-o", help="JSONL output, appended and resumable."
     ),
-    min_rows: str = typer.Option(_bound_default("min_rows"), help=_bound_help("min_rows")),
-    max_rows: str = typer.Option(_bound_default("max_rows"), help=_bound_help("max_rows")),
-    sqlite_min_rows: str = typer.Option(
-        _bound_default("sqlite_min_rows"), help=_bound_help("sqlite_min_rows")
-    ),
-    sqlite_max_rows: str = typer.Option(
-        _bound_default("sqlite_max_rows"), help=_bound_help("sqlite_max_rows")
-    ),
-    row_scope: str = config_option(FilterConfig, "row_scope"),
-    dedupe: bool = config_option(FilterConfig, "dedupe", "--dedupe/--no-dedupe"),
-    profile_chars: int = config_option(ScanConfig, "profile_chars"),
-    include_hidden: bool = config_option(ScanConfig, "include_hidden"),
+    min_rows: str | None = _bound_option("min_rows"),
+    max_rows: str | None = _bound_option("max_rows"),
+    sqlite_min_rows: str | None = _bound_option("sqlite_min_rows"),
+    sqlite_max_rows: str | None = _bound_option("sqlite_max_rows"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
@@ -87,16 +95,10 @@ def scan_cmd(
     missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
     if missing:
         raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATHS")
+    given = dict(zip(_BOUNDS, (min_rows, max_rows, sqlite_min_rows, sqlite_max_rows), strict=True))
     try:
-        filters = FilterConfig(
-            min_rows=_bound(min_rows, "--min-rows"),
-            max_rows=_bound(max_rows, "--max-rows"),
-            sqlite_min_rows=_bound(sqlite_min_rows, "--sqlite-min-rows"),
-            sqlite_max_rows=_bound(sqlite_max_rows, "--sqlite-max-rows"),
-            row_scope=row_scope,  # type: ignore[arg-type]
-            dedupe=dedupe,
-        )
-        config = ScanConfig(filters=filters, profile_chars=profile_chars, include_hidden=include_hidden)
+        bounds = {n: _bound(v, f"--{n.replace('_', '-')}") for n, v in given.items() if v is not None}
+        config = scan.replace(filters=filters.replace(**bounds))
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
     console = Console(stderr=True)

@@ -25,8 +25,8 @@ def demo_command(
     tasks: int = config_option(DemoConfig, "n_tasks", "--tasks", min=1),
     candidates: int = config_option(DemoConfig, "solver_candidates", "--candidates", min=1),
     seed: int = config_option(DemoConfig, "seed", "--seed"),
-    workers: int = config_option(DemoConfig, "workers", "--workers", "-j", min=1),
-    concurrency: int = config_option(DemoConfig, "concurrency", "--concurrency", "-c", min=1),
+    workers: int = config_option(DemoConfig, "workers", "--workers", "-w", min=1),
+    concurrency: int = config_option(DemoConfig, "concurrency", "--concurrency", "-j", min=1),
 ) -> None:
     """See DataDojo work end to end on the bundled example data, with no model and no network.
 

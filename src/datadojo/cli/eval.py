@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from rich.table import Table
 from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, error_exit, exit_if_server_down, progress_bar
-from datadojo.cli.agent import MODEL_HELP
+from datadojo.cli._options import SettingsGroup, model_option, settings_options
+from datadojo.cli._ui import error_exit, exit_if_server_down, interrupted, progress_bar
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value
@@ -121,25 +120,35 @@ def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeou
     return base.replace(**changes)
 
 
+_EVAL_FIELDS = ("agent", "n_trials", "limit", "concurrency", "max_turns", "dialect", "reserve_final_turn", "seed",
+                "judge_structured", "report")  # fmt: skip
+
+
+@settings_options(
+    SettingsGroup(
+        EvalConfig,
+        param="settings",
+        fields=_EVAL_FIELDS,
+        partial=True,  # bench, data, out come from the command line
+        flags={
+            "n_trials": ("-n", "--trials"),
+            "concurrency": ("--concurrency", "-j"),
+            "max_turns": ("--max-turns", "-T"),
+            "report": ("--report/--no-report",),
+        },
+    )
+)
 def eval_command(
+    settings: dict,
     bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
     data: Path | None = typer.Option(
         None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    judge: str | None = typer.Option(
-        None,
-        "--judge",
-        help=f"{config_help(EvalConfig, 'judge', default=False)} Default: $DATADOJO_JUDGE.",
+    model: str | None = model_option("--model", "-m", role="The agent's model (for --agent model)."),
+    judge: str | None = model_option(
+        "--judge", role=config_help(EvalConfig, "judge", default=False), envvar="DATADOJO_JUDGE"
     ),
-    judge_structured: str = config_option(EvalConfig, "judge_structured", "--judge-structured"),
-    n: int = config_option(EvalConfig, "n_trials", "-n", "--trials"),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder: trajectories, scores, summary, report."),
-    agent: str = config_option(EvalConfig, "agent", "--agent"),
-    limit: int | None = config_option(EvalConfig, "limit", "--limit"),
-    concurrency: int = config_option(EvalConfig, "concurrency", "--concurrency", "-c"),
-    max_turns: int | None = config_option(EvalConfig, "max_turns", "--max-turns", "-T"),
-    dialect: str | None = config_option(EvalConfig, "dialect", "--dialect"),
     temperature: float | None = typer.Option(
         None,
         "--temperature",
@@ -149,8 +158,6 @@ def eval_command(
         None, "--top-p", help="Nucleus sampling (default: the benchmark's, 0.95)."
     ),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
-    reserve_final_turn: bool = config_option(EvalConfig, "reserve_final_turn", "--reserve-final-turn"),
-    seed: int | None = config_option(EvalConfig, "seed", "--seed"),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),
@@ -165,7 +172,6 @@ def eval_command(
         "--timeout",
         help="Wall-clock and CPU seconds per code call (default: the benchmark's sandbox; 60, scidata 120).",
     ),
-    no_report: bool = typer.Option(False, "--no-report", help="Skip report.html / report.md."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout instead of the tables."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
@@ -176,63 +182,89 @@ def eval_command(
     OUT/summary.json (pass@1, pass@k, any-of-n, success rate, turns, tokens, per category, behavioural
     metrics) and OUT/report.html + OUT/report.md. Rerunning the same command resumes an interrupted run.
 
-    Example: datadojo eval spider --data ../shared/data/spider --agent oracle -n 1 --out runs/spider-oracle
+    Example: datadojo bench download spider, then datadojo eval spider --agent oracle -n 1 --out runs/spider-oracle
+    (no --data: the downloaded copy; --data DIR for a copy of your own)
 
     SciDataSailor-Bench (Meta judged by an LLM, QA scored by tolerant matching with units; --data is a task
     file or a folder with qa.jsonl / meta.jsonl, `--option track=qa` keeps one track, `--option
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
-    from datadojo.eval.harness import run_eval
-
-    if agent not in ("model", "oracle"):
-        raise typer.BadParameter("expected model or oracle", param_hint="--agent")
     try:
         benchmark = get_benchmark(bench)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="BENCH") from exc
-    if data is None:
-        from datadojo.bench.download import MANIFEST, cache_dir
-
-        cached = cache_dir(benchmark.name)
-        manifest = cached / MANIFEST
-        if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
-            raise typer.BadParameter(
-                f"no --data given and {cached} holds no complete download; pass --data PATH or run "
-                f"`datadojo bench download {benchmark.name}`",
-                param_hint="--data",
-            )
-        data = cached
-    spec = model or (os.environ.get("DATADOJO_MODEL") if agent == "model" else None)
-    judge_spec = judge or os.environ.get("DATADOJO_JUDGE") or None
+    agent = settings.get("agent", "model")
+    sampling = {**_dict(settings.get("sampling")), **{k: v for k, v in
+                (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)) if v is not None}}  # fmt: skip
+    d = benchmark.defaults
     try:
-        d = benchmark.defaults
-        sampling = SamplingParams(
-            temperature=d.temperature if temperature is None else temperature,
-            top_p=d.top_p if top_p is None else top_p,
-            max_tokens=max_tokens,
-        )
-        sandbox = None
-        if mode is not None or isolation is not None or timeout is not None:
-            sandbox = _sandbox_override(benchmark.sandbox_config(), mode, isolation, timeout)
-        cfg = EvalConfig(
-            bench=benchmark.name, data=data, out=out, model=spec, agent=agent,  # type: ignore[arg-type]
-            n_trials=n, limit=limit, concurrency=concurrency, max_turns=max_turns, dialect=dialect,
-            sampling=sampling, reserve_final_turn=reserve_final_turn, loader_options=_loader_options(option),
-            seed=seed, sandbox=sandbox, report=not no_report, judge=judge_spec,
-            judge_structured=judge_structured,  # type: ignore[arg-type]
-        )  # fmt: skip
+        cfg = EvalConfig(**{
+            **settings, "bench": benchmark.name, "data": data or _downloaded(benchmark), "out": out,
+            "model": model if agent == "model" else None, "judge": judge,
+            "sampling": SamplingParams(**{"temperature": d.temperature, "top_p": d.top_p, **sampling}),
+            "loader_options": {**settings.get("loader_options", {}), **_loader_options(option)},
+            "sandbox": _sandbox(benchmark, settings.get("sandbox"), mode, isolation, timeout),
+        })  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    remote = cli_executor(executor, ray_address, cfg.concurrency)
+    result = _run_eval(cfg, benchmark.name, remote)
+    if as_json:
+        sys.stdout.write(json.dumps(result.summary, ensure_ascii=False, default=str) + "\n")
+    else:
+        _print_eval_result(result, remote)
+    if result.rollout is not None:
+        exit_if_server_down(result.rollout, model or "the model")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A settings-file table (or a SamplingParams read from one) as a plain dict."""
+    if value is None:
+        return {}
+    return dict(value) if isinstance(value, dict) else dict(vars(value))
+
+
+def _downloaded(benchmark: Any) -> Path:
+    """The benchmark's download cache, when no --data is given; a usage error if it is not complete."""
+    from datadojo.bench.download import MANIFEST, cache_dir
+
+    cached = cache_dir(benchmark.name)
+    manifest = cached / MANIFEST
+    if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
+        raise typer.BadParameter(
+            f"no --data given and {cached} holds no complete download; pass --data PATH or run "
+            f"`datadojo bench download {benchmark.name}`",
+            param_hint="--data",
+        )
+    return cached
+
+
+def _sandbox(
+    benchmark: Any, table: Any, mode: str | None, isolation: str | None, timeout: float | None
+) -> Any:
+    """The benchmark's sandbox with the --config file's [sandbox] table and the flags over it (``None``:
+    the benchmark's, untouched)."""
+    if not table and mode is None and isolation is None and timeout is None:
+        return None
+    base = benchmark.sandbox_config()
+    if table:
+        base = base.replace(**_dict(table))
+    return _sandbox_override(base, mode, isolation, timeout)
+
+
+def _run_eval(cfg: EvalConfig, name: str, remote: Any) -> Any:
+    """:func:`~datadojo.eval.harness.run_eval` with progress bars; Ctrl-C and file errors end the command."""
+    from datadojo.eval.harness import run_eval
+
     console = Console(stderr=True)
-    remote = cli_executor(executor, ray_address, concurrency)
 
     async def main() -> Any:
-        with progress_bar(console, f"[bold]{benchmark.name}", TextColumn("{task.fields[rate]}")) as progress:
+        with progress_bar(console, f"[bold]{name}", TextColumn("{task.fields[rate]}")) as progress:
             bar = progress.add_task("eval", total=None, rate="")
 
             def on_tasks(tasks: list[Task]) -> None:
-                progress.update(bar, total=len(tasks) * n)
+                progress.update(bar, total=len(tasks) * cfg.n_trials)
 
             def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
                 progress.update(
@@ -264,20 +296,11 @@ def eval_command(
             return result
 
     try:
-        result = asyncio.run(main())
+        return asyncio.run(main())
     except KeyboardInterrupt:
-        console.print(
-            "[red]interrupted[/red]: trajectories written so far are kept; rerun the command to resume."
-        )
-        raise typer.Exit(130) from None
+        raise interrupted("trajectories written so far are kept") from None
     except OSError as exc:  # a file that cannot be read or written (bad settings and records: DataDojoError)
         raise error_exit(exc) from exc
-    if as_json:
-        sys.stdout.write(json.dumps(result.summary, ensure_ascii=False, default=str) + "\n")
-    else:
-        _print_eval_result(result, remote)
-    if result.rollout is not None:
-        exit_if_server_down(result.rollout, model or "the model")
 
 
 def _print_eval_result(result: Any, remote: Any) -> None:

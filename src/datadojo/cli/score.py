@@ -134,8 +134,7 @@ def register(app: typer.Typer) -> None:
         option: list[str] = typer.Option(
             [],
             "--option",
-            "-o",
-            help="Loader option KEY=VALUE, e.g. `-o lite=true` (DataBench), `-o split=dev`.",
+            help="Loader option KEY=VALUE, e.g. `--option lite=true` (DataBench), `--option split=dev`.",
         ),
         rule: str | None = typer.Option(
             None,

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
-from datadojo.cli._ui import config_option, count_table, error_exit, interrupted, progress_bar
+from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
+from datadojo.cli._ui import count_table, error_exit, interrupted, progress_bar
 from datadojo.synth.datamind.config import DataMindConfig
 
 __all__ = ["register"]
@@ -41,42 +42,46 @@ datamind_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SPEC_HELP = (
-    "Model spec: `openai:MODEL@BASE_URL` (vLLM, SGLang, Ollama, hosted APIs; key from $OPENAI_API_KEY) or "
-    "`hf:/path/to/checkpoint`."
-)
-
 _INPUTS = typer.Argument(
     None, metavar="FILES_OR_DIRS...", help="Data files and folders (walked recursively)."
 )
-_CONCURRENCY = config_option(DataMindConfig, "concurrency", "--concurrency")
-_STRUCTURED = config_option(DataMindConfig, "structured", "--structured")
-_TAXONOMY = config_option(DataMindConfig, "taxonomy", "--taxonomy")
-_TAXONOMY_AGAIN = config_option(
-    DataMindConfig, "taxonomy", "--taxonomy", extra="Give the one given to `queries`."
-)
-_WORKFLOW = config_option(DataMindConfig, "use_workflow", "--workflow/--no-workflow")
-_MAX_TURNS = config_option(DataMindConfig, "max_turns", "--max-turns")
-_NON_CON = config_option(DataMindConfig, "non_con", "--non-con")
-_RULE_BEST = config_option(DataMindConfig, "rule_best", "--rule-best/--judge-best")
 _PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars.")
 _JSON = typer.Option(False, "--json", help="Print summary.json instead of the funnel table.")
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
-_TEACHER = typer.Option(
-    ..., "--teacher", help="Teacher model (queries, composition, trajectories). " + SPEC_HELP
-)
-_JUDGE = typer.Option(
-    ..., "--judge", help="Judge model for self-consistency (separate from the teacher). " + SPEC_HELP
+_TEACHER = model_option("--teacher", role="Teacher model (queries, composition, trajectories).")
+_JUDGE = model_option(
+    "--judge", role="Judge model for self-consistency (separate from the teacher).", envvar="DATADOJO_JUDGE"
 )
 
+#: Flags kept from before the flags were generated (a short flag, a shorter name, a --yes/--no pair).
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "n_samples": ("-n", "--samples"),
+    "use_workflow": ("--workflow/--no-workflow",),
+    "rule_best": ("--rule-best/--judge-best",),
+    "queries_per_category": ("--per-category",),
+    "concurrency": ("--concurrency", "-j"),
+}
+_SAME_TAXONOMY = {"taxonomy": "Give the one given to `queries`."}
 
-def _config(**kwargs: Any) -> Any:
-    from datadojo.config import ConfigError
+#: The settings each stage command has flags for (the --config file may set any field; `run` has them all).
+_STAGE_FIELDS: dict[str, tuple[str, ...]] = {
+    "queries": ("concurrency", "taxonomy", "profile_chars", "queries_per_category", "max_query_chars",
+                "near_duplicate", "query_temperature", "query_max_tokens", "structured"),
+    "compose": ("concurrency", "taxonomy", "chains_per_file", "min_chain", "max_chain", "query_temperature",
+                "query_max_tokens", "seed", "structured"),
+    "sample": ("n_samples", "concurrency", "taxonomy", "use_workflow", "detailed_workflow", "max_turns",
+               "temperature", "top_p", "max_tokens", "seed"),
+    "judge": ("n_samples", "tolerance", "rule_best", "context_chars", "judge_max_tokens", "concurrency",
+              "structured"),
+    "curate": ("rounds", "tokenizer", "max_answer_tokens", "mixed_script_share", "mixed_script_min_letters",
+               "sft_prompt", "non_con", "seed"),
+}  # fmt: skip
 
-    try:
-        return DataMindConfig(**{k: v for k, v in kwargs.items() if v is not None})
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+
+def _settings(stage: str | None = None, **extra: str) -> Any:
+    """The DataMindConfig flags and ``--config`` of one command (``stage``: its fields, else every one)."""
+    fields = _STAGE_FIELDS[stage] if stage else None
+    return settings_options(SettingsGroup(DataMindConfig, fields=fields, flags=_FLAGS, extra=extra))
 
 
 def _check_inputs(inputs: list[Path] | None, required: bool) -> list[Path]:
@@ -176,146 +181,109 @@ def _execute(
 
 
 @datamind_app.command("run")
+@_settings()
 def run_cmd(
+    config: DataMindConfig,
     inputs: list[Path] = _INPUTS,
-    teacher: str = _TEACHER,
-    judge: str = _JUDGE,
+    teacher: str | None = _TEACHER,
+    judge: str | None = _JUDGE,
     out: Path = _OUT,
-    n: int = config_option(DataMindConfig, "n_samples", "-n"),
-    rounds: int = config_option(DataMindConfig, "rounds", "--rounds"),
-    concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = _TAXONOMY,
-    workflow: bool = _WORKFLOW,
     compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
-    chains_per_file: int = config_option(DataMindConfig, "chains_per_file", "--chains-per-file"),
-    max_turns: int = _MAX_TURNS,
-    structured: str = _STRUCTURED,
-    tokenizer: str = config_option(DataMindConfig, "tokenizer", "--tokenizer"),
-    seed: int = config_option(DataMindConfig, "seed", "--seed"),
-    non_con: str = _NON_CON,
-    rule_best: bool = _RULE_BEST,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
     """Run every stage: queries → compose → sample → judge → reflect → filter → curate."""
     from datadojo.synth.datamind import run_pipeline
 
-    cfg = _config(
-        n_samples=n, rounds=rounds, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
-        use_workflow=workflow, chains_per_file=chains_per_file, max_turns=max_turns, structured=structured,
-        tokenizer=tokenizer, seed=seed, non_con=non_con, rule_best=rule_best,
-    )  # fmt: skip
+    specs = (require_model(teacher, "--teacher"), require_model(judge, "--judge", "DATADOJO_JUDGE"))
     _execute(
-        _check_inputs(inputs, True), out, cfg, progress, as_json,
-        lambda run, t, j: run_pipeline(run, t, j, compose=compose), (teacher, judge),
+        _check_inputs(inputs, True), out, config, progress, as_json,
+        lambda run, t, j: run_pipeline(run, t, j, compose=compose), specs,
     )  # fmt: skip
 
 
 @datamind_app.command("queries")
+@_settings("queries")
 def queries_cmd(
+    config: DataMindConfig,
     inputs: list[Path] = _INPUTS,
-    teacher: str = _TEACHER,
+    teacher: str | None = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = _TAXONOMY,
-    per_category: int = config_option(DataMindConfig, "queries_per_category", "--per-category"),
-    structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
     """Stage 2: scan the files, then one query request per (file, applicable category)."""
     from datadojo.synth.datamind import stage_queries
 
-    cfg = _config(concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
-                  queries_per_category=per_category, structured=structured)  # fmt: skip
-    _execute(_check_inputs(inputs, True), out, cfg, progress, as_json, stage_queries, (teacher,))
+    specs = (require_model(teacher, "--teacher"),)
+    _execute(_check_inputs(inputs, True), out, config, progress, as_json, stage_queries, specs)
 
 
 @datamind_app.command("compose")
+@_settings("compose", **_SAME_TAXONOMY)
 def compose_cmd(
-    teacher: str = _TEACHER,
+    config: DataMindConfig,
+    teacher: str | None = _TEACHER,
     out: Path = _OUT,
-    concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = _TAXONOMY_AGAIN,
-    chains_per_file: int = config_option(DataMindConfig, "chains_per_file", "--chains-per-file"),
-    max_chain: int = config_option(DataMindConfig, "max_chain", "--max-chain"),
-    seed: int = config_option(DataMindConfig, "seed", "--seed"),
-    structured: str = _STRUCTURED,
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
     """Stage 3: compose chains of 2-5 categories from the queries in --out."""
     from datadojo.synth.datamind import stage_compose
 
-    cfg = _config(concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
-                  chains_per_file=chains_per_file, max_chain=max_chain, seed=seed, structured=structured)  # fmt: skip
-    _execute([], out, cfg, progress, as_json, stage_compose, (teacher,))
+    specs = (require_model(teacher, "--teacher"),)
+    _execute([], out, config, progress, as_json, stage_compose, specs)
 
 
 @datamind_app.command("sample")
+@_settings("sample", **_SAME_TAXONOMY)
 def sample_cmd(
-    teacher: str = _TEACHER,
+    config: DataMindConfig,
+    teacher: str | None = _TEACHER,
     out: Path = _OUT,
-    n: int = config_option(DataMindConfig, "n_samples", "-n"),
     round_: int = typer.Option(
-        0, "--round", help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
+        0, "--round", min=0, help="0: every query; r >= 1: reflection round r (needs verdicts of r-1)."
     ),
-    concurrency: int = _CONCURRENCY,
-    taxonomy: Path | None = _TAXONOMY_AGAIN,
-    workflow: bool = _WORKFLOW,
-    max_turns: int = _MAX_TURNS,
-    seed: int = config_option(DataMindConfig, "seed", "--seed"),
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
     """Stage 4 / 6: N trajectories per query through the agent runner."""
     from datadojo.synth.datamind import stage_sample
 
-    cfg = _config(n_samples=n, concurrency=concurrency, taxonomy=str(taxonomy) if taxonomy else None,
-                  use_workflow=workflow, max_turns=max_turns, seed=seed, rounds=max(round_, 1))  # fmt: skip
-    _execute([], out, cfg, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), (teacher,))
+    config = config.replace(rounds=max(round_, 1))
+    specs = (require_model(teacher, "--teacher"),)
+    _execute(
+        [], out, config, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), specs
+    )  # fmt: skip
 
 
 @datamind_app.command("judge")
+@_settings("judge", n_samples="Give the number sampled.")
 def judge_cmd(
-    judge: str = _JUDGE,
+    config: DataMindConfig,
+    judge: str | None = _JUDGE,
     out: Path = _OUT,
-    n: int = config_option(DataMindConfig, "n_samples", "-n", extra="Give the number sampled."),
-    round_: int = typer.Option(0, "--round", help="Which sampling round to judge."),
-    tolerance: float = config_option(DataMindConfig, "tolerance", "--tolerance"),
-    rule_best: bool = _RULE_BEST,
-    concurrency: int = _CONCURRENCY,
-    structured: str = _STRUCTURED,
+    round_: int = typer.Option(0, "--round", min=0, help="Which sampling round to judge."),
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
 ) -> None:
     """Stage 5: self-consistency verdicts (deterministic pre-check, then the judge where needed)."""
     from datadojo.synth.datamind import stage_judge
 
-    cfg = _config(n_samples=n, tolerance=tolerance, concurrency=concurrency, structured=structured,
-                  rounds=max(round_, 1), rule_best=rule_best)  # fmt: skip
-    _execute([], out, cfg, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), (judge,))
+    config = config.replace(rounds=max(round_, 1))
+    specs = (require_model(judge, "--judge", "DATADOJO_JUDGE"),)
+    _execute(
+        [], out, config, progress, as_json, lambda run, j: stage_judge(run, j, round_=round_), specs
+    )  # fmt: skip
 
 
 @datamind_app.command("curate")
-def curate_cmd(
-    out: Path = _OUT,
-    rounds: int = config_option(
-        DataMindConfig, "rounds", "--rounds", extra="Give the run's value (for the funnel)."
-    ),
-    tokenizer: str = config_option(DataMindConfig, "tokenizer", "--tokenizer"),
-    max_answer_tokens: int = config_option(DataMindConfig, "max_answer_tokens", "--max-answer-tokens"),
-    seed: int = config_option(DataMindConfig, "seed", "--seed"),
-    non_con: str = _NON_CON,
-    as_json: bool = _JSON,
-) -> None:
+@_settings("curate", rounds="Give the run's value (for the funnel).")
+def curate_cmd(config: DataMindConfig, out: Path = _OUT, as_json: bool = _JSON) -> None:
     """Stages 7-8: rule filters, then sft/{con-select,random-select,non-select,non-con}.jsonl."""
     from datadojo.synth.datamind import stage_curate
 
-    cfg = _config(
-        rounds=rounds, tokenizer=tokenizer, max_answer_tokens=max_answer_tokens, seed=seed, non_con=non_con
-    )
-    _execute([], out, cfg, False, as_json, stage_curate)
+    _execute([], out, config, False, as_json, stage_curate)
 
 
 def register(synth_app: typer.Typer) -> None:

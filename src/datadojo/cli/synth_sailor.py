@@ -6,13 +6,14 @@ Thin layer over :func:`datadojo.synth.sailor.run_sailor`: parse arguments, show 
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
+from typing import Any, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
 from datadojo.cli._ui import config_option, error_exit, interrupted, progress_bar
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.sailor.config import SailorConfig
@@ -32,49 +33,32 @@ Writes DIR/tree.jsonl, trajectories.jsonl, sft.jsonl, qc.jsonl, qa.jsonl, meta.j
 
 Example: datadojo synth sailor data/co2-ppm data/penguins --model openai:qwen@http://localhost:8000/v1 --out runs/sailor, then datadojo eval scidata --data runs/sailor/qa.jsonl ..."""
 
-MODEL_HELP = (
-    "Policy model spec: `openai:MODEL@BASE_URL` (any OpenAI-compatible server; vLLM and SGLang also return "
-    "token log-probabilities) or `hf:/path`. Defaults to $DATADOJO_MODEL."
-)
+#: Flags kept from before the flags were generated.
+_FLAGS: dict[str, tuple[str, ...]] = {"lam": ("--lambda",), "exec_timeout_s": ("--exec-timeout",)}
 
 
+@settings_options(SettingsGroup(SailorConfig, flags=_FLAGS))
 def sailor(
+    config: SailorConfig,
     folders: list[Path] = typer.Argument(..., metavar="FOLDER...", help="Dataset folders to explore."),
-    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    judge: str | None = typer.Option(
-        None,
+    model: str | None = model_option(
+        "--model", "-m", role="Policy model (vLLM and SGLang also return token log-probabilities)."
+    ),
+    judge: str | None = model_option(
         "--judge",
-        help="Judge/verifier model spec (pre-/post-execution judges, step verifier); default: --model.",
+        role="Judge/verifier model (pre-/post-execution judges, step verifier); default: --model.",
+        envvar="DATADOJO_JUDGE",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (created; reused to resume)."),
     seeds_file: Path | None = typer.Option(
         None, "--seeds", help="Seed file (JSON) replacing the bundled 8 intents."
     ),
     only: list[str] = typer.Option([], "--only", help="Only these seed ids or levels (L0..L3); repeatable."),
-    lam: float = config_option(SailorConfig, "lam", "--lambda"),
-    beta: float = config_option(SailorConfig, "beta", "--beta"),
-    fpu_mode: str = config_option(SailorConfig, "fpu_mode", "--fpu-mode"),
-    fpu_bonus: float = config_option(SailorConfig, "fpu_bonus", "--fpu-bonus"),
-    fpu_reduction: float = config_option(SailorConfig, "fpu_reduction", "--fpu-reduction"),
-    calibration: float = config_option(SailorConfig, "calibration", "--calibration"),
-    max_nodes: int = config_option(SailorConfig, "max_nodes", "--max-nodes"),
-    max_depth: int = config_option(SailorConfig, "max_depth", "--max-depth"),
-    max_requests: int = config_option(SailorConfig, "max_requests", "--max-requests"),
-    max_wall_s: float = config_option(SailorConfig, "max_wall_s", "--max-wall-s"),
-    tau_pre: float = config_option(SailorConfig, "tau_pre", "--tau-pre"),
-    k_min: int = config_option(SailorConfig, "k_min", "--k-min"),
-    k_max: int = config_option(SailorConfig, "k_max", "--k-max"),
-    prior_temperature: float = config_option(SailorConfig, "prior_temperature", "--prior-temperature"),
-    logprobs: bool = config_option(SailorConfig, "logprobs", "--logprobs/--no-logprobs"),
-    per_seed: int = config_option(SailorConfig, "trajectories_per_seed", "--trajectories-per-seed"),
-    min_depth: int = config_option(SailorConfig, "min_depth", "--min-depth"),
-    obs_head: int = config_option(SailorConfig, "obs_head", "--obs-head"),
-    obs_tail: int = config_option(SailorConfig, "obs_tail", "--obs-tail"),
-    exec_timeout: float = config_option(SailorConfig, "exec_timeout_s", "--exec-timeout"),
-    temperature: float = config_option(SailorConfig, "temperature", "--temperature"),
-    concurrency: int = typer.Option(2, "--concurrency", "-j", help="(folder, seed) units explored at once."),
-    structured: str = typer.Option(
-        "auto", "--structured", help="Structured output: auto, json_schema, json_object, off."
+    concurrency: int = typer.Option(
+        2, "--concurrency", "-j", min=1, help="(folder, seed) units explored at once."
+    ),
+    structured: Literal["auto", "json_schema", "json_object", "off"] = typer.Option(
+        "auto", "--structured", help="How the models are asked for JSON (the response_format mode)."
     ),
     isolation: str = config_option(SandboxConfig, "isolation", "--isolation"),
     allow_empty: bool = typer.Option(
@@ -84,56 +68,43 @@ def sailor(
     ),
 ) -> None:
     """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
-    from datadojo.llm.spec import load_backend
-    from datadojo.synth.sailor import load_seeds, run_sailor
+    from datadojo.synth.sailor import load_seeds
     from datadojo.synth.sailor.env import default_sandbox_config
     from datadojo.synth.sailor.seeds import SeedError
 
-    spec = model or os.environ.get("DATADOJO_MODEL")
-    if not spec:
-        raise typer.BadParameter(
-            "no model given: pass --model SPEC or set $DATADOJO_MODEL", param_hint="--model"
-        )
+    spec = require_model(model)
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         raise typer.BadParameter(f"not a folder: {', '.join(missing)}", param_hint="FOLDER")
-    if structured not in ("auto", "json_schema", "json_object", "off"):
-        raise typer.BadParameter("must be auto, json_schema, json_object or off", param_hint="--structured")
-    if isolation not in ("auto", "bwrap", "landlock", "none"):
-        raise typer.BadParameter("must be auto, bwrap, landlock or none", param_hint="--isolation")
-    if concurrency < 1:
-        raise typer.BadParameter("must be >= 1", param_hint="--concurrency")
     try:
         seeds = load_seeds(seeds_file, only=only or None)
     except SeedError as exc:
         raise typer.BadParameter(str(exc), param_hint="--seeds/--only") from exc
     try:
-        config = SailorConfig(
-            lam=lam,
-            beta=beta,
-            fpu_mode=fpu_mode,
-            fpu_bonus=fpu_bonus,
-            fpu_reduction=fpu_reduction,
-            calibration=calibration,
-            max_nodes=max_nodes,
-            max_depth=max_depth,
-            max_requests=max_requests,
-            max_wall_s=max_wall_s,
-            tau_pre=tau_pre,
-            k_min=k_min,
-            k_max=k_max,
-            prior_temperature=prior_temperature,
-            logprobs=logprobs,
-            trajectories_per_seed=per_seed,
-            min_depth=min_depth,
-            obs_head=obs_head,
-            obs_tail=obs_tail,
-            exec_timeout_s=exec_timeout,
-            temperature=temperature,
-        )
-        sandbox_config = default_sandbox_config(exec_timeout, isolation)
+        sandbox_config = default_sandbox_config(config.exec_timeout_s, isolation)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise typer.BadParameter(str(exc), param_hint="--isolation") from exc
+    run = _explore(folders, seeds, spec, judge, out, config, sandbox_config, concurrency, structured)
+    _show(run, out, allow_empty)
+
+
+def _explore(
+    folders: list[Path],
+    seeds: list[Any],
+    spec: str,
+    judge: str | None,
+    out: Path,
+    config: SailorConfig,
+    sandbox_config: Any,
+    concurrency: int,
+    structured: str,
+) -> Any:
+    """Run :func:`~datadojo.synth.sailor.run_sailor` with a progress bar; errors end the command (one line)."""
+    from datadojo.jsonl import JsonlError
+    from datadojo.llm.base import LLMError
+    from datadojo.llm.spec import load_backend
+    from datadojo.sandbox.session import SandboxError
+    from datadojo.synth.sailor import run_sailor
 
     async def go() -> object:
         policy = load_backend(spec)
@@ -173,12 +144,8 @@ def sailor(
                     await judge_backend.aclose()
         return run
 
-    from datadojo.jsonl import JsonlError
-    from datadojo.llm.base import LLMError
-    from datadojo.sandbox.session import SandboxError
-
     try:
-        run = asyncio.run(go())
+        return asyncio.run(go())
     except KeyboardInterrupt:
         raise interrupted(f"finished units are kept in {out}") from None
     except (LLMError, SandboxError, OSError) as exc:  # exit 3 (model server), 4 (sandbox), 2 (a file)
@@ -191,7 +158,11 @@ def sailor(
             "fix or delete that line, or write to a new --out"
         )
         raise typer.Exit(2) from None
-    s = run.summary  # type: ignore[attr-defined]
+
+
+def _show(run: Any, out: Path, allow_empty: bool) -> None:
+    """The closing table per level; a run that kept nothing says why and exits 5 (unless allowed)."""
+    s = run.summary
     table = Table(title=f"synth sailor → {out}", title_justify="left")
     table.add_column("level")
     for col in ("units", "nodes", "probes", "trajectories", "kept", "QA", "meta"):
@@ -204,7 +175,7 @@ def sailor(
     if s["removed"]:
         console.print("removed by QC: " + ", ".join(f"{k} {v}" for k, v in s["removed"].items()))
     console.print(
-        f"{run.units_done} unit(s) explored, {run.units_skipped} already done; {s['requests']} LLM requests; "  # type: ignore[attr-defined]
+        f"{run.units_done} unit(s) explored, {run.units_skipped} already done; {s['requests']} LLM requests; "
         f"report: {out / 'report.html'}"
     )
     if not s["kept"]:

@@ -168,7 +168,7 @@ def rl(
         None, "--max-policy-lag", help=config_help(RLConfig, "max_policy_lag")
     ),
     seed: int | None = typer.Option(None, "--seed", help=config_help(RLConfig, "seed")),
-    no_resume: bool = typer.Option(False, "--no-resume"),
+    no_resume: bool = typer.Option(False, "--no-resume", help="Refuse to continue an existing run folder."),
     allow_reduced_isolation: bool = typer.Option(
         False,
         "--allow-reduced-isolation",
@@ -271,8 +271,8 @@ def gateway_cmd(
         ..., "--upstream", help="The engine's OpenAI base URL (http://HOST:PORT/v1)."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="JSONL of every completion's token ids and log-probs."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8100, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address the gateway listens on."),
+    port: int = typer.Option(8100, "--port", help="Port the gateway listens on."),
 ) -> None:
     """Token-exact gateway: an OpenAI-compatible proxy recording token ids + log-probs of every completion."""
     from datadojo.train.gateway import RecordingGateway
@@ -290,7 +290,7 @@ def toy_model_cmd(
     out: Path = typer.Argument(..., help="Folder for the checkpoint (tokenizer + model)."),
     hidden: int = typer.Option(32, "--hidden", help="Hidden size."),
     layers: int = typer.Option(2, "--layers", help="Transformer layers."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
 ) -> None:
     """A tiny random Llama + byte-level BPE tokenizer with Qwen2.5's chat template, built offline: a model to
     try `train sft` / `train rl` / the engine adapters on a laptop (it learns nothing useful)."""
@@ -349,9 +349,11 @@ def export_verl_cmd(
         ..., "--out", "-o", help="Folder for train/val parquet files and tool_config.yaml."
     ),
     val_fraction: float = typer.Option(0.0, "--val-fraction", help="Share of tasks for val.parquet."),
-    max_turns: int = typer.Option(10, "--max-turns"),
-    dialect: str = typer.Option("datamind", "--dialect"),
-    seed: int = typer.Option(0, "--seed"),
+    max_turns: int = typer.Option(10, "--max-turns", help="Turn budget of the agent loop verl runs."),
+    dialect: str = typer.Option(
+        "datamind", "--dialect", help="Tag protocol of the prompts: datamind or sailor."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the train / val split."),
 ) -> None:
     """verl parquet files (data_source, prompt, ability, reward_model, extra_info) and the sandbox tool config."""
     from datadojo.cli.inputs import load_tasks

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
-from datadojo.cli._ui import config_option, progress_bar
-from datadojo.config import config_help
+from datadojo.cli._options import SettingsGroup, settings_options
+from datadojo.cli._ui import progress_bar
 from datadojo.synth.envlunch.config import BuildConfig, SolverConfig
 
 __all__ = ["register"]
@@ -46,6 +46,9 @@ def _table(title: str, header: list[str], rows: Iterable[list[Any]], *, left: in
     return t
 
 
+_TASKS_HELP = "Task file made by `warmup build` (its copies in <stem>.copies/ beside it)."
+
+
 def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
     from datadojo.cli.inputs import load_tasks
     from datadojo.synth.envlunch.tasks import task_info
@@ -70,19 +73,20 @@ def _executor(in_process: bool, concurrency: int) -> Any:
 
 
 @warmup_app.command("build")
+@settings_options(
+    SettingsGroup(
+        BuildConfig,
+        flags={"n": ("--n",), "workers": ("--workers", "-w")},
+        defaults={"workers": 2},  # the machine's cores, not the library's single process
+    )
+)
 def build(
+    config: BuildConfig,
     sources: list[Path] = typer.Argument(..., help="SQLite databases, table files, or folders holding them."),
-    n: int = config_option(BuildConfig, "n", "--n"),
     out: Path = typer.Option(
         Path("tasks.jsonl"), "--out", "-o", help="Task file; copies go to <stem>.copies/."
     ),
     exclude: list[str] = typer.Option([], "--exclude", help="Environment names (file stems) to leave out."),
-    seed: int = config_option(BuildConfig, "seed", "--seed"),
-    sql_fraction: float = config_option(BuildConfig, "sql_fraction", "--sql-fraction"),
-    workers: int = typer.Option(
-        2, "--workers", "-j", help=config_help(BuildConfig, "workers", default=False)
-    ),
-    attempts: int = config_option(BuildConfig, "attempts", "--attempts"),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
@@ -94,8 +98,8 @@ def build(
     from datadojo.synth.envlunch.build import build_tasks, load_environments
     from datadojo.synth.envlunch.environment import EnvError
 
+    n = config.n
     try:
-        config = BuildConfig(n=n, seed=seed, sql_fraction=sql_fraction, workers=workers, attempts=attempts)
         envs = load_environments(
             sources, exclude=exclude, on_error=lambda m: console.print(f"[yellow]skipped:[/] {m}")
         )
@@ -164,21 +168,20 @@ def _show_build(report: Any) -> None:
 
 
 @warmup_app.command("solve")
+@settings_options(
+    SettingsGroup(
+        SolverConfig,
+        flags={"time_limit_s": ("--time-limit",)},
+        convert={"time_limit_s": lambda v: v or None},
+    )
+)
 def solve(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
+    config: SolverConfig,
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl", help="Task file made by `warmup build`."),
     out: Path = typer.Option(
         Path("trajectories.jsonl"), "--out", "-o", help="Trajectory JSONL (overwritten)."
     ),
-    time_limit: float = config_option(
-        SolverConfig,
-        "time_limit_s",
-        "--time-limit",
-        extra="0 for none.",
-        min=0.0,
-    ),
-    max_candidates: int = config_option(SolverConfig, "max_candidates", "--max-candidates"),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
-    seed: int = config_option(SolverConfig, "seed", "--seed"),
 ) -> None:
     """Run the reference query-by-output solver; write its trajectories (score them with `warmup score`)."""
     from datadojo.jsonl import write_jsonl_atomic
@@ -186,7 +189,6 @@ def solve(
     from datadojo.synth.envlunch.solver import solver_trajectory
 
     infos = _load_infos(tasks_path, limit)
-    config = SolverConfig(max_candidates=max_candidates, time_limit_s=time_limit or None, seed=seed)
     trajs = []
     with progress_bar(console) as prog:
         bar = prog.add_task("solving", total=len(infos))
@@ -201,8 +203,10 @@ def solve(
 
 @warmup_app.command("score")
 def score(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
-    trajectories: Path = typer.Argument(..., metavar="TRAJECTORIES.jsonl"),
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl", help=_TASKS_HELP),
+    trajectories: Path = typer.Argument(
+        ..., metavar="TRAJECTORIES.jsonl", help="Trajectories to reward (from `warmup solve`, `rollout`)."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the trajectories with rewards here."),
     in_process: bool = typer.Option(
         False,
@@ -263,7 +267,7 @@ def _show_scores(records: list[Any]) -> None:
 
 @warmup_app.command("audit")
 def audit(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl"),
+    tasks_path: Path = typer.Argument(..., metavar="TASKS.jsonl", help=_TASKS_HELP),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     sandbox: bool = typer.Option(False, "--sandbox", help="Run the constant programs in the sandbox too."),
 ) -> None:
@@ -296,7 +300,7 @@ def probe_tasks(
     out: Path = typer.Option(
         Path("probe.jsonl"), "--out", "-o", help="Task file; tables go to <stem>.probe/."
     ),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the probe tables and tasks."),
     per_domain: int = typer.Option(25, "--per-domain", help="Tasks per domain (6 domains; §6 uses 25)."),
 ) -> None:
     """Write the §6 controlled environment: 6 domains × 25 tasks over 64 hidden encodings."""
@@ -308,8 +312,12 @@ def probe_tasks(
 
 @warmup_app.command("probe")
 def probe(
-    tasks_path: Path = typer.Argument(..., metavar="PROBE.jsonl"),
-    trajectories: Path = typer.Argument(..., metavar="TRAJECTORIES.jsonl"),
+    tasks_path: Path = typer.Argument(
+        ..., metavar="PROBE.jsonl", help="Probe task file made by `warmup probe-tasks`."
+    ),
+    trajectories: Path = typer.Argument(
+        ..., metavar="TRAJECTORIES.jsonl", help="Trajectories of an agent on those tasks (from `rollout`)."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write per-trajectory curves (JSONL)."),
     in_process: bool = typer.Option(False, "--in-process", help="Replay here instead of in the sandbox."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed for the 95% intervals."),

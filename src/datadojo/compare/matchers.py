@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from datadojo.compare.core import MAGNITUDE_LETTERS, MagnitudeLetters, bipartite, compare_answers
 from datadojo.compare.tables import compare_tables
@@ -96,11 +96,20 @@ class MatchConfig(Settings):
     glued to the digits (``glued``, default), also spaced (``always``) or never are magnitudes.
     """
 
-    rel_tol: float = 0.03
-    abs_tol: float = 1e-6
-    ordered_lists: bool = False
-    exact_integers: bool = False
-    magnitude_letters: MagnitudeLetters = "glued"
+    rel_tol: float = Field(
+        0.03, description="relative tolerance of a numeric match (DataMind §3.2: within 3%)"
+    )
+    abs_tol: float = Field(
+        1e-6, description="absolute tolerance, for references of (nearly) zero (DABench's 1e-6)"
+    )
+    ordered_lists: bool = Field(False, description="lists must match in order")
+    exact_integers: bool = Field(
+        False, description="integer references (counts, years) must match exactly instead of within rel_tol"
+    )
+    magnitude_letters: MagnitudeLetters = Field(
+        "glued",
+        description="when 1.2M / 5k are magnitudes: glued to the digits, also spaced (always) or never",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MatchConfig:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from datadojo.compare.core import (
     MAGNITUDE_LETTERS,
@@ -77,12 +77,24 @@ __all__ = [
 class ScientificConfig(Settings):
     """Settings of :func:`match_scientific` (module docstring)."""
 
-    rel_tol: float = 0.01
-    abs_tol: float = 1e-6
-    require_units: bool = False
-    max_extra_values: int = 2
-    categorical_max_words: int = 6
-    magnitude_letters: MagnitudeLetters = "glued"
+    rel_tol: float = Field(
+        0.01, description="relative tolerance of a number, compared in the reference's unit (ours: 1%)"
+    )
+    abs_tol: float = Field(1e-6, description="absolute tolerance, for references of (nearly) zero")
+    require_units: bool = Field(
+        False,
+        description="a number without a unit fails where the reference has one (off: read in the reference's unit)",
+    )
+    max_extra_values: int = Field(
+        2, description="most numbers an answer may give beyond the reference's (more is read as hedging)"
+    )
+    categorical_max_words: int = Field(
+        6, description="longest reference segment, in words, read as a categorical value"
+    )
+    magnitude_letters: MagnitudeLetters = Field(
+        "glued",
+        description="when 1.2M / 5k are magnitudes: glued to the digits, also spaced (always) or never",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ScientificConfig:

@@ -33,15 +33,26 @@ class ReadOptions(Settings):
     ``"none"``.
     """
 
-    encodings: tuple[str, ...] = ("utf-8", "cp1252")
-    delimiter: str | None = None
-    max_rows: int | None = None
-    count_limit: int | None = None
-    on_ragged: Literal["warn", "error"] = "warn"
-    header: Literal["auto", "first_row", "none"] = "auto"
-    max_warnings: int = 20
-    json_max_bytes: int = 256 * 1024 * 1024
-    xlsx_scan_max_bytes: int = 64 * 1024 * 1024
+    encodings: tuple[str, ...] = Field(
+        ("utf-8", "cp1252"), description="text encodings tried in order for files without a byte-order mark"
+    )
+    delimiter: str | None = Field(None, description="CSV delimiter (None: sniffed)")
+    max_rows: int | None = Field(None, description="rows kept per table in memory (None: all)")
+    count_limit: int | None = Field(
+        None,
+        description="stop counting a table's rows beyond this many (the count is then a lower bound; None: count all)",
+    )
+    on_ragged: Literal["warn", "error"] = Field(
+        "warn", description="a CSV row longer than the header: skipped and recorded (warn) or an error"
+    )
+    header: Literal["auto", "first_row", "none"] = Field(
+        "auto", description="the first CSV row: auto (a row of numbers only is data), first_row or none"
+    )
+    max_warnings: int = Field(20, description="reader warnings kept per file")
+    json_max_bytes: int = Field(
+        256 * 1024 * 1024, description="largest single JSON document read (parsed whole; JSON Lines stream)"
+    )
+    xlsx_scan_max_bytes: int = Field(64 * 1024 * 1024, description="largest Excel file scanned")
 
     @model_validator(mode="after")
     def _check(self) -> ReadOptions:
@@ -86,13 +97,22 @@ class FilterConfig(Settings):
         description="which rows of a multi-table file (SQLite, workbook) the bounds apply to: the largest "
         "table, every table, or the total",
     )
-    reject_nested: bool = True
-    reject_binary: bool = True
-    max_anomalous_columns: int = Field(0, ge=0)
-    max_missing_ratio: float | None = Field(None, ge=0.0, le=1.0)
+    reject_nested: bool = Field(
+        True,
+        description="reject JSON with nested objects or lists in cells (DataMind §3.1: flat tables only)",
+    )
+    reject_binary: bool = Field(True, description="reject files that look binary")
+    max_anomalous_columns: int = Field(
+        0, ge=0, description="most columns with anomalous values a file may have"
+    )
+    max_missing_ratio: float | None = Field(
+        None, ge=0.0, le=1.0, description="most missing cells, as a share of all cells (None: no bound)"
+    )
     dedupe: bool = Field(True, description="reject exact duplicate files (same content hash)")
-    kinds: tuple[str, ...] = TABULAR_KINDS
-    encodings: tuple[str, ...] = ("utf-8", "cp1252")
+    kinds: tuple[str, ...] = Field(TABULAR_KINDS, description="file kinds kept (csv, xlsx, sqlite, ...)")
+    encodings: tuple[str, ...] = Field(
+        ("utf-8", "cp1252"), description="text encodings tried in order for files without a byte-order mark"
+    )
     profile_rows: int = Field(1000, ge=1, description="rows kept per table when no upper bound applies")
 
     def bounds(self, kind: str) -> tuple[int | None, int | None]:
@@ -121,13 +141,17 @@ class OverlapConfig(Settings):
         "exact", description="how two headers match: the same names, or Jaccard / containment >= threshold"
     )
     threshold: float = Field(0.8, gt=0.0, le=1.0, description="similarity needed for jaccard / containment")
-    min_columns: int = Field(2, ge=1)
+    min_columns: int = Field(
+        2, ge=1, description="fewest shared columns for two tables to count as overlapping"
+    )
 
 
 class ScanConfig(Settings):
     """Settings of a corpus scan: the filters, the profile budget, what to walk."""
 
-    filters: FilterConfig = Field(default_factory=FilterConfig)
+    filters: FilterConfig = Field(
+        default_factory=FilterConfig, description="file filters applied while scanning"
+    )
     profile_chars: int = Field(4000, ge=200, description="budget of the rendered profile text per file")
     profile_rejected: bool = Field(True, description="also profile files rejected after loading")
     include_hidden: bool = Field(

@@ -126,10 +126,10 @@ class EvalConfig(Settings):
     :mod:`datadojo.llm.structured`).
     """
 
-    bench: str
-    data: str | Path
-    out: str | Path
-    model: str | None = None
+    bench: str = Field(..., description="benchmark name (see datadojo bench list)")
+    data: str | Path = Field(..., description="the benchmark's files: a file or folder")
+    out: str | Path = Field(..., description="run folder (trials, scores, report; reused to resume)")
+    model: str | None = Field(None, description="model spec of the agent (None: the agent needs none)")
     agent: AgentKind = Field(
         "model", description="who answers: model (an LLM), or oracle (gold SQL through the agent loop)"
     )
@@ -142,13 +142,17 @@ class EvalConfig(Settings):
         "12 and 24)",
     )
     dialect: str | None = Field(None, description="tag protocol (default: the benchmark's)")
-    sampling: SamplingParams | None = None
+    sampling: SamplingParams | None = Field(
+        None, description="temperature / top-p / max tokens (None: the benchmark's defaults)"
+    )
     reserve_final_turn: bool = Field(False, description=field_help(AgentConfig, "reserve_final_turn"))
-    loader_options: dict[str, Any] = Field(default_factory=dict)
-    ks: tuple[int, ...] | None = None
+    loader_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of the benchmark's loader (split, lite, track, ...)"
+    )
+    ks: tuple[int, ...] | None = Field(None, description="the k of pass@k reported (None: 1 to n_trials)")
     seed: int | None = Field(None, description="base seed for reproducible sampling")
-    sandbox: Any = None
-    report: bool = True
+    sandbox: Any = Field(None, description="the SandboxConfig (None: the benchmark's)")
+    report: bool = Field(True, description="write report.html and report.md")
     judge: str | None = Field(
         None,
         description="model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor "

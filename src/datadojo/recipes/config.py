@@ -61,16 +61,22 @@ class BenchmarkSpec(Settings):
 class RecipeConfig(Settings):
     """A recipe run (module docstring)."""
 
-    recipe: Literal["datamind", "envlunch", "sailor"]
+    recipe: Literal["datamind", "envlunch", "sailor"] = Field(
+        ..., description="which paper's recipe: datamind, envlunch or sailor"
+    )
     out: str = Field("runs/recipe", description="folder of the run: stage caches, the report")
     inputs: list[str] = Field(
         ..., description="data files / folders (datamind, envlunch) or dataset folders (sailor)"
     )
-    models: ModelsConfig
+    models: ModelsConfig = Field(..., description="model specs of the run's roles (teacher, judge, policy)")
     stages: dict[str, dict[str, Any]] = Field(default_factory=dict, description="settings per stage")
-    benchmarks: list[BenchmarkSpec] = Field(default_factory=list)
+    benchmarks: list[BenchmarkSpec] = Field(
+        default_factory=list, description="benchmarks evaluated at the end ([[benchmarks]] tables)"
+    )
     executor: Literal["local", "ray"] = Field("local", description="where stages that can fan out run")
-    ray_address: str | None = None
+    ray_address: str | None = Field(
+        None, description="Ray cluster address for executor ray (None: start or join a local one)"
+    )
     base_dir: str = Field(".", description="folder relative paths are read against (the config file's)")
 
     def path(self, value: str) -> Path:

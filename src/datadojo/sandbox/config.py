@@ -65,17 +65,26 @@ class Limits(Settings):
 
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
-    cpu_s: float = 30.0
+    cpu_s: float = Field(30.0, description="CPU seconds per cell, all threads (RLIMIT_CPU)")
     wall_s: float = Field(60.0, description="wall-clock seconds per turn (one cell with its replay)")
-    memory_mb: int = 4096
-    max_procs: int = 64
-    max_file_mb: int = 256
-    max_output_bytes: int = 1_000_000
+    memory_mb: int = Field(4096, description="address space per cell, in MB (RLIMIT_AS)")
+    max_procs: int = Field(64, description="processes and threads per sandbox (RLIMIT_NPROC)")
+    max_file_mb: int = Field(
+        256, description="largest file the code may write, in MB (RLIMIT_FSIZE; also the private /tmp's size)"
+    )
+    max_output_bytes: int = Field(
+        1_000_000, description="raw stdout + stderr kept per cell; beyond it the cell is stopped"
+    )
     max_observation_chars: int = Field(
         2048, description="characters of the observation the model sees (head + tail, a marker between)"
     )
-    observation_head_chars: int | None = None
-    observation_tail_chars: int | None = None
+    observation_head_chars: int | None = Field(
+        None,
+        description="keep exactly this many characters of the start of the output (with the tail; None: max_observation_chars)",
+    )
+    observation_tail_chars: int | None = Field(
+        None, description="keep exactly this many characters of the end of the output (with the head)"
+    )
 
     @field_validator("cpu_s", "wall_s", mode="before")
     @classmethod
@@ -148,7 +157,7 @@ class SandboxConfig(Settings):
 
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
-    limits: Limits = Field(default_factory=Limits)
+    limits: Limits = Field(default_factory=Limits, description="resource limits per cell")
     mode: Mode = Field(
         "chunked",
         description="how turns share state: chunked re-runs the kept chunks before each new one (DataMind §4), "
@@ -159,19 +168,37 @@ class SandboxConfig(Settings):
         description="isolation level: auto (bubblewrap when it works, else Landlock, else reduced: resource "
         "limits + the static policy), bwrap or landlock (insist on that level) or none (reduced)",
     )
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    preload: tuple[str, ...] = ("numpy", "pandas")
-    auto_install: bool = False
-    install_allowlist: tuple[str, ...] = DEFAULT_INSTALL_ALLOWLIST
-    install_dir: str | None = None
-    sql_row_limit: int = 200
-    sql_timeout_s: float = 30.0
-    sql_save_csv: bool = False
-    workspace_root: str | None = None
-    keep_workspace: bool = False
-    start_timeout_s: float = 120.0
-    prereplay: bool = True
-    reuse: bool = True
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="what the static policy refuses")
+    preload: tuple[str, ...] = Field(
+        ("numpy", "pandas"), description="modules the pre-warmed worker imports once"
+    )
+    auto_install: bool = Field(
+        False,
+        description="install a missing allow-listed module and run the cell again (DataMind §4; needs the network)",
+    )
+    install_allowlist: tuple[str, ...] = Field(
+        DEFAULT_INSTALL_ALLOWLIST, description="modules auto_install may install"
+    )
+    install_dir: str | None = Field(
+        None, description="where auto_install installs (None: a folder of the sandbox)"
+    )
+    sql_row_limit: int = Field(200, description="rows of a SQL result shown in the observation")
+    sql_timeout_s: float = Field(30.0, description="seconds per SQL statement")
+    sql_save_csv: bool = Field(False, description="save each SQL result as a CSV file in the workspace")
+    workspace_root: str | None = Field(
+        None, description="where per-trajectory workspaces are made (None: the system temp folder)"
+    )
+    keep_workspace: bool = Field(
+        False, description="leave workspaces in place after the sandbox closes, for inspection"
+    )
+    start_timeout_s: float = Field(120.0, description="seconds a worker may take to start")
+    prereplay: bool = Field(
+        True, description="chunked mode: re-run the kept chunks right after a cell, while the model thinks"
+    )
+    reuse: bool = Field(
+        True,
+        description="a pool resets a finished sandbox and hands it to the next trajectory instead of starting a new worker",
+    )
     fork_server: bool = Field(
         False,
         description="a pool forks every worker from one interpreter that imported preload once (Landlock "

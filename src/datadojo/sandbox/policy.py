@@ -39,7 +39,7 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from datadojo.config import Settings
 
@@ -213,19 +213,39 @@ class PolicyConfig(Settings):
 
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
 
-    enabled: bool = True
-    blocked_modules: frozenset[str] = DEFAULT_BLOCKED_MODULES
-    blocked_calls: frozenset[str] = DEFAULT_BLOCKED_CALLS
-    blocked_attributes: frozenset[str] = DEFAULT_BLOCKED_ATTRIBUTES
-    suspicious_attributes: frozenset[str] = DEFAULT_SUSPICIOUS_ATTRIBUTES
-    allowed_names: frozenset[str] = DEFAULT_ALLOWED_NAMES
-    delete_calls: frozenset[str] = DEFAULT_DELETE_CALLS
-    write_methods: frozenset[str] = DEFAULT_WRITE_METHODS
-    allowed_write_roots: tuple[str, ...] = ("/dev/null",)
-    allow_dynamic_getattr: bool = False
-    check_paths: bool = True
-    block_network_urls: bool = True
-    url_schemes: tuple[str, ...] = ("http://", "https://", "ftp://", "ftps://", "s3://", "gs://", "file://")
+    enabled: bool = Field(True, description="run the static policy check before each cell")
+    blocked_modules: frozenset[str] = Field(
+        DEFAULT_BLOCKED_MODULES, description="modules whose import is refused"
+    )
+    blocked_calls: frozenset[str] = Field(
+        DEFAULT_BLOCKED_CALLS, description="calls refused (names or dotted names)"
+    )
+    blocked_attributes: frozenset[str] = Field(
+        DEFAULT_BLOCKED_ATTRIBUTES, description="attributes whose access is refused"
+    )
+    suspicious_attributes: frozenset[str] = Field(
+        DEFAULT_SUSPICIOUS_ATTRIBUTES, description="attributes whose access is recorded as suspicious"
+    )
+    allowed_names: frozenset[str] = Field(
+        DEFAULT_ALLOWED_NAMES, description="names allowed even where a blocked rule would match"
+    )
+    delete_calls: frozenset[str] = Field(
+        DEFAULT_DELETE_CALLS, description="calls that delete files (refused outside the workspace)"
+    )
+    write_methods: frozenset[str] = Field(
+        DEFAULT_WRITE_METHODS,
+        description="methods that write files (refused outside the workspace and allowed_write_roots)",
+    )
+    allowed_write_roots: tuple[str, ...] = Field(
+        ("/dev/null",), description="absolute paths besides the workspace that may be written (e.g. /tmp)"
+    )
+    allow_dynamic_getattr: bool = Field(False, description="allow getattr with a computed name")
+    check_paths: bool = Field(True, description="check literal file paths against the workspace")
+    block_network_urls: bool = Field(True, description="refuse literal network URLs")
+    url_schemes: tuple[str, ...] = Field(
+        ("http://", "https://", "ftp://", "ftps://", "s3://", "gs://", "file://"),
+        description="URL prefixes counted as network URLs",
+    )
 
 
 @dataclass(frozen=True)

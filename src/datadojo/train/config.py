@@ -45,7 +45,7 @@ class OptimConfig(Settings):
     lr: float = Field(1e-5, description="Peak learning rate.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW β1, β2.")
     weight_decay: float = Field(0.0, description="AdamW weight decay.")
-    eps: float = 1e-8
+    eps: float = Field(1e-8, description="AdamW epsilon")
     scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule.")
     warmup_ratio: float = Field(0.03, description="Share of the steps spent warming up.")
     max_grad_norm: float = Field(1.0, description="Gradient clipping norm (0 = no clipping).")
@@ -208,29 +208,40 @@ class RLConfig(RunConfig):
     gamma_mode: Literal["cosine", "linear", "fixed"] = Field(
         "cosine", description="Schedule of γ, the SFT weight."
     )
-    gamma_start: float = GAMMA_START
-    gamma_end: float = GAMMA_END
-    gamma_steps: int | None = None
-    gamma_warmup: int = 0
+    gamma_start: float = Field(GAMMA_START, description="γ at the start of the schedule (DataMind §4: 0.9)")
+    gamma_end: float = Field(GAMMA_END, description="γ at the last step (DataMind §4: 0.05)")
+    gamma_steps: int | None = Field(None, description="steps over which γ anneals (None: total_steps)")
+    gamma_warmup: int = Field(0, description="steps γ is held at gamma_start before it anneals")
     gamma_value: float | None = Field(None, description="γ for gamma_mode fixed.")
-    dynamic_sampling: bool = True
-    void_masking: bool = True
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    tis_low: float = 0.5
-    tis_high: float = 1.5
+    dynamic_sampling: bool = Field(
+        True, description="keep a group only when 0 < #correct < G (DAPO's dynamic sampling)"
+    )
+    void_masking: bool = Field(True, description="mask void turns (no code, no answer) out of the loss")
+    eps_low: float = Field(0.2, description="lower clip ε_low of the policy ratio (DAPO: 0.2)")
+    eps_high: float = Field(0.28, description="upper clip ε_high of the policy ratio (DAPO: 0.28)")
+    tis_low: float = Field(0.5, description="lower bound of the truncated importance weight (GRPO loss only)")
+    tis_high: float = Field(
+        1.5, description="upper bound of the truncated importance weight (GRPO loss only)"
+    )
     tis_mode: Literal["truncate", "mask"] = Field(
         "truncate", description="Rollout IS correction: truncate (TIS, EnvLunch §4) or mask (MIS)."
     )
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    normalization: Literal["token", "group", "sequence"] | None = None
-    sft_normalization: Literal["token", "sequence_sum"] = "token"
-    advantage_eps: float = 1e-6
+    kl_coef: float = Field(0.0, description="weight of the KL term to the reference policy (GRPO loss only)")
+    entropy_coef: float = Field(0.0, description="weight of the entropy bonus (GRPO loss only)")
+    normalization: Literal["token", "group", "sequence"] | None = Field(
+        None,
+        description="how token losses are averaged: token, group or sequence (None: the policy loss's own)",
+    )
+    sft_normalization: Literal["token", "sequence_sum"] = Field(
+        "token", description="how the SFT term is averaged: token or sequence_sum"
+    )
+    advantage_eps: float = Field(
+        1e-6, description="ε of the group-normalised advantage (R − mean) / (std + ε)"
+    )
     max_turns: int = Field(10, description="Rounds per episode (T).")
-    dialect: str = "datamind"
-    temperature: float = 1.0
-    top_p: float = 1.0
+    dialect: str = Field("datamind", description="tag protocol of the rollouts: datamind or sailor")
+    temperature: float = Field(1.0, description="rollout sampling temperature (ours: 1.0, EnvLunch's)")
+    top_p: float = Field(1.0, description="rollout nucleus sampling top-p")
     max_new_tokens: int = Field(8192, description="Tokens per action turn.")
     concurrency: int = Field(8, description="Episodes (sandboxes) in flight.")
     sampler: str = Field(

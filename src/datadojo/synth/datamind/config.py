@@ -33,8 +33,12 @@ class DataMindConfig(Settings):
         le=1.0,
         description="word-set Jaccard similarity at or above which a question is a near-duplicate",
     )
-    query_temperature: float = Field(0.7, ge=0.0)
-    query_max_tokens: int = Field(1024, ge=16)
+    query_temperature: float = Field(
+        0.7, ge=0.0, description="teacher sampling temperature of the query and composition requests"
+    )
+    query_max_tokens: int = Field(
+        1024, ge=16, description="tokens per teacher reply of the query and composition requests"
+    )
     # composition (§3.2, Step 3: chains of 2-5 categories)
     chains_per_file: int = Field(
         3, ge=0, description="composition chains started per file (each 2-5 categories long)"
@@ -44,10 +48,16 @@ class DataMindConfig(Settings):
     # sampling (§3.2: N = 3 trajectories per query, knowledge k in the prompt)
     n_samples: int = Field(3, ge=1, description="trajectories per query (DataMind §3.2: N = 3)")
     use_workflow: bool = Field(True, description="put the category's workflow k in the agent prompt")
-    detailed_workflow: Literal["auto", "always", "never"] = "auto"
+    detailed_workflow: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="when the step-by-step workflow k is shown instead of the short one: for hard categories "
+        "(auto, §3.2: finer instructions where consistency is low), always or never",
+    )
     max_turns: int = Field(10, ge=1, description="turn budget T of each episode (DataMind §3.1: 10)")
-    temperature: float = Field(0.7, ge=0.0)
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    temperature: float = Field(0.7, ge=0.0, description="teacher sampling temperature of the trajectories")
+    top_p: float = Field(
+        0.95, gt=0.0, le=1.0, description="teacher nucleus sampling top-p of the trajectories"
+    )
     max_tokens: int | None = Field(None, ge=1, description="tokens per agent turn (None: server default)")
     concurrency: int = Field(32, ge=1, description="episodes / requests in flight")
     # self-consistency and reflection (§3.2, Steps 3-4, Eq. 3)
@@ -55,7 +65,9 @@ class DataMindConfig(Settings):
         0.03, ge=0.0, description="relative tolerance of the numeric pre-check (DataMind App. I.4: within 3%)"
     )
     rounds: int = Field(1, ge=0, description="reflection rounds R for inconsistent queries (0 = none)")
-    judge_max_tokens: int = Field(1024, ge=16)
+    judge_max_tokens: int = Field(
+        1024, ge=16, description="tokens per judge reply (self-consistency verdicts)"
+    )
     context_chars: int = Field(
         1500,
         ge=0,

@@ -23,11 +23,11 @@ MAX_TARGET_ROWS = 30
 class SynthConfig(Settings):
     """Synthesis settings; defaults from EnvLunch §3 where it gives them (K, levels), ours otherwise."""
 
-    seed: int = 0
-    k_sql: int = K_SQL
-    k_pandas: int = K_PANDAS
-    max_target_rows: int = MAX_TARGET_ROWS
-    levels: tuple[int, ...] = (1, 2, 3, 4)
+    seed: int = Field(0, description="seed of the environment and task draws")
+    k_sql: int = Field(K_SQL, description="copies K of each SQL environment (EnvLunch §3: 2)")
+    k_pandas: int = Field(K_PANDAS, description="copies K of each pandas environment (EnvLunch §3: 3)")
+    max_target_rows: int = Field(MAX_TARGET_ROWS, description="most rows of a task's target table")
+    levels: tuple[int, ...] = Field((1, 2, 3, 4), description="difficulty levels drawn (EnvLunch §3: 1-4)")
 
 
 class BuildConfig(Settings):
@@ -37,9 +37,9 @@ class BuildConfig(Settings):
     seed: int = Field(0, description="everything is reproducible from the seed")
     sql_fraction: float = Field(0.5, description="share of SQL tasks (the rest pandas)")
     attempts: int = Field(25, description="draws per task and environment before moving on")
-    max_rounds: int = 6
+    max_rounds: int = Field(6, description="rounds of drawing new environments for tasks that found none")
     workers: int = Field(1, description="worker processes")
-    synth: SynthConfig = Field(default_factory=SynthConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig, description="synthesis settings")
 
     @model_validator(mode="after")
     def _check(self) -> BuildConfig:
@@ -64,8 +64,8 @@ class SolverConfig(Settings):
     max_candidates: int = Field(400, description="compositions tried per task (the deterministic budget)")
     time_limit_s: float | None = Field(
         3.0,
-        description="wall-clock seconds per task (none: only the candidate budget bounds the search, so the "
-        "result is the same on any machine)",
+        description="wall-clock seconds per task, a bound for users (none, or 0 on the command line: only the "
+        "candidate budget bounds the search, so the result is the same on any machine)",
     )
     seed: int = Field(0, description="seed of the search")
 

@@ -106,19 +106,25 @@ class SailorConfig(Settings):
     max_depth: int = Field(6, description="budget: probes on one path (normalises d_w)")
     max_requests: int = Field(400, description="budget: LLM requests per tree search")
     max_wall_s: float = Field(3600.0, description="budget: seconds per tree search")
-    max_strategies: int = 4
+    max_strategies: int = Field(4, description="strategies proposed per expansion")
     tau_pre: float = Field(0.3, description="τ_pre: drop strategies scored below it")
     prior_temperature: float = Field(0.2, description="T_p of softmax(ρ/T_p) for H_prior")
     k_min: int = Field(1, description="fewest children per expansion (confident states)")
     k_max: int = Field(3, description="most children per expansion (uncertain states)")
-    token_weight: float = 0.5
+    token_weight: float = Field(
+        0.5, description="weight w of H_token in the branching entropy H = (1−w)·H_prior + w·H_token"
+    )
     logprobs: bool = Field(True, description="ask for token log-probabilities (H_token)")
-    top_logprobs: int = 5
+    top_logprobs: int = Field(5, description="alternatives per token asked for with the log-probabilities")
     trajectories_per_seed: int = Field(3, description="best leaves turned into trajectories per tree")
     min_depth: int = Field(2, description="QC: fewest probes a kept trajectory has")
-    min_substantive_chars: int = 40
-    substantive_score: float = 0.5
-    max_reverify: int = 1
+    min_substantive_chars: int = Field(
+        40, description="QC: fewest non-blank characters of a substantive observation"
+    )
+    substantive_score: float = Field(
+        0.5, description="QC: lowest post-execution score of a substantive observation"
+    )
+    max_reverify: int = Field(1, description="QC: repeats of the step verifier on processing failures")
     obs_head: int = Field(
         4000, description="observation head kept, in characters (SciDataSailor's environment: 4,000)"
     )
@@ -126,11 +132,13 @@ class SailorConfig(Settings):
         1500, description="observation tail kept, in characters (SciDataSailor's environment: 1,500)"
     )
     exec_timeout_s: float = Field(60.0, description="seconds per probe")
-    excerpt_chars: int = 300
-    profile_chars: int = 3000
+    excerpt_chars: int = Field(300, description="characters of each observation written to tree.jsonl")
+    profile_chars: int = Field(
+        3000, description="characters of the folder profile that open the system prompt"
+    )
     temperature: float = Field(0.6, description="policy sampling temperature (judges use 0)")
-    top_p: float = 0.95
-    max_tokens: int = 2048
+    top_p: float = Field(0.95, description="policy nucleus sampling top-p")
+    max_tokens: int = Field(2048, description="tokens per policy or judge reply")
 
     @field_validator(*_NUMBERS, *_UNIT_INTERVAL, *_POSITIVE_NUMBERS, *_NON_NEGATIVE_NUMBERS, mode="before")
     @classmethod
