@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from datamind_fakes import teacher
 
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.runs import UsageLedger
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, load_taxonomy, stage_queries
 from datadojo.synth.datamind.consistency import judge_one
-from datadojo.synth.datamind.store import StageUsage
 from datadojo.types import Action, Task, Trajectory, Turn
 
 CFG = DataMindConfig(concurrency=1, near_duplicate=0.95)
@@ -61,11 +62,11 @@ async def test_a_judge_reply_invalid_after_repair_becomes_an_inconsistent_verdic
     ]  # fmt: skip
     with ScriptedLLMServer(["no json", "still no json"]) as srv:
         j = load_backend(f"openai:j@{srv.base_url}")
-        usage = StageUsage("judge")
+        usage = UsageLedger(Path("unused-usage.jsonl"), "judge")
         v = await judge_one(Task(id="q", question="Which region?"), 0, trajs, j, CFG, usage)
         await j.aclose()
     assert v.consistent is False and v.method == "llm" and "invalid after one repair" in v.error
-    assert usage.roles["judge"]["requests"] == 2 and usage.failed == 1
+    assert usage.roles["judge"]["requests"] == 2 and usage.total("failed") == 1
 
 
 def test_a_bad_verdict_line_names_file_line_and_field(tmp_path):
