@@ -12,6 +12,7 @@ import datadojo.train.export.llamafactory as llamafactory
 from datadojo.bench.registry import get_benchmark, get_source
 from datadojo.cli.app import app
 from datadojo.errors import DataDojoError, UnknownNameError
+from datadojo.llm.testing import ScriptedLLMServer, Status
 from datadojo.train.registry import get_policy_loss
 from datadojo.types import Trajectory
 
@@ -69,7 +70,12 @@ def test_a_value_error_bug_in_a_whole_run_keeps_its_traceback(
     def bug(*_a: object, **_k: object) -> None:
         raise ValueError("a bug, not bad input")
 
-    class Bench:
+    real = get_benchmark("dabench")
+
+    class Bench:  # the real benchmark (its rules make the --help text) whose loader finds nothing
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
         def load(self, *_a: object, **_k: object) -> list[object]:
             return []
 
@@ -89,7 +95,7 @@ def test_a_value_error_bug_in_a_whole_run_keeps_its_traceback(
     ("spec", "says"),
     [
         ("bogus-spec", "model spec 'bogus-spec': unknown backend"),
-        ("hf:{tmp}/no-such-checkpoint", "cannot load checkpoint"),
+        ("hf:{tmp}/no-such-checkpoint", "no such folder"),
         ("openai:m@http://127.0.0.1:9/v1?api_key_env=DATADOJO_TEST_UNSET_KEY", "DATADOJO_TEST_UNSET_KEY"),
     ],
 )
@@ -117,8 +123,11 @@ def test_a_run_where_every_episode_failed_on_the_server_exits_3(tmp_path: Path) 
     record = {"question": "How many rows?", "files": [{"path": str(data)}]}
     tasks.write_text("".join(json.dumps({"id": f"t{i}", **record}) + "\n" for i in (1, 2)))
     out = tmp_path / "out"
-    spec = "openai:m@http://127.0.0.1:9/v1?max_retries=0"  # the discard port: connection refused at once
-    result = CliRunner().invoke(app, ["rollout", str(tasks), "--model", spec, "--out", str(out)])
+    # Up (it answers GET /models, so the reachability check passes) but failing every completion: the
+    # episodes end as llm_error, not as an agent that scored 0.
+    with ScriptedLLMServer(lambda _req: Status(500), strict=False) as srv:
+        spec = f"openai:m@{srv.base_url}?max_retries=0"
+        result = CliRunner().invoke(app, ["rollout", str(tasks), "--model", spec, "--out", str(out)])
     assert result.exit_code == EXIT_SERVER_DOWN == 3, (result.output, result.exception)
     assert "all 2 episode(s) of this run failed on the model server" in result.stderr
     assert len((out / "trajectories.jsonl").read_text().splitlines()) == 2  # the records are kept
@@ -127,7 +136,8 @@ def test_a_run_where_every_episode_failed_on_the_server_exits_3(tmp_path: Path) 
 def test_eval_where_every_trial_failed_on_the_server_exits_3_after_writing_its_report(tmp_path: Path) -> None:
     shop = Path(__file__).resolve().parents[2] / "examples" / "data" / "shop.sqlite"
     out = tmp_path / "run"
-    spec = "openai:m@http://127.0.0.1:9/v1?max_retries=0"
+    srv = ScriptedLLMServer(lambda _req: Status(500), strict=False).start()
+    spec = f"openai:m@{srv.base_url}?max_retries=0"
     args = [
         "eval",
         "shop-sql",
@@ -142,7 +152,10 @@ def test_eval_where_every_trial_failed_on_the_server_exits_3_after_writing_its_r
         "-n",
         "1",
     ]
-    result = CliRunner().invoke(app, args)
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        srv.stop()
     assert result.exit_code == 3, (result.output, result.exception)
     assert "all 2 episode(s) of this run failed on the model server" in result.stderr
     assert (out / "summary.json").exists() and (out / "report.html").exists()

@@ -85,3 +85,45 @@ def test_the_library_raises_datadojo_errors_for_bad_sailor_input_and_a_changed_t
         asyncio.run(run_sailor([tmp_path], ["seed"], policy=None, out=tmp_path / "o", concurrency=0))  # type: ignore[arg-type,list-item]
     with pytest.raises(DataDojoError, match=r"cannot resume: the configuration differs .* in lr"):
         check_resumable({"lr": 1e-5}, {"lr": 2e-5}, "runs/sft")
+
+
+def test_input_errors_come_before_the_server_check(tmp_path: Path, dead_url: str) -> None:
+    """A stage run without its input is the user's mistake (exit 2) even when the server is down too: the
+    reachability probe waits for the first request, which a bad input never gets to."""
+    res = _invoke(
+        ["synth", "datamind", "compose", "--teacher", f"openai:m@{dead_url}", "--out", str(tmp_path / "dm")]
+    )
+    assert res.exit_code == ExitCode.BAD_INPUT, res.output
+    assert "cannot reach the model server" not in res.output
+
+
+def test_the_deferred_probe_runs_once_for_concurrent_first_requests(dead_url: str) -> None:
+    import asyncio
+
+    from datadojo.llm import load_backend
+    from datadojo.llm.base import ServerUnreachableError
+
+    backend = load_backend(f"openai:m@{dead_url}?max_retries=0")
+    probes = 0
+    real = backend.check_reachable
+
+    async def counted() -> None:
+        nonlocal probes
+        probes += 1
+        await real()
+
+    backend.check_reachable = counted  # type: ignore[method-assign]
+    backend.check_before_first_request()
+
+    async def main() -> list[BaseException | object]:
+        try:
+            msgs = [{"role": "user", "content": "hi"}]
+            return await asyncio.gather(*(backend.chat(msgs) for _ in range(5)), return_exceptions=True)
+        finally:
+            await backend.aclose()
+
+    results = asyncio.run(main())
+    assert probes == 1
+    assert all(
+        isinstance(r, ServerUnreachableError) and "cannot reach the model server" in str(r) for r in results
+    )

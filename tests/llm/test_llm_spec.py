@@ -140,7 +140,7 @@ def test_load_backend_overrides_and_errors(monkeypatch: pytest.MonkeyPatch) -> N
 def test_load_hf_backend_missing_checkpoint_is_clear(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    with pytest.raises(ValueError, match="cannot load checkpoint"):
+    with pytest.raises(ValueError, match="no such folder"):
         load_backend(f"hf:{tmp_path / 'nothing-here'}?device=cpu")
     with pytest.raises(ValueError, match="dtype must be one of"):
         load_backend(f"hf:{tmp_path}?dtype=float8")

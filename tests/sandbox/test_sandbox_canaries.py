@@ -95,13 +95,15 @@ def test_train_rl_refuses_reduced_isolation(tmp_path: Path, monkeypatch: pytest.
         json.dumps({"id": "t1", "question": "q", "answer": "1", "files": [{"path": str(csv), "kind": "csv"}]})
         + "\n"
     )
+    model = tmp_path / "model"  # a folder: the refusal comes before the model is loaded
+    model.mkdir()
     args = [
         "train",
         "rl",
         "--tasks",
         str(tasks),
         "--model",
-        str(tmp_path / "no-model"),
+        str(model),
         "--out",
         str(tmp_path / "o"),
     ]

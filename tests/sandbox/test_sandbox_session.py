@@ -414,6 +414,7 @@ async def test_run_cells_refuses_a_running_loop() -> None:
 
 async def test_isolation_fallback(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(isolation_mod, "bwrap_available", lambda: (False, "bwrap is not installed"))
+    monkeypatch.setattr(isolation_mod, "landlock_available", lambda: (False, "the kernel has no Landlock"))
     monkeypatch.setattr(isolation_mod, "_warned_reduced", False)
     with pytest.raises(isolation_mod.IsolationUnavailable, match="not installed"):
         await Sandbox.create([], config("bwrap"))

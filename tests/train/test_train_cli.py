@@ -75,7 +75,7 @@ def test_train_sft_errors_are_clear(tmp_path: Path, toy_ckpt: Path) -> None:
     good = tmp_path / "good.jsonl"
     append_jsonl(good, [synthetic_trajectory("g")])
     res = runner.invoke(app, ["train", "sft", "--model", str(tmp_path / "nope"), "--data", str(good)])
-    assert res.exit_code == 2 and "cannot load checkpoint" in res.output and "nope" in res.output
+    assert res.exit_code == 2 and "no such folder" in res.output and "nope" in res.output
     assert "Traceback" not in res.output
 
 

@@ -54,7 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("synth", "Synthesise training and benchmark data with a teacher model: DataMind and SciDataSailor."),
     "train": ("train", "Train agents: SFT with environment masking, RL with the mixed SFT + DAPO objective or GRPO."),
     "export": ("train", "Export trajectories / tasks for LLaMA-Factory, TRL or verl."),
-    "recipe": ("recipe", "Run a paper's whole recipe (DataMind, SciDataSailor, EnvLunch) from one TOML file; resumable."),
+    "recipe": ("recipe", "Run a paper's recipe end to end from one TOML config: corpus → synthesis → curation → train sft → RL tasks → train rl → eval → report."),
     "warmup": ("warmup", "EnvLunch warm-up (arXiv 2610.33817): verifiable agent tasks made from databases and tables."),
 }  # fmt: skip
 

@@ -157,8 +157,8 @@ def _execute(
 
     async def main() -> dict[str, Any]:
         try:
-            for b in backends:  # a down server or wrong URL: exit 3 now, not after every request's retries
-                await b.check_reachable()
+            for b in backends:  # a down server or wrong URL: exit 3 at the first request, not after retries
+                b.check_before_first_request()  # (input errors first: they need no server)
             result = body(run, *backends)
             return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
         finally:

@@ -138,13 +138,10 @@ def sailor(
     async def go() -> object:
         policy = load_backend(spec)
         judge_backend = load_backend(judge) if judge else policy
-        try:  # a down server or wrong URL: one line and exit 3 now, not after every request's retries
-            for backend in {id(b): b for b in (policy, judge_backend)}.values():
-                await backend.check_reachable()
-        except BaseException:
-            await policy.aclose()
-            await judge_backend.aclose()
-            raise
+        # A down server or wrong URL: one line and exit 3 at the first request, not after every request's
+        # retries; an empty folder or bad seed first (exit 2: they need no server).
+        for backend in {id(b): b for b in (policy, judge_backend)}.values():
+            backend.check_before_first_request()
         total = len(folders) * len(seeds)
         with progress_bar(console) as progress:
             bar = progress.add_task("exploring (folder × seed)", total=total)

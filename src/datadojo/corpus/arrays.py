@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from datadojo.errors import DataDojoError
+
 __all__ = [
     "MAX_VARIABLES",
     "SAMPLE_VALUES",
@@ -70,7 +72,7 @@ _H5_SKIP_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4
 _CORE_ATTRS = ("units", "long_name")
 
 
-class ArrayReadError(ValueError):
+class ArrayReadError(DataDojoError, ValueError):
     """The file is not what its header promises (truncated, corrupt); the message says what and where."""
 
 

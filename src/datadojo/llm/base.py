@@ -37,6 +37,7 @@ __all__ = [
     "Message",
     "ModelSpecError",
     "SamplingParams",
+    "ServerUnreachableError",
     "TokenCounter",
     "TokenLogprob",
     "UsageStats",
@@ -221,6 +222,16 @@ def _make_llm_error(message: str, kwargs: dict[str, Any]) -> LLMError:
     return LLMError(message, **kwargs)
 
 
+class ServerUnreachableError(DataDojoError, ConnectionError):
+    """No replica of the model server answered the probe :meth:`ChatBackend.check_before_first_request` armed.
+
+    Deliberately not an :class:`LLMError`: stages record a failed request and go on, but when the server is
+    not there at all the whole run must end at once, with one line and exit 3.
+    """
+
+    exit_code = ExitCode.MODEL_SERVER
+
+
 @dataclass
 class UsageStats:
     """Running totals for one backend; all counts are cumulative since the backend was created."""
@@ -392,6 +403,8 @@ class ChatBackend(abc.ABC):
         overrides = {"n": n, **{k: v for k, v in given.items() if v is not None}}
         sp = replace(base, **overrides)
         msgs = validate_messages(messages)
+        if self.__dict__.get("_reach_armed"):
+            await self._check_before_first()
         t0 = time.perf_counter()
         try:
             completions = await self._generate(msgs, sp)
@@ -423,6 +436,37 @@ class ChatBackend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op for stateless backends
         """Release connections / model memory. Safe to call twice."""
+
+    def check_before_first_request(self) -> None:
+        """Run :meth:`check_reachable` once, just before the first :meth:`chat` (not now).
+
+        Why not at once: a command first validates its input (a missing stage input, a changed setting, an
+        empty folder: exit 2), which needs no server; checking the server before that would answer a user's
+        typo with "server down". Deferred to the first request, a down server still ends the run after one
+        quick probe (exit 3) instead of after every request's retries. Concurrent first requests share the
+        one probe, and its failure is raised to each of them as :class:`ServerUnreachableError` — not an
+        :class:`LLMError`, which stages record per request and go on: a server that is not there ends the run.
+        """
+        self.__dict__["_reach_armed"] = True
+        self.__dict__["_reach_error"] = None
+
+    async def _check_before_first(self) -> None:
+        lock = self.__dict__.setdefault("_reach_lock", asyncio.Lock())
+        async with lock:
+            error = self.__dict__.get("_reach_error")
+            if error is not None:
+                raise error
+            if not self.__dict__.get("_reach_armed"):
+                return
+            try:
+                await self.check_reachable()
+            except LLMError as exc:
+                error = ServerUnreachableError(str(exc))
+                self.__dict__["_reach_error"] = error
+                raise error from exc
+            finally:
+                if self.__dict__.get("_reach_error") is None:
+                    self.__dict__["_reach_armed"] = False
 
     async def check_reachable(self) -> None:  # noqa: B027 - optional hook: a local backend is always there
         """Raise :class:`LLMError` (exit 3 at the command) when the model server cannot be reached at all.

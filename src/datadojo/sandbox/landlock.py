@@ -39,6 +39,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from datadojo.errors import DataDojoError, ExitCode
+
 __all__ = [
     "Coverage",
     "LandlockError",
@@ -81,8 +83,10 @@ _READ = READ_FILE | READ_DIR
 _READ_EXEC = _READ | EXECUTE
 
 
-class LandlockError(OSError):
+class LandlockError(DataDojoError, OSError):
     """Landlock is unavailable here, or building/applying the ruleset failed."""
+
+    exit_code = ExitCode.SANDBOX
 
 
 class _RulesetAttr(ctypes.Structure):
