@@ -566,7 +566,6 @@ async def run_eval(
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     identity = cfg.identity(benchmark)
-    _open_run(out, identity)
     agent_cfg = cfg.agent_config(benchmark)
     tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
     # A judged benchmark needs a judge unless no task is judged (scidata's QA track scored by rule).
@@ -582,6 +581,7 @@ async def run_eval(
             oracle = OracleBackend(tasks, dialect=agent_cfg.dialect)
         except ValueError as exc:
             raise EvalError(f"{benchmark.name}: {exc}") from exc
+    _open_run(out, identity)  # after the checks above: a refused start leaves no settings behind
     write_json_atomic(
         out / RUN_RECORD,
         {
