@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from datamind_fakes import teacher
-
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer, Status
 from datadojo.runs import UsageLedger
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, load_taxonomy, stage_queries
 from datadojo.synth.datamind.consistency import judge_one
+from datadojo.testing.datamind_teacher import teacher
 from datadojo.types import Action, Task, Trajectory, Turn
 
 CFG = DataMindConfig(concurrency=1, near_duplicate=0.95)
@@ -104,12 +103,11 @@ def test_stages_run_alone_without_their_input_fail_clearly(tmp_path):
 
 
 async def test_episodes_the_server_failed_are_not_judged_and_are_sampled_again_on_rerun(tmp_path, csv_file):
-    from datamind_fakes import fake_sandboxes, judge
-
     from datadojo.jsonl import read_trajectories
     from datadojo.synth.datamind import stage_judge, stage_sample
     from datadojo.synth.datamind.consistency import read_verdicts
     from datadojo.synth.datamind.store import Paths
+    from datadojo.testing.datamind_teacher import fake_sandboxes, judge
 
     cfg = CFG.model_copy(update={"taxonomy": _one_category_taxonomy(tmp_path), "chains_per_file": 0})
     state = {"down": False}

@@ -14,7 +14,7 @@ from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import validate_trajectory
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor, uct_df_fpu
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 SMALL = SailorConfig(max_nodes=5, max_depth=3, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False)
 
