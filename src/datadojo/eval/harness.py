@@ -13,7 +13,7 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    extends a finished one. ``OUT/eval.json`` records the settings that must not change between the runs
    that share a folder (benchmark, data, agent, model, turn budget, dialect, sampling).
 3. **Scores**: every trajectory's prediction (:func:`predicted_answer`) is scored with the benchmark's
-   official rule (:func:`datadojo.bench.scoring.score_predictions`, shared with ``datadojo score``) and
+   official rule (:func:`datadojo.eval.scoring.score_predictions`, shared with ``datadojo score``) and
    DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
    derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
    A benchmark scored by an LLM judge (:class:`~datadojo.bench.judged.JudgedBenchmark`, e.g.

@@ -22,7 +22,7 @@ evaluation and RL build for the query — without the workflow *k*, the reflecti
 answer-form hint, which steer the teacher only. ``as_sampled`` keeps the prompt exactly as the teacher saw
 it. Each set is written to ``sft/<strategy>.jsonl`` as records ``{"messages": [...], "task_id", "sample",
 "round", "category", "difficulty", "strategy", "chosen_by"}`` (OpenAI messages with ``train`` masks,
-:func:`datadojo.messages.trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft
+:func:`datadojo.protocol.messages.trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft
 --data``, which read trajectories, as ``sft/<strategy>.trajectories.jsonl``.
 
 ``rl_tasks.jsonl`` holds one :class:`~datadojo.types.Task` per consistent query — DataMind's u = (q, f, d, a)
