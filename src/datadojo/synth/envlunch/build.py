@@ -76,14 +76,14 @@ class BuildReport:
         funnel.add("draw", self.draws, len(self.tasks), self.rejections)
         return funnel
 
+    def by(self, key: Callable[[Task], Any]) -> Counter[Any]:
+        return Counter(key(t) for t in self.tasks)
+
 
 def funnel_path(out: str | Path) -> Path:
     """Where the build of ``out`` (``tasks.jsonl``) writes its funnel (``tasks.funnel.json``)."""
     out = Path(out)
     return out.with_name(f"{out.stem}.funnel.json")
-
-    def by(self, key: Callable[[Task], Any]) -> Counter[Any]:
-        return Counter(key(t) for t in self.tasks)
 
 
 def load_environments(
