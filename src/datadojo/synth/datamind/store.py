@@ -75,8 +75,9 @@ class Paths:
         return self.out / "report.html"
 
     def work_ledger(self) -> WorkLedger:
-        """The units of LLM work finished so far (``progress.jsonl``)."""
-        return WorkLedger(self.progress)
+        """The units of LLM work finished so far (``progress.jsonl``); markers written before the run kit
+        (``{"stage", "key": unit}``) count under their ``"<stage>:<unit>"`` key."""
+        return WorkLedger(self.progress, key_of=_progress_key)
 
     def rejections(self) -> RejectionWriter:
         """The rejection log (``rejected.jsonl``)."""
@@ -85,6 +86,13 @@ class Paths:
     def usage_ledger(self, stage: str) -> UsageLedger:
         """A fresh usage record of one invocation of ``stage`` (appended to ``usage.jsonl`` by ``save``)."""
         return UsageLedger(self.usage, stage)
+
+
+def _progress_key(rec: dict[str, Any]) -> str | None:
+    key, stage = rec.get("key"), rec.get("stage")
+    if not isinstance(key, str) or not isinstance(stage, str) or key.startswith(f"{stage}:"):
+        return key if isinstance(key, str) else None
+    return f"{stage}:{key}"
 
 
 def read_usage(paths: Paths) -> dict[str, Any]:

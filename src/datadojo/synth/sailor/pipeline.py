@@ -452,7 +452,8 @@ async def run_sailor(
     # adopt: folders written before the run kit have units.jsonl but no run.json, and resume as before
     RunFolder(out_dir, "sailor", {"config": cfg.to_dict(), "structured_mode": mode}, adopt=True)
     started = time.monotonic()
-    ledger = WorkLedger(out_dir / UNITS_FILE, fsync=True)
+    # a units.jsonl written before the run kit has "unit" and no "key": its units stay done
+    ledger = WorkLedger(out_dir / UNITS_FILE, fsync=True, key_of=lambda r: r.get("key") or r.get("unit"))
     finished: dict[str, dict[str, Any]] = {k: ledger.get(k) or {} for k in ledger}
     cleaned = clean_unfinished(out_dir, set(finished))
     digests = {p: await asyncio.to_thread(folder_digest, p) for p in paths}
