@@ -25,7 +25,7 @@ from pathlib import Path
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 SCIREPOS = Path(__file__).resolve().parent.parent / ".." / "shared" / "data" / "scirepos"
 

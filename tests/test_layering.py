@@ -19,18 +19,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = SRC / "datadojo"
 
-# Old paths kept importable after a move (docs/architecture.md, "Moved modules"); remove with the last user.
-ALIASES = {
-    "datadojo.bench.scoring",
-    "datadojo.messages",
-    "datadojo.reward.judge",
-    "datadojo.reward.judge_prompts",
-    "datadojo.reward.matchers",
-    "datadojo.reward.scientific",
-    "datadojo.reward.tables",
-    "datadojo.reward.text",
-    "datadojo.reward.units",
-}
+# Old paths kept importable after a move: none (the aliases were deleted with their last user, issue 23).
+ALIASES: set[str] = set()
 
 # Cycles not yet broken, each with the reason; the test fails if one disappears, so the list only shrinks.
 KNOWN_CYCLES: set[frozenset[str]] = set()

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from datadojo.bench import get_benchmark
 from datadojo.bench.spider import Spider, clean_sql_like_test_suite, order_matters, remove_distinct
-from datadojo.reward.tables import denotations_equal
+from datadojo.compare.tables import denotations_equal
 from datadojo.types import DataFile, Task
 
 # (gold rows, predicted rows, order matters, verdict of result_eq)

@@ -99,11 +99,11 @@ async def _run(
         srv.start()
     try:
         backend = load_backend(f"openai:fake@{srv.base_url}?max_retries=0")
+        kw.setdefault("model", "openai:fake")
         cfg = EvalConfig(
             bench="dabench",
             data=data,
             out=tmp_path / "run",
-            model="openai:fake",
             n_trials=n,
             limit=limit or len(plan),
             concurrency=4,
@@ -194,7 +194,9 @@ async def test_rerun_resumes_and_extends(tmp_path, dabench):
 async def test_other_settings_in_the_same_folder_are_refused(tmp_path, dabench):
     plan = [(1, "direct")]
     await _run(tmp_path, dabench, plan, n=1)
-    with pytest.raises(EvalError, match="max_turns: was 10, now 4"):
+    from datadojo.errors import ResumeError
+
+    with pytest.raises(ResumeError, match="max_turns: was 10, now 4"):
         await _run(tmp_path, dabench, plan, n=1, max_turns=4)
 
 
@@ -285,3 +287,62 @@ def test_cli_eval_with_real_sandbox(tmp_path, dabench):
 def test_cli_eval_reports_bad_input():
     res = CliRunner().invoke(app, ["eval", "nosuchbench", "--data", ".", "--out", "x", "--model", "openai:m"])
     assert res.exit_code != 0 and "unknown benchmark" in res.output
+
+
+class _DownFor:
+    """The plan's model, but the server answers HTTP 503 to every request about task ``down``'s question."""
+
+    def __init__(self, model: _Model, question: str) -> None:
+        self.model, self.question, self.down = model, question, True
+
+    def __call__(self, req: dict):
+        from datadojo.llm.testing import Status
+
+        if self.down and req["messages"][1]["content"] == self.question:
+            return Status(503)
+        return self.model(req)
+
+
+async def test_server_failures_are_shown_apart_and_left_out_of_pass_at_k_until_rerun(tmp_path, dabench):
+    """Issue 25: an llm_error trial is the server's failure, not the agent's. Before: it counted as wrong
+    (pass@1 2/3 here, R -0.1, no banner). Now: out of the figures, counted apart, named by a banner; the
+    rerun samples it again and the figures then cover every trial."""
+    from datadojo.eval.report import server_failure_banner
+
+    plan = [(1, "direct"), (1, "direct"), (0, "direct")]
+    tasks = _tasks(dabench, 3)
+    script = _DownFor(_Model(tasks, plan), tasks[0].question)
+    with ScriptedLLMServer(script) as server:
+        first, _ = await _run(tmp_path, dabench, plan, n=1, server=server)
+        s = first.summary
+        assert s["stop_reasons"].get("llm_error") == 1
+        assert s["server_failures"] == {"trials": 1, "tasks": 1, "excluded": True}
+        assert s["metrics"]["n_tasks"] == 2 and s["metrics"]["pass@1"] == pytest.approx(0.5)
+        rows = {r["id"]: r for _, r in iter_jsonl(tmp_path / "run" / "scores.jsonl")}
+        assert rows[tasks[0].id]["excluded"] == "server_failure"
+        banner = server_failure_banner(s)
+        assert banner and "left out of pass@k" in banner and "rerun" in banner.lower()
+        page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+        md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+        assert "left out of pass@k" in page and "left out of pass@k" in md
+        script.down = False
+        again, _ = await _run(tmp_path, dabench, plan, n=1, server=server)
+    assert again.rollout.finished == 1 and again.summary["server_failures"]["trials"] == 0
+    assert again.summary["metrics"]["n_tasks"] == 3
+    assert again.summary["metrics"]["pass@1"] == pytest.approx(2 / 3)
+    assert server_failure_banner(again.summary) is None
+
+
+async def test_a_new_port_or_an_added_replica_resumes_the_same_run(tmp_path, dabench):
+    """Issue 25: the model URL is not part of the run's identity (before: `model: was ...@:PORT1, now
+    ...@:PORT2` refused the resume); the model name still is."""
+    from datadojo.errors import ResumeError
+
+    plan = [(1, "direct"), (0, "direct")]
+    await _run(tmp_path, dabench, plan, n=1, model="openai:fake@http://127.0.0.1:8001/v1?max_retries=0")
+    again, _ = await _run(
+        tmp_path, dabench, plan, n=1, model="openai:fake@http://127.0.0.1:9/v1,http://127.0.0.1:10/v1"
+    )
+    assert again.rollout.skipped == 2 and again.rollout.finished == 0
+    with pytest.raises(ResumeError, match="model: was 'openai:fake', now 'openai:other'"):
+        await _run(tmp_path, dabench, plan, n=1, model="openai:other@http://127.0.0.1:8001/v1")

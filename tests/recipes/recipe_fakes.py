@@ -1,21 +1,16 @@
 """Helpers of the recipe tests: a small taxonomy, recipe files, and the per-pipeline fake teachers.
 
-The fake teachers are the pipelines' own test doubles (``tests/synth/datamind/datamind_fakes.py``,
-:class:`datadojo.synth.sailor.testing.FakeSailor`), served by the loopback server; this module only puts the
-DataMind one on the import path (a uniquely named module, as the other test folders do).
+The fake teachers are the pipelines' own test doubles, one per pipeline in :mod:`datadojo.testing`
+(:mod:`datadojo.testing.datamind_teacher`, :class:`datadojo.testing.sailor_teacher.FakeSailor`), served by
+the loopback server.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-DATAMIND_FAKES = Path(__file__).resolve().parents[1] / "synth" / "datamind"
-if str(DATAMIND_FAKES) not in sys.path:
-    sys.path.insert(0, str(DATAMIND_FAKES))
-
-import datamind_fakes  # noqa: E402
+from datadojo.testing import datamind_teacher
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -36,14 +31,14 @@ def small_taxonomy(path: Path) -> Path:
 
 
 def teacher(req):
-    return datamind_fakes.teacher(req)
+    return datamind_teacher.teacher(req)
 
 
 def judge(req):
-    return datamind_fakes.judge(req)
+    return datamind_teacher.judge(req)
 
 
-write_csv = datamind_fakes.write_csv
+write_csv = datamind_teacher.write_csv
 
 
 #: The smallest real training and eval settings: two SFT steps, one RL step of 2 tasks × 2 rollouts, one

@@ -20,7 +20,7 @@ from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.recipes import load_recipe, run
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 CHECKPOINT_OF = {"eval_base": None, "eval_sft": "sft", "eval_rl": "rl"}
 

@@ -22,9 +22,9 @@ from datadojo.eval.report import render_html, render_markdown
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.reward import default_answer_check
+from datadojo.runs import UsageLedger
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.consistency import judge_one, rule_check
-from datadojo.synth.datamind.store import StageUsage
 from datadojo.testing.answers import ANSWER_PAIRS, TOLERANCE, AnswerPair
 from datadojo.testing.judge import DisagreeingJudge
 from datadojo.types import Action, Task, Trajectory, Turn
@@ -118,7 +118,9 @@ async def test_the_judge_decides_and_its_no_stands(answers: list[str]) -> None:
     trajs = [_traj(i, a) for i, a in enumerate(answers)]
     with ScriptedLLMServer(double) as srv:
         backend = load_backend(f"openai:judge@{srv.base_url}")
-        verdict = await judge_one(query, 0, trajs, backend, DataMindConfig(), StageUsage("judge"))
+        verdict = await judge_one(
+            query, 0, trajs, backend, DataMindConfig(), UsageLedger(Path("unused-usage.jsonl"), "judge")
+        )
         await backend.aclose()
     assert (verdict.method, verdict.consistent) == ("llm", False)
     assert double.seen == [("consistency", "", "")]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datadojo.messages import messages_to_trajectory
+from datadojo.protocol.messages import messages_to_trajectory
 from datadojo.reward import (
     L_MAX,
     L_MIN,

@@ -191,3 +191,18 @@ def test_usage_from_a_backend_is_saved_before_the_policy_decides(tmp_path: Path)
     assert read_usage_totals(path)["synthesis"]["roles"]["teacher"] == {
         "requests": 12, "prompt_tokens": 30, "completion_tokens": 6, "repaired": 0, "failed": 9,
     }  # fmt: skip
+
+
+def test_a_ledger_written_before_the_kit_resumes_through_key_of(tmp_path):
+    """Sailor's units.jsonl and DataMind's progress.jsonl of earlier versions keep their finished units."""
+    from datadojo.synth.datamind.store import Paths
+
+    units = tmp_path / "units.jsonl"
+    units.write_text('{"unit": "a", "kept": 1}\n{"key": "b", "unit": "b"}\n')
+    ledger = WorkLedger(units, key_of=lambda r: r.get("key") or r.get("unit"))
+    assert ledger.done("a") and ledger.done("b") and not WorkLedger(units).done("a")
+    (tmp_path / "progress.jsonl").write_text(
+        '{"stage": "queries", "key": "abc:Counting"}\n{"key": "compose:f:0:2", "stage": "compose"}\n'
+    )
+    progress = Paths(tmp_path).work_ledger()
+    assert progress.done("queries:abc:Counting") and progress.done("compose:f:0:2") and len(progress) == 2

@@ -76,6 +76,16 @@ def test_build_writes_tasks_and_environment_files(small_build) -> None:
     assert all(t.extra["backend"] == "pandas" for t in sales)
 
 
+def test_build_writes_its_funnel_to_disk(small_build) -> None:
+    """Issue 23: EnvLunch's funnel (draws → kept, rejections by reason) was only in memory outside the recipe."""
+    out, report = small_build
+    funnel = json.loads((out.parent / "tasks.funnel.json").read_text())
+    assert report.funnel == out.parent / "tasks.funnel.json"
+    (step,) = funnel["steps"]
+    assert step["in"] == report.draws and step["kept"] == funnel["kept"] == 40
+    assert step["removed"] == {k: v for k, v in sorted(report.rejections.items()) if v}
+
+
 def test_build_is_reproducible_and_independent_of_workers(tmp_path: Path) -> None:
     envs = load_environments([SHOP, SALES])
     a = build_tasks(envs, tmp_path / "a.jsonl", BuildConfig(n=16, seed=9, workers=1))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from datadojo.messages import messages_to_trajectory
 from datadojo.protocol import get_dialect
+from datadojo.protocol.messages import messages_to_trajectory
 from datadojo.train.export import ExportError
 from datadojo.train.export.llamafactory import export_llamafactory, trajectory_to_sharegpt
 from datadojo.train.export.trl import export_trl

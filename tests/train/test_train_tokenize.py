@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from datadojo.messages import strip_masks, trajectory_to_messages
+from datadojo.protocol.messages import strip_masks, trajectory_to_messages
 from datadojo.train.tokenize import TemplateError, render_segments, tokenize_messages, tokenize_trajectory
 from datadojo.train.toy import QWEN25_TEMPLATE, synthetic_trajectory
 from datadojo.types import Trajectory

@@ -443,7 +443,7 @@ def run_demo(config: DemoConfig | None = None, *, progress: DemoProgress | None 
     ``OUT/text2sql/`` (an evaluation run folder). Raises :class:`DemoError` naming the stage at fault.
     """
     from datadojo.demo.page import write_page
-    from datadojo.eval.harness import write_json_atomic
+    from datadojo.fs import write_json_atomic
 
     config = config or DemoConfig()
     out = Path(config.out)
@@ -475,6 +475,6 @@ def run_demo(config: DemoConfig | None = None, *, progress: DemoProgress | None 
     html = write_page(result)  # shows the stages before it and the time up to it
     st._done("report", start, f"{_shown(html)}", {}, html)
     result.seconds = time.perf_counter() - began
-    write_json_atomic(out / "demo.json", result.to_dict())
+    write_json_atomic(out / "demo.json", result.to_dict(), default=str)
     st.progress("report", 1, 1)
     return result

@@ -13,7 +13,7 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    extends a finished one. ``OUT/eval.json`` records the settings that must not change between the runs
    that share a folder (benchmark, data, agent, model, turn budget, dialect, sampling).
 3. **Scores**: every trajectory's prediction (:func:`predicted_answer`) is scored with the benchmark's
-   official rule (:func:`datadojo.bench.scoring.score_predictions`, shared with ``datadojo score``) and
+   official rule (:func:`datadojo.eval.scoring.score_predictions`, shared with ``datadojo score``) and
    DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
    derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
    A benchmark scored by an LLM judge (:class:`~datadojo.bench.judged.JudgedBenchmark`, e.g.
@@ -63,13 +63,17 @@ from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.executor import Executor
-from datadojo.fs import write_json_atomic as _write_json_atomic
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
+from datadojo.llm.spec import model_identity
 from datadojo.llm.structured import StructuredMode
 from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.runs import RunFolder
+from datadojo.runs.folder import RUN_FILE
 from datadojo.sandbox.result import isolation_counts
 from datadojo.types import Task, Trajectory
+from datadojo.version import __version__
 
 __all__ = [
     "EvalConfig",
@@ -82,7 +86,6 @@ __all__ = [
     "run_eval",
     "run_eval_sync",
     "score_run",
-    "write_json_atomic",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,6 +97,8 @@ TRAJECTORIES = "trajectories.jsonl"
 SCORES = "scores.jsonl"
 SUMMARY = "summary.json"
 RUN_RECORD = "eval.json"
+#: Stop reasons that are the model server's failure, not the agent's (left out of the figures until rerun).
+SERVER_FAILURE_STOPS: frozenset[str] = frozenset({"llm_error"})
 JUDGE_CACHE = "judge_cache.jsonl"
 
 _SQL_START = re.compile(
@@ -199,7 +204,7 @@ class EvalConfig(Settings):
             "bench": benchmark.name,
             "data": str(Path(self.data).resolve()),
             "agent": self.agent,
-            "model": self.model if self.agent == "model" else "oracle",
+            "model": model_identity(self.model or "") if self.agent == "model" else "oracle",
             "max_turns": cfg.max_turns,
             "dialect": cfg.dialect,
             "reserve_final_turn": cfg.reserve_final_turn,
@@ -216,11 +221,6 @@ class EvalResult:
     report: ScoreReport
     rollout: RolloutSummary | None
     paths: dict[str, Path]
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON via a temporary file and a rename (values JSON has no type for as ``str``)."""
-    _write_json_atomic(path, data, default=str)
 
 
 # --- tasks ----------------------------------------------------------------------------------------------
@@ -409,18 +409,26 @@ def score_run(
 
     A (task, trial) without a trajectory (an interrupted run) counts as wrong and unfinished, and is
     counted under ``missing_trials``. ``meta`` is merged into the summary (model, settings).
+
+    A trial that stopped on ``llm_error`` (the model server failed, after the backend's retries) is not an
+    agent failure: its row says ``excluded: "server_failure"``, it is left out of pass@k, the official
+    totals, the rewards and the behaviour figures, and ``summary["server_failures"]`` counts it. Rerunning
+    the same command resumes the run and samples those trials again (the runner drops ``llm_error``
+    records before it reruns a trial), so the figures then cover them.
     """
     out = Path(out)
     ks = tuple(ks) if ks else default_ks(n_trials)
     trajs = _trial_trajectories(out / TRAJECTORIES, tasks, n_trials)
     preds, sources = _predictions(trajs, tasks)
+    server_failed = {k for k, t in trajs.items() if t.stop_reason in SERVER_FAILURE_STOPS}
     # Every task gets n_trials trials even when no trajectory of its last trial exists yet.
     fillers = [
         Prediction(t.id, None, n_trials - 1, finished=False)
         for t in tasks
         if (t.id, n_trials - 1) not in trajs
     ]
-    report = score_predictions(benchmark, tasks, preds + fillers, ks=ks)
+    report = score_predictions(benchmark, tasks, preds + fillers, ks=ks, exclude=server_failed)
+    excluding = bool(server_failed) and len(server_failed) < len(tasks) * n_trials
     rows: list[dict[str, Any]] = []
     stop_reasons: Counter[str] = Counter()
     source_counts: Counter[str] = Counter()
@@ -450,13 +458,17 @@ def score_run(
                 finished=traj.stop_reason == "answer", turns=traj.n_turns, tokens=prompt + completion,
                 prompt_tokens=prompt, completion_tokens=completion, rewards=reward.as_rewards(), error=traj.error,
             )  # fmt: skip
-            rewards.append(reward.as_rewards())
+            if excluding and key in server_failed:
+                row["excluded"] = "server_failure"
+            else:
+                rewards.append(reward.as_rewards())
         stop_reasons[row["stop_reason"]] += 1
         source_counts[row["prediction_source"]] += 1
         rows.append(row)
     write_jsonl_atomic(out / SCORES, rows)
     decisions = decided_by_counts(rows)
-    behaviour = behaviour_metrics(trajs.values()).to_dict() if trajs else None
+    counted = [t for k, t in trajs.items() if not (excluding and k in server_failed)]
+    behaviour = behaviour_metrics(counted).to_dict() if counted else None
     if behaviour is not None:
         behaviour["total_tokens"] = sum(sum(_tokens(t)) for t in trajs.values())
     summary: dict[str, Any] = {
@@ -478,11 +490,16 @@ def score_run(
         "behaviour": behaviour,
         "decisions": decisions,
         "missing_trials": len(tasks) * n_trials - len(trajs),
+        "server_failures": {
+            "trials": len(server_failed),
+            "tasks": len({tid for tid, _ in server_failed}),
+            "excluded": excluding,
+        },
         "rollout": rollout.to_dict() if rollout is not None else None,
         "isolation": isolation_counts(trajs.values()),
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    write_json_atomic(out / SUMMARY, summary)
+    write_json_atomic(out / SUMMARY, summary, default=str)
     paths = {"trajectories": out / TRAJECTORIES, "scores": out / SCORES, "summary": out / SUMMARY}
     return EvalResult(summary=summary, report=report, rollout=rollout, paths=paths)
 
@@ -490,25 +507,33 @@ def score_run(
 # --- the run --------------------------------------------------------------------------------------------
 
 
-def _check_resume(out: Path, identity: dict[str, Any]) -> None:
+def _open_run(out: Path, identity: dict[str, Any]) -> RunFolder:
+    """The run folder (:class:`~datadojo.runs.RunFolder`, kind ``eval``, settings = the identity): a resume
+    with other settings is refused with one :class:`~datadojo.errors.ResumeError` naming each difference.
+
+    A folder made before the run kit has ``eval.json`` but no ``run.json``: its identity (with the model
+    reduced to :func:`~datadojo.llm.spec.model_identity`, settings it did not record taken as now) seeds
+    ``run.json``, so it resumes as before. Trajectories without either file were not made by ``eval``.
+    """
     record = out / RUN_RECORD
-    if record.exists():
-        try:
-            previous = json.loads(record.read_text(encoding="utf-8")).get("identity", {})
-        except (OSError, json.JSONDecodeError) as exc:
-            raise EvalError(f"{record}: cannot read the earlier run's settings ({exc})") from exc
-        differ = [k for k in identity if k in previous and previous[k] != identity[k]]
-        if differ:
-            parts = "; ".join(f"{k}: was {previous[k]!r}, now {identity[k]!r}" for k in differ)
-            raise EvalError(
-                f"{out} holds a run with other settings ({parts}); rerun with the same settings to resume "
-                "it, or pass another --out"
+    if not (out / RUN_FILE).exists():
+        if record.exists():
+            try:
+                previous = dict(json.loads(record.read_text(encoding="utf-8")).get("identity", {}))
+            except (OSError, json.JSONDecodeError, AttributeError) as exc:
+                raise EvalError(f"{record}: cannot read the earlier run's settings ({exc})") from exc
+            if previous.get("model") not in (None, "oracle"):
+                previous["model"] = model_identity(str(previous["model"]))
+            write_json_atomic(
+                out / RUN_FILE,
+                {"kind": "eval", "settings": {**identity, **previous}, "datadojo": __version__},
             )
-    elif (out / TRAJECTORIES).exists():
-        raise EvalError(
-            f"{out / TRAJECTORIES} exists but {RUN_RECORD} does not: this folder was not made by "
-            "`datadojo eval`; pass another --out"
-        )
+        elif (out / TRAJECTORIES).exists():
+            raise EvalError(
+                f"{out / TRAJECTORIES} exists but {RUN_RECORD} does not: this folder was not made by "
+                "`datadojo eval`; pass another --out"
+            )
+    return RunFolder(out, "eval", identity, adopt=True)
 
 
 def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
@@ -545,7 +570,6 @@ async def run_eval(
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     identity = cfg.identity(benchmark)
-    _check_resume(out, identity)
     agent_cfg = cfg.agent_config(benchmark)
     tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
     # A judged benchmark needs a judge unless no task is judged (scidata's QA track scored by rule).
@@ -561,6 +585,7 @@ async def run_eval(
             oracle = OracleBackend(tasks, dialect=agent_cfg.dialect)
         except ValueError as exc:
             raise EvalError(f"{benchmark.name}: {exc}") from exc
+    _open_run(out, identity)  # after the checks above: a refused start leaves no settings behind
     write_json_atomic(
         out / RUN_RECORD,
         {
@@ -569,6 +594,7 @@ async def run_eval(
             "limit": cfg.limit,
             "agent_config": agent_cfg.to_dict(),
         },
+        default=str,
     )
     if on_tasks is not None:
         on_tasks(tasks)

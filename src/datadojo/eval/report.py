@@ -202,6 +202,9 @@ def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     if rewards.get("mean_envlunch") is not None:  # synth/envlunch/report.py: headline_rows, the CLI's figure
         rows.append(("mean_reward", "mean EnvLunch reward R (Eq. 4)", _num(rewards["mean_envlunch"], 3)))
     rows.append(("missing_trials", "trials without a trajectory", str(summary.get("missing_trials", 0))))
+    failed = (summary.get("server_failures") or {}).get("trials")
+    if failed:
+        rows.append(("server_failures", "trials the model server failed (not in the figures)", str(failed)))
     rows += decision_rows(summary)
     return rows
 
@@ -419,12 +422,33 @@ def _isolation_label(summary: dict[str, Any]) -> str | None:
     return ", ".join(f"{k}: {v}" for k, v in levels.items()) or None
 
 
+def server_failure_banner(summary: dict[str, Any]) -> str | None:
+    """The warning for trials the model server failed (``llm_error``; :func:`~datadojo.eval.harness.score_run`):
+    they are not agent failures, so the page shows them apart and says they are out of the figures."""
+    sf = summary.get("server_failures") or {}
+    n = int(sf.get("trials") or 0)
+    if not n:
+        return None
+    total = int(summary.get("n_tasks") or 0) * int(summary.get("n_trials") or 0)
+    what = f"{n} of {total} trials ({sf.get('tasks', '?')} tasks) ended on a model-server failure (llm_error)"
+    if sf.get("excluded"):
+        return (
+            f"{what}: they are not agent failures and are left out of pass@k, the credit, the rewards and the "
+            "behaviour figures until rerun. Rerun the same command to sample them again."
+        )
+    return f"{what}: every trial failed on the server, so the figures below say nothing about the agent."
+
+
+def _banners(summary: dict[str, Any]) -> list[str]:
+    return [
+        t for t in (server_failure_banner(summary), reduced_isolation_banner(summary.get("isolation"))) if t
+    ]
+
+
 def _banner_html(summary: dict[str, Any]) -> str:
-    text = reduced_isolation_banner(summary.get("isolation"))
-    return (
+    return "".join(
         f'<p class="banner" style="background:#fdd;padding:.5em;font-weight:bold">{_e(text)}</p>'
-        if text
-        else ""
+        for text in _banners(summary)
     )
 
 
@@ -537,11 +561,10 @@ def render_markdown(
 ) -> str:
     """A Markdown summary: settings, headline figures, official totals, categories, failed trials."""
     m = summary.get("metrics", {})
-    banner = reduced_isolation_banner(summary.get("isolation"))
     lines = [
         f"# {summary.get('benchmark', '?')} · {summary.get('model', '?')}",
         "",
-        *([f"> **{banner}**", ""] if banner else []),
+        *[line for banner in _banners(summary) for line in (f"> **{banner}**", "")],
         "- "
         + "; ".join(
             f"{k}: {v}"

@@ -24,7 +24,7 @@ DataMind's pass@1 ("the average of three independent trials"); pass@k and any-of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,8 +182,15 @@ def score_predictions(
     predictions: Sequence[Prediction],
     *,
     ks: Sequence[int] = (1, 3),
+    exclude: Collection[tuple[str, int]] = (),
 ) -> ScoreReport:
-    """Score ``predictions`` for ``tasks`` with ``benchmark``'s scoring rule (module docstring)."""
+    """Score ``predictions`` for ``tasks`` with ``benchmark``'s scoring rule (module docstring).
+
+    ``exclude`` names ``(task_id, trial)`` pairs that are scored (they keep their item) but left out of
+    every figure — pass@k, the official totals: trials the model server failed, which say nothing about
+    the agent (a task whose every trial is excluded leaves the figures). When every trial is excluded
+    nothing is left out: the figures are zero and the caller's banner says why.
+    """
     task_list = list(tasks)
     if not task_list:
         raise ScoringError(f"{benchmark.name}: no tasks to score")
@@ -200,12 +207,15 @@ def score_predictions(
     items: list[ScoredItem] = []
     per_trial: list[list[tuple[Task, ItemScore]]] = [[] for _ in range(n_trials)]
     records: list[TrialRecord] = []
+    skip = set(exclude) if len(set(exclude)) < len(task_list) * n_trials else set()
     for task in task_list:
         given = preds.get(task.id, {})
         for j in range(n_trials):
             p = given.get(j)
             s = benchmark.score(task, p.answer if p is not None else None)
             items.append(ScoredItem(task, j, p, s))
+            if (task.id, j) in skip:
+                continue
             per_trial[j].append((task, s))
             records.append(
                 TrialRecord(
@@ -216,7 +226,7 @@ def score_predictions(
                     category=task.category,
                 )
             )  # fmt: skip
-    trial_totals = [benchmark.totals(t) for t in per_trial]
+    trial_totals = [benchmark.totals(t) for t in per_trial if t]
     keys = list(dict.fromkeys(k for t in trial_totals for k in t))
     totals = {k: sum(t.get(k, 0.0) for t in trial_totals) / len(trial_totals) for k in keys}
     return ScoreReport(

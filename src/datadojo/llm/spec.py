@@ -33,6 +33,7 @@ __all__ = [
     "ModelSpec",
     "ModelSpecError",
     "load_backend",
+    "model_identity",
     "parse_model_spec",
 ]
 
@@ -131,6 +132,27 @@ class ModelSpec:
                 f"{k}={quote(_fmt(v), safe='/:.-_')}" for k, v in sorted(self.options.items())
             )
         return out
+
+    def identity(self) -> str:
+        """The spec as far as it decides *which model answers*: backend, model and the options that change
+        what the model sees (``context_window``, ``tokenizer``, ``dtype``, ``trust_remote_code``), without the
+        base URL and the transport options. Why: a resumed run on a new port, or with a replica added
+        (``@http://a/v1,http://b/v1``), is the same model; a run's identity (eval resume) must not change."""
+        kept = {k: v for k, v in self.options.items() if k in _IDENTITY_OPTIONS}
+        return str(ModelSpec(self.backend, self.model, None, kept))
+
+
+#: Options that change what the model sees or computes (see :meth:`ModelSpec.identity`).
+_IDENTITY_OPTIONS = frozenset({"context_window", "tokenizer", "dtype", "trust_remote_code"})
+
+
+def model_identity(spec: str) -> str:
+    """:meth:`ModelSpec.identity` of ``spec``; a spec that does not parse is its own identity (the error comes
+    when it is loaded)."""
+    try:
+        return parse_model_spec(spec).identity()
+    except ModelSpecError:
+        return spec
 
 
 def _fmt(v: Any) -> str:

@@ -53,16 +53,13 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
     report = build_tasks(_environments(ctx.config), out, conf, progress=ctx.progress, executor=ctx.executor)
     if not report.tasks:
         raise RecipeError(f"synthesis: no warm-up task could be built ({dict(report.rejections)})")
-    funnel = Funnel()
-    funnel.add("draw", report.draws, len(report.tasks), report.rejections)
-    funnel.write(ctx.out / "funnel.json")
     return {
         "tasks": str(out),
         "n_tasks": len(report.tasks),
         "draws": report.draws,
         "rejections": dict(report.rejections),
         "missing": report.missing,
-        "funnel": str(ctx.out / "funnel.json"),
+        "funnel": str(report.funnel),
     }
 
 

@@ -66,24 +66,17 @@ async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
     policy = load_backend(ctx.config.models.teacher)
     judge = load_backend(ctx.config.models.judge) if ctx.config.models.judge else None
     folders = ctx.dep("corpus")["folders"]
-    total = len(folders) * len(seeds)
-    done = [0]
-
-    def on_unit(_rec: dict[str, Any]) -> None:
-        done[0] += 1
-        ctx.progress(done[0], total)
-
     try:
         await run_sailor(
             folders,
             seeds,
             policy=policy,
             judge=judge,
-            out=ctx.out,
+            out=_sailor_out(ctx),
             config=_sailor_config(ctx.config),
             concurrency=int(section.get("concurrency", 1)),
             mode=section.get("structured", "auto"),
-            on_unit=on_unit,
+            progress=lambda _stage, done, total: ctx.progress(done, total),
         )
     finally:
         await policy.aclose()
@@ -92,18 +85,25 @@ async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
     return record_usage(ctx, {"policy": policy, "judge": judge})
 
 
+def _sailor_out(ctx: StageContext) -> Path:
+    """The sailor run's own folder inside the stage's: each is a :class:`~datadojo.runs.RunFolder` with its
+    own ``run.json`` (the stage's settings, the sailor search's settings)."""
+    return ctx.out / "sailor"
+
+
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
     usage = asyncio.run(_explore(ctx))
+    out = _sailor_out(ctx)
     manifest = {
         "usage": usage,
-        "folder": str(ctx.out),
-        "trajectories": count_lines(ctx.out / "trajectories.jsonl"),
-        "qc": count_lines(ctx.out / "qc.jsonl"),
-        "qa": count_lines(ctx.out / "qa.jsonl"),
-        "meta": count_lines(ctx.out / "meta.jsonl"),
+        "folder": str(out),
+        "trajectories": count_lines(out / "trajectories.jsonl"),
+        "qc": count_lines(out / "qc.jsonl"),
+        "qa": count_lines(out / "qa.jsonl"),
+        "meta": count_lines(out / "meta.jsonl"),
     }
     if not manifest["trajectories"]:
-        raise RecipeError(f"synthesis: QC kept no trajectory (see {ctx.out / 'qc.jsonl'})")
+        raise RecipeError(f"synthesis: QC kept no trajectory (see {out / 'qc.jsonl'})")
     return manifest
 
 

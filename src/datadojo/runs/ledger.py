@@ -25,15 +25,26 @@ T = TypeVar("T")
 class WorkLedger:
     """``path`` (JSONL of ``{"key": ..., **fields}``): which units are done, and what each recorded."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        fsync: bool = False,
+        key_of: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
+        """``key_of`` reads the unit key of a record written before the ledger's format (a folder made by an
+        earlier version resumes instead of redoing its units); by default a record's ``key``."""
         self.path = Path(path)
         self.fsync = fsync
         self.repaired_bytes = repair_tail(self.path)
         self._records: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             for _, rec in iter_jsonl(self.path):
-                if isinstance(rec, dict) and isinstance(rec.get("key"), str):
-                    self._records.setdefault(rec["key"], rec)
+                if not isinstance(rec, dict):
+                    continue
+                key = key_of(rec) if key_of is not None else rec.get("key")
+                if isinstance(key, str):
+                    self._records.setdefault(key, rec)
         self._out: JsonlAppender | None = None
 
     def __contains__(self, key: object) -> bool:

@@ -1,6 +1,6 @@
 """A sailor policy double that explores like a real model: its first probe of a repository is ``os.walk('.')``.
 
-:class:`datadojo.synth.sailor.testing.FakeSailor` lists the folder with ``os.walk('.', followlinks=True)``,
+:class:`datadojo.testing.sailor_teacher.FakeSailor` lists the folder with ``os.walk('.', followlinks=True)``,
 which is exactly the argument that hides a workspace whose inputs are symlinks (issue 21, defect 3): a real
 policy writes the plain call, or ``pathlib.Path('.').rglob('*')``, and sees nothing when the inputs are links.
 :class:`WalkingSailor` answers every request as ``FakeSailor`` does except the probes: the first probe of a
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from datadojo.synth.sailor.testing import FakeSailor, schema_name
+from datadojo.testing.sailor_teacher import FakeSailor, schema_name
 
 __all__ = ["FIRST_PROBE", "LATER_PROBES", "WalkingSailor"]
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ResumeError
 from datadojo.fs import write_json_atomic
+from datadojo.runs import settings_diff
 from datadojo.train.losses import token_entropy, token_logprobs
 from datadojo.train.tokenize import TokenizedTrajectory
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "TokenBatch",
     "TrainingError",
+    "TrainingResumeError",
     "begin_run",
     "collate",
     "forward_logprobs",
@@ -180,18 +182,32 @@ def build_optimizer(model: Any, optim: Any, total_steps: int) -> tuple[Any, Any]
     return optimizer, scheduler
 
 
+class TrainingResumeError(TrainingError, ResumeError):
+    """The checkpoint was made with other settings (the run kit's one :class:`~datadojo.errors.ResumeError`)."""
+
+
+#: Settings that may change between resumes: step budgets, checkpoint cadence, the output folder.
+RESUME_FREE = frozenset(
+    {"epochs", "max_steps", "total_steps", "save_every", "keep_checkpoints", "output_dir", "sampler"}
+)
+
+
 def check_resumable(saved: dict[str, Any], current: dict[str, Any], where: str) -> None:
     """Refuse to resume a run whose configuration changed in a way that changes its meaning.
 
-    Step budgets, checkpoint cadence and the output folder may change between runs; anything else (the
-    model, the data order seed, the loss, the batch sizes) would make the resumed run a different one.
+    Step budgets, checkpoint cadence and the output folder may change between runs (:data:`RESUME_FREE`);
+    anything else (the model, the data order seed, the loss, the batch sizes) would make the resumed run a
+    different one. The comparison is the run kit's (:func:`datadojo.runs.settings_diff`, nested settings by
+    dotted key), and the message names each setting with its old and new value.
     """
-    free = {"epochs", "max_steps", "total_steps", "save_every", "keep_checkpoints", "output_dir", "sampler"}
-    changed = sorted(k for k in set(saved) | set(current) if k not in free and saved.get(k) != current.get(k))
+    keep = lambda d: {k: v for k, v in d.items() if k not in RESUME_FREE}  # noqa: E731
+    changed = settings_diff(keep(saved), keep(current))
     if changed:
-        raise TrainingError(
+        names = sorted({k.split(".")[0] for k, _, _ in changed})
+        detail = "; ".join(f"{k}: was {a!r}, now {b!r}" for k, a, b in changed[:8])
+        raise TrainingResumeError(
             f"{where}: cannot resume: the configuration differs from the checkpoint's in "
-            f"{', '.join(changed)}; use a new output folder or the original settings"
+            f"{', '.join(names)} ({detail}); use a new output folder or the original settings"
         )
 
 

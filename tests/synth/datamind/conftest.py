@@ -1,15 +1,13 @@
-"""Fixtures of the DataMind synthesis tests; the scripted teacher, judge and sandbox live in ``datamind_fakes``.
-
-Helpers are imported from a uniquely named module rather than from ``conftest``: the suite has several
-``conftest.py`` files and ``import conftest`` resolves to whichever was loaded first.
-"""
+"""Fixtures of the DataMind synthesis tests; the scripted teacher, judge and sandbox live in
+:mod:`datadojo.testing.datamind_teacher` (the one home of test doubles)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from datamind_fakes import write_csv
+
+from datadojo.testing.datamind_teacher import write_csv
 
 
 @pytest.fixture

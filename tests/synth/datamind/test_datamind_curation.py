@@ -15,7 +15,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from datamind_fakes import fake_sandboxes
 
 from datadojo.jsonl import iter_jsonl, write_jsonl_atomic
 from datadojo.llm import load_backend
@@ -23,6 +22,7 @@ from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun
 from datadojo.synth.datamind.pipeline import stage_curate, stage_judge, stage_sample
 from datadojo.testing import datamind as adv
+from datadojo.testing.datamind_teacher import fake_sandboxes
 from datadojo.types import Trajectory
 
 

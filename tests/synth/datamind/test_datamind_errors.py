@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-
-from datamind_fakes import teacher
+from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.runs import UsageLedger
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, load_taxonomy, stage_queries
 from datadojo.synth.datamind.consistency import judge_one
-from datadojo.synth.datamind.store import StageUsage
+from datadojo.testing.datamind_teacher import teacher
 from datadojo.types import Action, Task, Trajectory, Turn
 
 CFG = DataMindConfig(concurrency=1, near_duplicate=0.95)
@@ -61,11 +61,11 @@ async def test_a_judge_reply_invalid_after_repair_becomes_an_inconsistent_verdic
     ]  # fmt: skip
     with ScriptedLLMServer(["no json", "still no json"]) as srv:
         j = load_backend(f"openai:j@{srv.base_url}")
-        usage = StageUsage("judge")
+        usage = UsageLedger(Path("unused-usage.jsonl"), "judge")
         v = await judge_one(Task(id="q", question="Which region?"), 0, trajs, j, CFG, usage)
         await j.aclose()
     assert v.consistent is False and v.method == "llm" and "invalid after one repair" in v.error
-    assert usage.roles["judge"]["requests"] == 2 and usage.failed == 1
+    assert usage.roles["judge"]["requests"] == 2 and usage.total("failed") == 1
 
 
 def test_a_bad_verdict_line_names_file_line_and_field(tmp_path):
@@ -103,12 +103,11 @@ def test_stages_run_alone_without_their_input_fail_clearly(tmp_path):
 
 
 async def test_episodes_the_server_failed_are_not_judged_and_are_sampled_again_on_rerun(tmp_path, csv_file):
-    from datamind_fakes import fake_sandboxes, judge
-
     from datadojo.jsonl import read_trajectories
     from datadojo.synth.datamind import stage_judge, stage_sample
     from datadojo.synth.datamind.consistency import read_verdicts
     from datadojo.synth.datamind.store import Paths
+    from datadojo.testing.datamind_teacher import fake_sandboxes, judge
 
     cfg = CFG.model_copy(update={"taxonomy": _one_category_taxonomy(tmp_path), "chains_per_file": 0})
     state = {"down": False}

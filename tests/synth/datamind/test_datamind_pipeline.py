@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from datamind_fakes import fake_sandboxes, judge, teacher
 from typer.testing import CliRunner
 
 from datadojo.cli.app import app
@@ -21,6 +20,7 @@ from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline
+from datadojo.testing.datamind_teacher import fake_sandboxes, judge, teacher
 
 
 def _lines(path: Path) -> list[dict]:
@@ -45,7 +45,7 @@ def finished(tmp_path_factory):
     """One finished run (module-scoped: several tests read it)."""
     import asyncio
 
-    from datamind_fakes import write_csv
+    from datadojo.testing.datamind_teacher import write_csv
 
     root = tmp_path_factory.mktemp("dm")
     (root / "data").mkdir()

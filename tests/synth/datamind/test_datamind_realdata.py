@@ -6,12 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from datamind_fakes import judge, teacher
-
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline
+from datadojo.testing.datamind_teacher import judge, teacher
 
 
 def _teacher(req: dict) -> str:

@@ -11,12 +11,11 @@ import threading
 import time
 from pathlib import Path
 
-from datamind_fakes import fake_sandboxes, teacher
-
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
 from datadojo.llm.testing import Reply, ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_queries, stage_sample
+from datadojo.testing.datamind_teacher import fake_sandboxes, teacher
 
 REPO = Path(__file__).resolve().parents[3]
 CFG = DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95)
@@ -24,8 +23,7 @@ CFG = DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95)
 # The stage as a user's process runs it; the sandbox is the tests' fake (execution is not under test).
 CHILD = """
 import asyncio, sys
-sys.path.insert(0, {tests!r})
-from datamind_fakes import fake_sandboxes
+from datadojo.testing.datamind_teacher import fake_sandboxes
 from datadojo.llm import load_backend
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_sample
 async def main():
@@ -61,7 +59,7 @@ def test_sample_stage_killed_mid_run_then_resumed(tmp_path, csv_file):
         slow.set()
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)), srv.base_url, str(out)],
+            [sys.executable, "-c", CHILD, srv.base_url, str(out)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
         traj_file = out / "trajectories.jsonl"

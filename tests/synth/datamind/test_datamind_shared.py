@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datamind_fakes import agent_reply, fake_sandboxes
-
 from datadojo.agent import run_rollouts
 from datadojo.agent.prompts import build_prompt, load_template
 from datadojo.eval.report import html_page, html_table, write_text_atomic
@@ -15,6 +13,7 @@ from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import get_dialect
 from datadojo.synth.datamind import DataMindConfig, load_taxonomy
 from datadojo.synth.datamind.sampling import agent_task
+from datadojo.testing.datamind_teacher import agent_reply, fake_sandboxes
 from datadojo.types import DataFile, Task
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from datadojo.sandbox.result import ExecResult
 from datadojo.synth.sailor import SailorConfig
 from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 
 class EchoEnv:

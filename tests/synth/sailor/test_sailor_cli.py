@@ -50,7 +50,7 @@ def test_a_model_server_error_ends_the_run_with_one_line(dataset: Path, tmp_path
 def test_a_run_writes_every_output_prints_the_table_and_a_rerun_sends_nothing(
     dataset: Path, tmp_path: Path
 ) -> None:
-    from datadojo.synth.sailor.testing import FakeSailor
+    from datadojo.testing.sailor_teacher import FakeSailor
 
     out = tmp_path / "out"
     args = ["--out", str(out), "--only", "L0-map", "--max-nodes", "3", "--max-depth", "2", "--no-logprobs"]
@@ -94,7 +94,7 @@ def test_nothing_kept_warns_with_the_reasons_and_exits_5_unless_allowed(
     dataset: Path, tmp_path: Path
 ) -> None:
     from datadojo.errors import ExitCode
-    from datadojo.synth.sailor.testing import FakeSailor
+    from datadojo.testing.sailor_teacher import FakeSailor
 
     fake = FakeSailor()
     fake.strategies = [("statistics", 0.1), ("schema_inspection", 0.05)]  # every strategy under tau_pre (0.3)

@@ -15,7 +15,7 @@ from datadojo.synth.sailor import SailorConfig
 from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.synth.sailor.strategies import Candidate, diversify, tool_identity
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 
 def expand_root(fake: FakeSailor, dataset: Path, config: SailorConfig) -> tuple[Tree, SearchStats, list]:

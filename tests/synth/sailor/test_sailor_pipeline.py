@@ -14,7 +14,7 @@ from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import validate_trajectory
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor, uct_df_fpu
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 SMALL = SailorConfig(max_nodes=5, max_depth=3, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False)
 
@@ -183,3 +183,29 @@ def test_post_execution_feedback_changes_later_selections(dataset: Path, tmp_pat
     assert choices[0.5][2] == "schema_inspection" and choices[0.0][2] == "repository_inspection"
     report = (tmp_path / "eta0.5" / "report.html").read_text()
     assert "schema_inspection" in report and "ρ=0.900" in report and "<ul class=tree>" in report
+
+
+def test_run_kit_files_and_a_changed_search_config_is_refused_on_resume(
+    fake: FakeSailor, dataset: Path, tmp_path: Path
+) -> None:
+    """Issue 23: sailor on the run kit. Before, a rerun with another λ silently mixed two searches' trees in
+    one folder; now run.json refuses it (ResumeError naming the setting), and the funnel, the usage record
+    and the progress hook are the kit's."""
+    import pytest
+
+    from datadojo.errors import ResumeError
+
+    out = tmp_path / "run"
+    seen: list[tuple[str, int, int]] = []
+    run, _ = _run(fake, [dataset], out, ["L0-map"], progress=lambda *a: seen.append(a))
+    assert seen[0] == ("units", 0, 1) and seen[-1] == ("units", 1, 1)
+    funnel = json.loads((out / "funnel.json").read_text())
+    summary = run.summary
+    assert funnel["steps"][0]["in"] == summary["trajectories"] and funnel["kept"] == summary["kept"]
+    usage = lines(out / "usage.jsonl")
+    assert usage[-1]["roles"]["policy+judge"]["requests"] == summary["requests"] > 0
+    assert json.loads((out / "run.json").read_text())["kind"] == "sailor"
+    with pytest.raises(ResumeError, match=r"config\.lam: was 1\.0, now 2\.0"):
+        _run(fake, [dataset], out, ["L0-map"], config=SMALL.model_copy(update={"lam": 2.0}))
+    again, srv = _run(fake, [dataset], out, ["L0-map"])
+    assert again.units_skipped == 1 and not srv.requests

@@ -16,7 +16,7 @@ from datadojo.llm.spec import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import get_dialect
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 SMALL = SailorConfig(max_nodes=4, max_depth=3, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False)
 

@@ -14,7 +14,7 @@ from datadojo.synth.sailor.explore import LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Node, Tree
 from datadojo.synth.sailor.qc import QC_REASONS, StepVerifier, execution_problem
 from datadojo.synth.sailor.synthesis import build_trajectory, meta_task
-from datadojo.synth.sailor.testing import FakeSailor
+from datadojo.testing.sailor_teacher import FakeSailor
 
 CFG = SailorConfig(min_depth=2, min_substantive_chars=10, substantive_score=0.5)
 SEED = load_seeds(only=["L1-statistics"])[0]

@@ -29,10 +29,11 @@ from pydantic import Field
 
 from datadojo.jsonl import JsonlAppender
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError
+from datadojo.llm.structured import StructuredOutputError, complete_counted
+from datadojo.runs import Rejection, UsageLedger
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.queries import FileEntry, SynthQuery, file_checkers, load_queries, query_id
-from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
+from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Category, Taxonomy
 from datadojo.types import Task
 
@@ -116,10 +117,10 @@ async def compose_queries(
     config: DataMindConfig,
     *,
     on_progress: Callable[[int, int], None] | None = None,
-) -> StageUsage:
+) -> UsageLedger:
     """Run every planned chain step (module docstring); append composed queries to ``queries.jsonl``."""
-    usage = StageUsage(STAGE)
-    progress = ProgressLog(paths.progress)
+    usage = paths.usage_ledger(STAGE)
+    progress = paths.work_ledger()
     queries = load_queries(paths)
     by_id = {t.id: t for t in queries}
     plans: list[tuple[FileEntry, ChainPlan]] = []
@@ -139,13 +140,13 @@ async def compose_queries(
     if on_progress:
         on_progress(0, total)
 
-    with progress, RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
+    with progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
 
         async def run_chain(f: FileEntry, plan: ChainPlan) -> None:
             chain = [plan.start]
             for depth, cat_name in enumerate(plan.categories, start=2):
                 key = f"{plan.file_sha}:{plan.index}:{depth}"
-                mark = progress.get(STAGE, key)
+                mark = progress.get(f"{STAGE}:{key}")
                 if mark is not None:
                     tick()
                     nxt = by_id.get(str(mark.get("task_id")))
@@ -157,7 +158,8 @@ async def compose_queries(
                 category = taxonomy.get(cat_name)
                 try:
                     async with sem:
-                        q = await usage.structured(
+                        q = await complete_counted(
+                            usage,
                             "teacher",
                             teacher,
                             compose_messages(f.profile, chain, category),
@@ -168,14 +170,20 @@ async def compose_queries(
                         )
                 except StructuredOutputError as exc:
                     rejects.add(
-                        STAGE, key, "invalid_reply", f"invalid reply after one repair: {exc}", file=f.path
+                        Rejection(
+                            STAGE,
+                            key,
+                            "invalid_reply",
+                            f"invalid reply after one repair: {exc}",
+                            {"file": f.path},
+                        )
                     )
-                    progress.mark(STAGE, key, task_id=None)
+                    progress.commit(f"{STAGE}:{key}", stage=STAGE, task_id=None)
                     state["done"] += plan.length - depth
                     tick()
                     return
                 except LLMError as exc:
-                    usage.failed += 1
+                    usage.add("teacher", requests=0, failed=1, check=False)
                     log.warning("composition step %s failed: %s", key, exc)
                     return  # not marked: a rerun tries again
                 cats = [str(t.category) for t in chain] + [cat_name]
@@ -200,9 +208,12 @@ async def compose_queries(
                 verdict = None if task.id in by_id else checker.check(q.question, q.columns)
                 if verdict is not None:
                     rejects.add(
-                        STAGE, task.id, verdict[0], verdict[1], file=f.path, chain=cats, question=q.question
-                    )
-                    progress.mark(STAGE, key, task_id=None)
+                        Rejection(
+                            STAGE, task.id, verdict[0], verdict[1],
+                            {"file": f.path, "chain": cats, "question": q.question},
+                        )
+                    )  # fmt: skip
+                    progress.commit(f"{STAGE}:{key}", stage=STAGE, task_id=None)
                     state["done"] += plan.length - depth
                     tick()
                     return
@@ -210,7 +221,7 @@ async def compose_queries(
                     checker.keep(q.question)
                     sink.write(task)
                     by_id[task.id] = task
-                progress.mark(STAGE, key, task_id=task.id)
+                progress.commit(f"{STAGE}:{key}", stage=STAGE, task_id=task.id)
                 tick()
                 chain.append(task)
 

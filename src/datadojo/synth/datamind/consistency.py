@@ -49,10 +49,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from datadojo.compare.core import compare_answers, within
 from datadojo.jsonl import JsonlAppender, read_models, read_trajectories
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError
+from datadojo.llm.structured import StructuredOutputError, complete_counted
+from datadojo.runs import UsageLedger
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.sampling import FAILED_STOPS, describe_attempts
-from datadojo.synth.datamind.store import Paths, StageUsage
+from datadojo.synth.datamind.store import Paths
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -192,7 +193,7 @@ async def judge_one(
     trajectories: Sequence[Trajectory],
     judge: ChatBackend,
     config: DataMindConfig,
-    usage: StageUsage,
+    usage: UsageLedger,
 ) -> ConsistencyVerdict:
     """The verdict on one group: the rule when it decides, else the judge (errors become an inconsistent verdict)."""
     answers = [t.final_answer for t in trajectories]
@@ -212,12 +213,12 @@ async def judge_one(
         base["rule"] = rule.reason
     messages = judge_messages(query.question, trajectories, config.context_chars)
     try:
-        j = await usage.structured(
-            "judge", judge, messages, ConsistencyJudgement, mode=config.structured, temperature=0.0,
+        j = await complete_counted(
+            usage, "judge", judge, messages, ConsistencyJudgement, mode=config.structured, temperature=0.0,
             max_tokens=config.judge_max_tokens,
         )  # fmt: skip
     except StructuredOutputError as exc:
-        usage.failed += 1
+        usage.add("judge", requests=0, failed=1, check=False)
         return ConsistencyVerdict(
             **base, consistent=False, critique="", best=None, method="llm",
             error=f"judge reply invalid after one repair: {exc}",
@@ -251,7 +252,7 @@ async def judge_round(
     round_: int,
     *,
     on_progress: Callable[[int, int], None] | None = None,
-) -> StageUsage:
+) -> UsageLedger:
     """Judge every query whose N attempts of round ``round_`` are all in; append to ``verdicts.jsonl``.
 
     A query already judged for this round is skipped (no request); one with fewer than N trajectories, or
@@ -259,7 +260,7 @@ async def judge_round(
     by the next run of the sample stage), is left for a later run. A failed judge request (server down) is
     logged and left for a rerun.
     """
-    usage = StageUsage("judge")
+    usage = paths.usage_ledger("judge")
     done = read_verdicts(paths)
     groups = trajectories_by_round(paths)
     todo = []
@@ -280,7 +281,7 @@ async def judge_round(
             try:
                 return await judge_one(q, round_, trajs[: config.n_samples], judge, config, usage)
             except LLMError as exc:
-                usage.failed += 1
+                usage.add("judge", requests=0, failed=1, check=False)
                 log.warning("judge %s round %d failed: %s", q.id, round_, exc)
                 return None
 

@@ -22,7 +22,7 @@ evaluation and RL build for the query — without the workflow *k*, the reflecti
 answer-form hint, which steer the teacher only. ``as_sampled`` keeps the prompt exactly as the teacher saw
 it. Each set is written to ``sft/<strategy>.jsonl`` as records ``{"messages": [...], "task_id", "sample",
 "round", "category", "difficulty", "strategy", "chosen_by"}`` (OpenAI messages with ``train`` masks,
-:func:`datadojo.messages.trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft
+:func:`datadojo.protocol.messages.trajectory_to_messages`) and, for ``datadojo export …`` / ``datadojo train sft
 --data``, which read trajectories, as ``sft/<strategy>.trajectories.jsonl``.
 
 ``rl_tasks.jsonl`` holds one :class:`~datadojo.types.Task` per consistent query — DataMind's u = (q, f, d, a)
@@ -44,12 +44,13 @@ from typing import Any
 
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.protocol.messages import trajectory_to_messages
+from datadojo.runs import Rejection
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import ConsistencyVerdict, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.filters import FILTERS, FilterResult, run_filters, token_counter
 from datadojo.synth.datamind.prompts import policy_prompt, policy_task
-from datadojo.synth.datamind.store import Paths, RejectLog
+from datadojo.synth.datamind.store import Paths
 from datadojo.types import Task, Trajectory
 
 __all__ = ["CurationResult", "chosen_by", "curate", "rl_task", "select"]
@@ -164,7 +165,7 @@ def curate(
     count = token_counter(config.tokenizer)
     result = CurationResult()
     ok: set[tuple[str, int]] = set()
-    with RejectLog(paths.rejected) as rejects:
+    with paths.rejections() as rejects:
         for (task_id, _round), trajs in sorted(groups.items()):
             if task_id not in by_id:
                 continue
@@ -178,8 +179,10 @@ def curate(
                 else:
                     result.rejected[str(res.failed)] += 1
                     rejects.add(
-                        "filter", f"{t.task_id}:{t.sample}", str(res.failed), res.reason,
-                        task_id=t.task_id, sample=t.sample, round=int(t.extra.get("round", 0)),
+                        Rejection(
+                            "filter", f"{t.task_id}:{t.sample}", str(res.failed), res.reason,
+                            {"task_id": t.task_id, "sample": t.sample, "round": int(t.extra.get("round", 0))},
+                        )
                     )  # fmt: skip
     rounds = sorted({r for _, r in verdicts} | {0})
     sets: dict[str, list[dict[str, Any]]] = {s: [] for s in strategies}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from datadojo.eval.harness import write_json_atomic
 from datadojo.eval.report import bar_chart_svg, html_page, html_table, write_text_atomic
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import iter_jsonl
 from datadojo.synth.datamind.config import STRATEGIES
 from datadojo.synth.datamind.consistency import read_verdicts, trajectories_by_round
@@ -191,5 +191,5 @@ def render_report(summary: dict[str, Any], paths: Paths | None = None) -> str:
 
 def write_summary(paths: Paths, summary: dict[str, Any]) -> None:
     """``summary.json`` and ``report.html``, each via a temporary file and a rename."""
-    write_json_atomic(paths.summary, summary)
+    write_json_atomic(paths.summary, summary, default=str)
     write_text_atomic(paths.report, render_report(summary, paths))

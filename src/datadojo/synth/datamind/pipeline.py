@@ -25,8 +25,9 @@ from typing import Any
 from datadojo.agent.runner import SandboxFactory
 from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.scan import read_corpus
-from datadojo.eval.harness import write_json_atomic
+from datadojo.fs import write_json_atomic
 from datadojo.llm.base import ChatBackend
+from datadojo.runs import ProgressHook, UsageLedger, stage_progress
 from datadojo.synth.datamind.compose import compose_queries
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import judge_round, read_verdicts, trajectories_by_round
@@ -36,13 +37,12 @@ from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
 from datadojo.synth.datamind.report import models_file, read_models
 from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
-from datadojo.synth.datamind.store import Paths, RejectLog, StageUsage
+from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
 from datadojo.types import Task
 
 __all__ = [
     "DataMindRun",
-    "ProgressHook",
     "run_pipeline",
     "stage_compose",
     "stage_curate",
@@ -50,9 +50,6 @@ __all__ = [
     "stage_queries",
     "stage_sample",
 ]
-
-#: ``(stage, done, total)``: called as a stage advances (the CLI draws progress bars with it).
-ProgressHook = Callable[[str, int, int], None]
 
 #: The settings that shape what each stage appends. A stage records its values in ``stages.json``; a later run
 #: of any stage sharing a setting with a recorded one must use the same value — ``judge -n 3`` on trajectories
@@ -91,7 +88,7 @@ class DataMindRun:
         )  # of the latest stage run
         if self.inputs:
             require_data_files(self.inputs)  # an empty folder: refuse before any request (issue 25)
-            with RejectLog(self.paths.rejected) as rejects:
+            with self.paths.rejections() as rejects:
                 self.files, self.files_seen = accepted_files(self.inputs, self.paths, self.config, rejects)
         elif self.paths.corpus.exists():  # a later stage run alone: the files an earlier stage scanned
             latest = {r.path: r for r in read_corpus(self.paths.corpus)}
@@ -132,16 +129,17 @@ class DataMindRun:
         recorded[stage] = {n: current.get(n) for n in STAGE_SETTINGS.get(stage, ())}
         write_json_atomic(self.stages_file, recorded)
 
-    def tick(self, stage: str) -> Callable[[int, int], None] | None:
-        if self.progress is None:
-            return None
-        hook = self.progress
-        return lambda done, total: hook(stage, done, total)
+    def tick(self, stage: str) -> Callable[[int, int], None]:
+        """``(done, total)`` of ``stage`` for the :data:`~datadojo.runs.ProgressHook` (no-op without one)."""
+        return stage_progress(self.progress, stage)
 
-    def finish(self, usage: StageUsage | None) -> dict[str, Any]:
-        """Record a stage's usage and rewrite ``summary.json`` / ``report.html``."""
+    def finish(self, usage: UsageLedger | None) -> dict[str, Any]:
+        """Record a stage's usage, rewrite ``summary.json`` / ``report.html``, then apply the run kit's one
+        failure policy (:class:`~datadojo.runs.FailurePolicy`): a stage whose LLM requests mostly failed
+        ends the run with :class:`~datadojo.runs.TooManyFailures` (exit 3) after its files are written,
+        and a rerun resumes it."""
         if usage is not None:
-            usage.save(self.paths)
+            usage.save()
         summary = build_summary(
             self.paths,
             files_seen=self.files_seen,
@@ -150,6 +148,8 @@ class DataMindRun:
             rounds=self.config.rounds,
         )
         write_summary(self.paths, summary)
+        if usage is not None:
+            usage.check()
         return summary
 
 
@@ -222,14 +222,12 @@ async def stage_sample(
     stage = "sample" if round_ == 0 else f"reflect {round_}"
     total = len(tasks) * run.config.n_samples
     tick = run.tick(stage)
-    if tick:
-        tick(0, total)
+    tick(0, total)
     state = {"n": 0}
 
     def on_traj(_t: object, s: Any) -> None:
         state["n"] += 1
-        if tick:
-            tick(s.skipped + state["n"], total)
+        tick(s.skipped + state["n"], total)
 
     _summary, usage = await sample_round(
         tasks, teacher, run.paths, run.config, round_, sandboxes=sandboxes, on_trajectory=on_traj

@@ -31,9 +31,10 @@ from datadojo.corpus import CorpusRecord, ScanConfig, scan_corpus
 from datadojo.corpus.scan import list_corpus_files, read_corpus
 from datadojo.jsonl import JsonlAppender, read_tasks
 from datadojo.llm.base import ChatBackend, LLMError
-from datadojo.llm.structured import StructuredOutputError
+from datadojo.llm.structured import StructuredOutputError, complete_counted
+from datadojo.runs import Rejection, RejectionWriter, UsageLedger
 from datadojo.synth.datamind.config import DataMindConfig
-from datadojo.synth.datamind.store import Paths, ProgressLog, RejectLog, StageUsage
+from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Category, Taxonomy, column_counts
 from datadojo.types import DataFile, Task
 
@@ -97,7 +98,7 @@ class FileEntry:
 
 
 def accepted_files(
-    inputs: Sequence[str | Path], paths: Paths, config: DataMindConfig, rejects: RejectLog | None = None
+    inputs: Sequence[str | Path], paths: Paths, config: DataMindConfig, rejects: RejectionWriter | None = None
 ) -> tuple[list[FileEntry], int]:
     """Scan ``inputs`` into ``corpus.jsonl`` (resumable) and return the accepted files and how many were seen.
 
@@ -115,7 +116,7 @@ def accepted_files(
         if rec.accepted:
             files.append(FileEntry(rec))
         elif rejects is not None:
-            rejects.add("files", path, rec.reason or "rejected", rec.detail or "", path=path)
+            rejects.add(Rejection("files", path, rec.reason or "rejected", rec.detail or "", {"path": path}))
     return files, len(wanted)
 
 
@@ -282,19 +283,19 @@ async def synthesize_queries(
     config: DataMindConfig,
     *,
     on_progress: Callable[[int, int], None] | None = None,
-) -> StageUsage:
+) -> UsageLedger:
     """Ask for questions per (file, applicable category); append kept ones to ``queries.jsonl``.
 
     Resumable: a finished request is marked in ``progress.jsonl`` and never sent again; a question whose id
     is already in ``queries.jsonl`` is not written twice. ``on_progress(done, total)`` drives a progress bar.
     """
-    usage = StageUsage(STAGE)
-    progress = ProgressLog(paths.progress)
+    usage = paths.usage_ledger(STAGE)
+    progress = paths.work_ledger()
     existing = load_queries(paths)
     prior_ids = {t.id for t in existing}
     checkers = file_checkers(files, existing, config)
     jobs = [(f, c) for f in files for c in f.applicable(taxonomy)]
-    todo = [(f, c) for f, c in jobs if not progress.done(STAGE, f"{f.sha256}:{c.name}")]
+    todo = [(f, c) for f, c in jobs if not progress.done(f"{STAGE}:{f.sha256}:{c.name}")]
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))
@@ -303,7 +304,8 @@ async def synthesize_queries(
     async def ask(f: FileEntry, c: Category) -> tuple[FileEntry, Category, QueryBatch | None, str | None]:
         async with sem:
             try:
-                batch = await usage.structured(
+                batch = await complete_counted(
+                    usage,
                     "teacher",
                     teacher,
                     query_messages(c, f.profile, config.queries_per_category),
@@ -315,12 +317,12 @@ async def synthesize_queries(
             except StructuredOutputError as exc:
                 return f, c, None, f"invalid reply after one repair: {exc}"
             except LLMError as exc:
-                usage.failed += 1
+                usage.add("teacher", requests=0, failed=1, check=False)
                 log.warning("query synthesis %s / %s failed: %s", f.path, c.name, exc)
                 return f, c, None, None
             return f, c, batch, None
 
-    with progress, RejectLog(paths.rejected) as rejects, JsonlAppender(paths.queries) as sink:
+    with progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
         # Requests run concurrently but replies are committed in job order, so which of two duplicate
         # questions is kept does not depend on server timing.
         pending = [asyncio.ensure_future(ask(f, c)) for f, c in todo]
@@ -330,12 +332,17 @@ async def synthesize_queries(
             if batch is None and error is None:
                 continue  # the request failed (server error): not marked, a rerun tries again
             if batch is None:
-                rejects.add(STAGE, key, "invalid_reply", error or "", file=f.path, category=c.name)
+                rejects.add(
+                    Rejection(STAGE, key, "invalid_reply", error or "", {"file": f.path, "category": c.name})
+                )
             else:
                 if not batch.queries:
                     rejects.add(
-                        STAGE, key, "empty_reply", "the reply held no question", file=f.path, category=c.name
-                    )
+                        Rejection(
+                            STAGE, key, "empty_reply", "the reply held no question",
+                            {"file": f.path, "category": c.name},
+                        )
+                    )  # fmt: skip
                 checker = checkers[f.sha256]
                 for q in batch.queries:
                     task = make_task(f, c, q.question, q.columns)
@@ -344,18 +351,15 @@ async def synthesize_queries(
                     verdict = checker.check(q.question, q.columns)
                     if verdict is not None:
                         rejects.add(
-                            STAGE,
-                            task.id,
-                            verdict[0],
-                            verdict[1],
-                            file=f.path,
-                            category=c.name,
-                            question=q.question,
-                        )
+                            Rejection(
+                                STAGE, task.id, verdict[0], verdict[1],
+                                {"file": f.path, "category": c.name, "question": q.question},
+                            )
+                        )  # fmt: skip
                         continue
                     checker.keep(q.question)
                     sink.write(task)
-            progress.mark(STAGE, key)
+            progress.commit(f"{STAGE}:{key}", stage=STAGE)
             done += 1
             if on_progress:
                 on_progress(done, len(jobs))

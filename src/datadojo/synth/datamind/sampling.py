@@ -27,9 +27,10 @@ from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
 from datadojo.llm.base import ChatBackend
+from datadojo.runs import UsageLedger
 from datadojo.synth.datamind import prompts
 from datadojo.synth.datamind.config import DataMindConfig
-from datadojo.synth.datamind.store import Paths, StageUsage
+from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Taxonomy
 from datadojo.types import Task, Trajectory
 
@@ -122,9 +123,9 @@ async def sample_round(
     *,
     sandboxes: SandboxFactory | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
-) -> tuple[RolloutSummary, StageUsage]:
+) -> tuple[RolloutSummary, UsageLedger]:
     """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable)."""
-    usage = StageUsage("sample" if round_ == 0 else "reflect")
+    usage = paths.usage_ledger("sample" if round_ == 0 else "reflect")
     summary = await run_rollouts(
         tasks,
         teacher,
@@ -145,6 +146,7 @@ async def sample_round(
         requests=summary.turns,
         prompt_tokens=summary.prompt_tokens,
         completion_tokens=summary.completion_tokens,
+        failed=summary.errors,
+        check=False,
     )
-    usage.failed += summary.errors
     return summary, usage

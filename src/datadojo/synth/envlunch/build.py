@@ -15,6 +15,10 @@ tasks are spread over environments and backends is not specified; ours (document
 Every draw depends only on the seed and the task index, so the output is the same for any number of
 worker processes. Workers are forked processes, each handling whole environments (so an environment's
 copies are built once); they write that environment's files themselves.
+
+Next to ``OUT.jsonl`` the build writes ``OUT.funnel.json`` (:class:`datadojo.runs.Funnel`): the draws, the
+tasks kept and the §3 filter's rejection reasons, so the funnel is on disk for the CLI, the demo and the
+recipe alike (before, only the recipe wrote it).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from datadojo.executor import Executor, WorkerSpec
 from datadojo.jsonl import write_jsonl_atomic
+from datadojo.runs import Funnel
 from datadojo.synth.envlunch.config import BuildConfig
 from datadojo.synth.envlunch.environment import (
     EnvError,
@@ -47,7 +52,7 @@ from datadojo.synth.envlunch.tasks import copies_root, task_from_synth, write_en
 from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task
 
-__all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "load_environments"]
+__all__ = ["BuildConfig", "BuildReport", "BuildWorker", "build_tasks", "funnel_path", "load_environments"]
 
 
 @dataclass
@@ -63,9 +68,22 @@ class BuildReport:
     out: Path | None = None
     copies: Path | None = None
     missing: int = 0
+    funnel: Path | None = None
+
+    def funnel_steps(self) -> Funnel:
+        """The build's funnel: every draw in, the tasks kept, the rejections by reason."""
+        funnel = Funnel()
+        funnel.add("draw", self.draws, len(self.tasks), self.rejections)
+        return funnel
 
     def by(self, key: Callable[[Task], Any]) -> Counter[Any]:
         return Counter(key(t) for t in self.tasks)
+
+
+def funnel_path(out: str | Path) -> Path:
+    """Where the build of ``out`` (``tasks.jsonl``) writes its funnel (``tasks.funnel.json``)."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.funnel.json")
 
 
 def load_environments(
@@ -290,7 +308,7 @@ def build_tasks(
     if root.exists():
         shutil.rmtree(root)
     os.replace(stage, root)
-    return BuildReport(
+    report = BuildReport(
         tasks=tasks,
         rejections=rejections,
         draws=draws,
@@ -300,7 +318,10 @@ def build_tasks(
         out=out,
         copies=root,
         missing=config.n - len(tasks),
+        funnel=funnel_path(out),
     )
+    report.funnel_steps().write(funnel_path(out))
+    return report
 
 
 def _run_on(executor: Executor, spec: WorkerSpec, jobs: list[_Job]) -> list[_JobResult]:

@@ -80,9 +80,9 @@ def write_warmup_report(
 ) -> tuple[Path, Path]:
     """Write the run folder for ``trajectories`` scored as ``records`` (one each, same order); return
     the paths of ``report.html`` and ``report.md``. Each trajectory gets ``rewards["envlunch"]`` set."""
-    from datadojo.eval.harness import write_json_atomic
     from datadojo.eval.metrics import TrialRecord, summarize
     from datadojo.eval.report import write_report
+    from datadojo.fs import write_json_atomic
     from datadojo.jsonl import write_jsonl_atomic
 
     run_dir, tasks_path = Path(run_dir), Path(tasks_path)
@@ -145,7 +145,7 @@ def write_warmup_report(
         "rewards": {"mean_envlunch": headline(records).mean_reward if records else None},
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    write_json_atomic(run_dir / "summary.json", summary)
+    write_json_atomic(run_dir / "summary.json", summary, default=str)
     write_jsonl_atomic(run_dir / "scores.jsonl", rows)
     write_jsonl_atomic(run_dir / "trajectories.jsonl", list(trajectories))
     return write_report(run_dir)

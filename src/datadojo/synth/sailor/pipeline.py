@@ -9,7 +9,11 @@ Output folder (see ``docs/sailor.md``)::
     qa.jsonl            QA-track tasks   } the SciDataSailor task format, read by
     meta.jsonl          Meta-track tasks } ``datadojo eval scidata --data DIR/qa.jsonl``
     rl_tasks.jsonl      the QA tasks with their reference answers, for ``datadojo train rl --tasks``
-    units.jsonl         one line per finished unit (the resume log)
+    units.jsonl         one line per finished unit (the resume log, a :class:`~datadojo.runs.WorkLedger`)
+    run.json            the settings snapshot (:class:`~datadojo.runs.RunFolder`): a resume with another
+                        search configuration is refused (:class:`~datadojo.errors.ResumeError`)
+    usage.jsonl         LLM requests and tokens of each invocation (:class:`~datadojo.runs.UsageLedger`)
+    funnel.json         candidate trajectories → kept by QC, removed per reason (:class:`~datadojo.runs.Funnel`)
     summary.json        config (λ = ``lam``, β = ``beta``, …) and counts: nodes, probes, kept/removed per
                         QC reason, per level
     report.html         the trees drawn, with QC outcomes
@@ -40,6 +44,7 @@ from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_a
 from datadojo.llm.base import ChatBackend
 from datadojo.llm.structured import StructuredMode
 from datadojo.protocol.messages import trajectory_to_messages
+from datadojo.runs import Funnel, ProgressHook, RunFolder, UsageLedger, WorkLedger, null_progress
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.sailor.config import SailorConfig
 from datadojo.synth.sailor.env import ProbeEnv, default_sandbox_config
@@ -346,7 +351,7 @@ def rl_task(task: Any) -> Any:
     return t.model_copy(update={"extra": {**t.extra, "reference": reference}})
 
 
-def _write_unit(out: Path, result: UnitOutput) -> None:
+def _write_unit(out: Path, result: UnitOutput, ledger: WorkLedger) -> None:
     """Append a finished unit's lines, its ``units.jsonl`` line last (the commit point of the unit)."""
     for name, lines in (
         ("tree.jsonl", result.tree_lines),
@@ -360,8 +365,7 @@ def _write_unit(out: Path, result: UnitOutput) -> None:
         with JsonlAppender(out / name) as fh:
             for line in lines:
                 fh.write(line)
-    with JsonlAppender(out / UNITS_FILE, fsync=True) as fh:
-        fh.write(result.record)
+    ledger.commit(result.record["unit"], **result.record)
 
 
 def summarise(
@@ -422,9 +426,16 @@ async def run_sailor(
     concurrency: int = 1,
     mode: StructuredMode = "auto",
     on_unit: Callable[[dict[str, Any]], None] | None = None,
+    progress: ProgressHook | None = None,
     report: bool = True,
 ) -> SailorRun:
-    """Explore every folder with every seed (``concurrency`` units at a time), resuming finished units."""
+    """Explore every folder with every seed (``concurrency`` units at a time), resuming finished units.
+
+    ``progress`` is the run kit's hook (``("units", done, total)``); ``on_unit`` gets each finished unit's
+    record (the CLI prints it). After the summary, the run kit's failure policy
+    (:class:`~datadojo.runs.FailurePolicy`) is applied to the invocation's structured-call failures: a run
+    whose replies mostly failed ends with :class:`~datadojo.runs.TooManyFailures` (exit 3).
+    """
     cfg = config or SailorConfig()
     judge = judge or policy
     if concurrency < 1:
@@ -438,19 +449,20 @@ async def run_sailor(
     require_data_files(paths)  # an empty folder: refuse before any request (issue 25)
     sandbox_config = sandbox_config or default_sandbox_config(cfg.exec_timeout_s)
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # adopt: folders written before the run kit have units.jsonl but no run.json, and resume as before
+    RunFolder(out_dir, "sailor", {"config": cfg.to_dict(), "structured_mode": mode}, adopt=True)
     started = time.monotonic()
-    finished: dict[str, dict[str, Any]] = {}
-    if (out_dir / UNITS_FILE).exists():
-        repair_tail(out_dir / UNITS_FILE)
-        for _, rec in iter_jsonl(out_dir / UNITS_FILE):
-            if isinstance(rec, dict) and isinstance(rec.get("unit"), str):
-                finished[rec["unit"]] = rec
+    # a units.jsonl written before the run kit has "unit" and no "key": its units stay done
+    ledger = WorkLedger(out_dir / UNITS_FILE, fsync=True, key_of=lambda r: r.get("key") or r.get("unit"))
+    finished: dict[str, dict[str, Any]] = {k: ledger.get(k) or {} for k in ledger}
     cleaned = clean_unfinished(out_dir, set(finished))
     digests = {p: await asyncio.to_thread(folder_digest, p) for p in paths}
     todo = [(p, s) for p in paths for s in seeds if unit_key(p, digests[p], s.id) not in finished]
     run = SailorRun(out_dir, len(paths) * len(seeds), len(paths) * len(seeds) - len(todo), cleaned=cleaned)
     sem = asyncio.Semaphore(concurrency)
+    hook = progress or null_progress
+    hook("units", run.units_skipped, run.units_total)
+    invocation: list[dict[str, Any]] = []
 
     async def one(folder: Path, seed: Seed) -> None:
         async with sem:
@@ -464,9 +476,11 @@ async def run_sailor(
                 sandbox_config=sandbox_config,
                 mode=mode,
             )
-        _write_unit(out_dir, result)
+        _write_unit(out_dir, result, ledger)
         finished[result.record["unit"]] = result.record
+        invocation.append(result.record)
         run.units_done += 1
+        hook("units", run.units_skipped + run.units_done, run.units_total)
         if on_unit is not None:
             on_unit(result.record)
 
@@ -480,6 +494,8 @@ async def run_sailor(
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    finally:
+        ledger.close()
     run.elapsed_s = time.monotonic() - started
     extra = {
         "folders": [str(p.resolve()) for p in paths],
@@ -489,8 +505,23 @@ async def run_sailor(
     }
     run.summary = summarise(list(finished.values()), cfg, extra)
     write_json_atomic(out_dir / "summary.json", run.summary)
+    funnel = Funnel()
+    funnel.add("qc", run.summary["trajectories"], run.summary["kept"], run.summary["removed"])
+    funnel.write(out_dir / "funnel.json")
+    usage = UsageLedger(out_dir / "usage.jsonl", "sailor")
+    usage.add(
+        "policy+judge",
+        requests=sum(int(r.get("requests", 0)) for r in invocation),
+        prompt_tokens=sum(int(r.get("prompt_tokens", 0)) for r in invocation),
+        completion_tokens=sum(int(r.get("completion_tokens", 0)) for r in invocation),
+        repaired=sum(int(r.get("repaired", 0)) for r in invocation),
+        failed=sum(int(r.get("structured_failures", 0)) for r in invocation),
+        check=False,
+    )
+    usage.save()
     if report:
         from datadojo.synth.sailor.report import write_report
 
         write_report(out_dir)
+    usage.check()
     return run

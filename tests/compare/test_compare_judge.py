@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from datadojo.llm import load_backend
-from datadojo.llm.structured import json_schema_for
-from datadojo.llm.testing import ScriptedLLMServer
-from datadojo.reward.judge import (
+from datadojo.compare.judge import (
     JudgeCache,
     JudgeError,
     JudgeItem,
@@ -18,7 +15,10 @@ from datadojo.reward.judge import (
     VerdictReply,
     prompt_hash,
 )
-from datadojo.reward.judge_prompts import get_rubric
+from datadojo.compare.judge_prompts import get_rubric
+from datadojo.llm import load_backend
+from datadojo.llm.structured import json_schema_for
+from datadojo.llm.testing import ScriptedLLMServer
 
 # --- through the server ------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datadojo.reward.units import DIMENSIONLESS, normalise_unit_text, parse_unit, read_unit
+from datadojo.compare.units import DIMENSIONLESS, normalise_unit_text, parse_unit, read_unit
 
 
 @pytest.mark.parametrize(

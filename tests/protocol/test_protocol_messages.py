@@ -6,8 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from datadojo.messages import MessagesError, messages_to_trajectory, strip_masks, trajectory_to_messages
 from datadojo.protocol import DATAMIND, SAILOR, Dialect
+from datadojo.protocol.messages import (
+    MessagesError,
+    messages_to_trajectory,
+    strip_masks,
+    trajectory_to_messages,
+)
 from datadojo.types import Action, Observation, Timings, Trajectory
 
 PROMPT = [

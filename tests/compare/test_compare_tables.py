@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from datadojo.reward.tables import as_columns, compare_tables, csv_value
+from datadojo.compare.tables import as_columns, compare_tables, csv_value
 
 
 def test_extra_columns_and_any_column_order_match() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from datadojo.bench import Benchmark, get_benchmark, register_benchmark
 from datadojo.bench.registry import benchmark_names
-from datadojo.bench.scoring import Prediction, read_predictions, score_predictions
-from datadojo.messages import messages_to_trajectory
+from datadojo.eval.scoring import Prediction, read_predictions, score_predictions
+from datadojo.protocol.messages import messages_to_trajectory
 from datadojo.types import Task
 
 

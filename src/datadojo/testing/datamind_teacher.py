@@ -1,4 +1,8 @@
-"""A scripted loopback teacher and judge for the DataMind pipeline tests.
+"""The DataMind pipeline's fake teacher and judge (loopback scripts), and a sandbox that answers ``42``.
+
+The teacher is keyed on the JSON-schema name each structured request carries (``QueryBatch``: query
+synthesis, ``ComposedQuery``: composition; the judge answers ``ConsistencyJudgement``), so a prompt rewrite
+does not silently route a request to the wrong reply; requests without a schema are agent turns.
 
 Each synthesised question carries a scenario tag (``[s:NAME]``) chosen by its category; the fake teacher
 answers agent episodes by scenario and by sample number (recovered from the per-turn seed the runner sends:
@@ -96,11 +100,23 @@ def agent_reply(req: dict[str, Any]) -> str:
     return f"<think>The output gives the answer.</think><answer>{answer}</answer>"
 
 
+def schema_name(req: dict[str, Any]) -> str | None:
+    """The ``response_format`` JSON-schema name of a structured request (``None``: an agent turn or a
+    request in structured mode ``off``/``json_object``)."""
+    rf = req.get("response_format") or {}
+    return rf["json_schema"]["name"] if rf.get("type") == "json_schema" else None
+
+
+#: The teacher's replies by schema name; the prompt's first words for modes that send no schema.
+TEACHER_REPLIES = {"QueryBatch": "query", "ComposedQuery": "compose"}
+
+
 def teacher(req: dict[str, Any]) -> Any:
+    kind = TEACHER_REPLIES.get(schema_name(req) or "")
     system = _system(req)
-    if system.startswith("You write data-analysis questions"):
+    if kind == "query" or (kind is None and system.startswith("You write data-analysis questions")):
         return query_reply(req)
-    if system.startswith("You compose harder"):
+    if kind == "compose" or (kind is None and system.startswith("You compose harder")):
         return compose_reply(req)
     return agent_reply(req)
 

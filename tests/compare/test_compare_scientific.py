@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datadojo.reward.scientific import ScientificConfig, find_quantities, match_scientific
-from datadojo.reward.units import parse_unit
+from datadojo.compare.scientific import ScientificConfig, find_quantities, match_scientific
+from datadojo.compare.units import parse_unit
 
 
 @pytest.mark.parametrize(

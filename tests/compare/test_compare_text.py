@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datadojo.reward.text import find_numbers, lcs_length, normalize_text, parse_number, rouge_l, rouge_tokens
+from datadojo.compare.text import (
+    find_numbers,
+    lcs_length,
+    normalize_text,
+    parse_number,
+    rouge_l,
+    rouge_tokens,
+)
 
 
 def test_normalize_text_is_squad_normalisation() -> None:
