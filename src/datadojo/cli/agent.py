@@ -18,8 +18,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
+from datadojo.agent.runner import STOP_AFTER_LLM_ERRORS, RolloutStopped
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
-from datadojo.cli._ui import config_option, exit_if_server_down, progress_bar
+from datadojo.cli._ui import config_option, error_exit, exit_if_server_down, interrupted, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
@@ -236,6 +237,12 @@ def rollout(
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    stop_after: int = typer.Option(
+        STOP_AFTER_LLM_ERRORS,
+        "--stop-after-llm-errors",
+        min=0,
+        help="Stop (exit 3) after this many episodes in a row failed on the model server; 0: never.",
+    ),
 ) -> None:
     """Run the agent on every task of a JSONL file, n samples each, concurrently; resumable.
 
@@ -254,6 +261,13 @@ def rollout(
     console = Console(stderr=True)
     total = len(tasks) * n
     remote = cli_executor(executor, ray_address, concurrency)
+    summary = RolloutSummary(path=str(traj_path))  # filled in place: still there after Ctrl-C
+
+    def write_summary() -> None:
+        record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+        tmp = out / ".summary.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / "summary.json")
 
     async def main() -> RolloutSummary:
         from datadojo.llm import load_backend
@@ -282,7 +296,7 @@ def rollout(
                 )
 
             try:
-                summary = await run_rollouts(
+                await run_rollouts(
                     tasks,
                     backend,
                     traj_path,
@@ -294,6 +308,8 @@ def rollout(
                     seed=seed,
                     on_trajectory=on_trajectory,
                     executor=remote,
+                    stop_after_llm_errors=stop_after,
+                    summary=summary,
                 )
                 progress.update(bar, completed=summary.finished + summary.skipped)
                 return summary
@@ -305,10 +321,14 @@ def rollout(
                     await remote.aclose()
 
     try:
-        summary = asyncio.run(main())
+        asyncio.run(main())
     except KeyboardInterrupt:
-        console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
-        raise typer.Exit(130) from None
+        summary.interrupted = True
+        write_summary()
+        raise interrupted(f"{summary.finished} trajectories finished and are kept in {traj_path}") from None
+    except RolloutStopped as exc:  # the server went away mid-run: one line, exit 3, the summary so far
+        write_summary()
+        raise error_exit(exc) from None
     except ExecutorError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
@@ -317,10 +337,7 @@ def rollout(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
-    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / "summary.json")
+    write_summary()
     console.print(_summary_table(summary))
     banner = reduced_isolation_banner(dict(summary.isolation))
     if banner:
