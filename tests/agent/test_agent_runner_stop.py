@@ -25,7 +25,7 @@ from datadojo.cli.app import app
 from datadojo.errors import ExitCode
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import Drop, ScriptedLLMServer, Status
+from datadojo.llm.testing import Drop, Reply, ScriptedLLMServer, Status
 from datadojo.types import Task
 
 pytestmark = pytest.mark.timeout(300)
@@ -131,3 +131,48 @@ def test_cli_rollout_against_a_server_killed_mid_run_exits_3_in_one_line(tmp_pat
     assert record["stopped"] and not record["interrupted"]
     # at most one retry line per failed request (max_retries=1), not one per task of the 100
     assert sum("retry" in line for line in res.stderr.splitlines()) <= STOP_AFTER_LLM_ERRORS
+
+
+def test_cli_rollout_interrupted_writes_a_summary_of_what_finished(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) at the 4th request: summary.json says what finished, one line, exit 130.
+
+    Before: the command printed its line and exited 130 without a summary.json (a first run) or with the
+    previous run's. The signal is sent from the server when the 4th request arrives (a count, not a time).
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(t.model_dump_json() + "\n" for t in _tasks(20)))
+    out = tmp_path / "run"
+    child: dict[str, subprocess.Popen] = {}
+    sent = threading.Event()
+
+    def reply(req: dict) -> str | Reply:
+        if len(srv.requests) >= 4 and not sent.is_set():
+            sent.set()
+            os.kill(child["p"].pid, signal.SIGINT)
+            return Reply(ANSWER, delay=60.0)  # never delivered: the run is interrupted while it waits
+        return ANSWER
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    with ScriptedLLMServer(reply, strict=False) as srv:
+        child["p"] = subprocess.Popen(
+            [sys.executable, "-m", "datadojo", "rollout", str(tasks), "--model", f"openai:fake@{srv.base_url}",
+             "--out", str(out), "-c", "1", "--max-turns", "1"],
+            env={**os.environ, "PYTHONPATH": str(src), "COLUMNS": "200"},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _, stderr = child["p"].communicate(timeout=240)
+    assert sent.is_set()
+    assert child["p"].returncode == ExitCode.INTERRUPTED, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted:")]
+    assert len(lines) == 1 and "rerun the same command to resume" in lines[0], stderr
+    record = json.loads((out / "summary.json").read_text())
+    written = list(read_trajectories(out / "trajectories.jsonl"))
+    assert record["interrupted"] is True and record["finished"] == len(written) == 3
+    assert record["stop_reasons"] == {"answer": 3} and record["model"].startswith("openai:fake@")
+    assert "3 trajectories finished" in lines[0]
