@@ -16,6 +16,7 @@ consistently (:func:`datadojo.corpus.sniff.detect_delimiter`), TAB preferred on 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 import itertools
@@ -156,7 +157,8 @@ def _text_lines(fh: io.BufferedReader, encoding: str) -> Iterator[str]:
     try:
         yield from text
     finally:
-        text.detach()
+        with contextlib.suppress(ValueError):  # the file was closed under it: nothing left to release
+            text.detach()
 
 
 def _read_with(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) -> LoadedFile:
