@@ -71,10 +71,12 @@ def describe_files(task: Task, budget_chars: int) -> str:
 
     The profile is the metadata text *d* of DataMind §3.1 ("Metadata extraction"), produced by
     :func:`datadojo.corpus.profile_text`. A file that cannot be profiled is still listed, with the reason.
-    A dataset folder (``kind = dir``) is described by its header and tree only (names, sizes, kinds): its
-    per-file profiles carry statistics (ranges, means, top values) that the questions about a scientific
-    folder ask for, and the prompt must not give the answer away (``eval scidata``; SciDataSailor's agent
-    explores the folder itself).
+    A dataset folder (``kind = dir``) is described by its header and tree only (names, sizes, kinds),
+    :func:`folder_outline`: its per-file profiles carry statistics (ranges, means, top values) that the
+    questions about a scientific folder ask for, and the prompt must not give the answer away (``eval
+    scidata``; SciDataSailor's agent explores the folder itself). That holds for a folder that is one
+    dataset stored as many files (a Parquet dataset, a Zarr store) too, whose profile would otherwise be a
+    single file's, with column ranges.
     """
     if not task.files:
         return "(no data files)"
@@ -85,31 +87,42 @@ def describe_files(task: Task, budget_chars: int) -> str:
         lines.append(header)
         if per_file <= 0:
             continue
-        profile = _cached_profile(f.path, per_file)
-        if f.kind == "dir":
-            profile = profile.split(_FOLDER_FILES, 1)[0]
+        profile = _cached_profile(f.path, per_file, outline=f.kind == "dir")
         if profile:
             lines.append("\n".join("  " + ln for ln in profile.splitlines()))
     return "\n".join(lines)
 
 
-#: Where a folder profile's per-file section starts (:func:`datadojo.corpus.render.render_folder_profile`).
-_FOLDER_FILES = "\nFiles:\n"
+def folder_outline(path: str | os.PathLike[str], budget_chars: int) -> str:
+    """A dataset folder's header and tree (names, sizes, kinds), without a single file's contents.
+
+    What a prompt may say about a folder the agent is asked questions about: the layout, never the
+    statistics (no file is opened, so no range, mean or top value can leak, whatever the folder holds).
+    """
+    from datadojo.corpus.folder import profile_folder
+    from datadojo.corpus.render import render_folder_profile
+
+    folder = profile_folder(path, max_profiled=0)
+    folder.warnings = [w for w in folder.warnings if "not profiled" not in w]
+    return render_folder_profile(folder, budget_chars)
 
 
-def _cached_profile(path: str, budget_chars: int) -> str:
-    """The file's profile text, cached by (path, size, mtime): rollouts ask for the same file many times."""
+def _cached_profile(path: str, budget_chars: int, *, outline: bool = False) -> str:
+    """The file's profile text (a folder's outline when ``outline``), cached by (path, size, mtime):
+    rollouts ask for the same file many times."""
     try:
         st = os.stat(path)
     except OSError as exc:
         log.debug("no profile for %s: %s", path, exc)
         return ""
-    return _profile(os.path.realpath(path), st.st_size, st.st_mtime_ns, budget_chars)
+    return _profile(os.path.realpath(path), st.st_size, st.st_mtime_ns, budget_chars, outline)
 
 
 @functools.lru_cache(maxsize=512)
-def _profile(path: str, size: int, mtime_ns: int, budget_chars: int) -> str:
+def _profile(path: str, size: int, mtime_ns: int, budget_chars: int, outline: bool) -> str:
     try:
+        if outline:
+            return folder_outline(path, budget_chars)
         from datadojo.corpus import profile_text
 
         return profile_text(path, budget_chars=budget_chars)

@@ -9,7 +9,10 @@ request concurrency.
 Resumability: each finished trajectory is appended (one flushed line) to ``trajectories.jsonl``; a rerun
 reads the keys ``(task_id, sample)`` already there and skips them. Ctrl-C or a kill leaves a valid file (an
 interrupted last line is cut off on the next run). A failure in one episode — a crashed sandbox, a failed
-request — ends that trajectory with the matching stop reason and never the run.
+request — ends that trajectory with the matching stop reason and never the run, with one exception: when
+:data:`STOP_AFTER_LLM_ERRORS` episodes in a row end with ``llm_error`` the model server is down, not
+unlucky, and the run stops (:class:`RolloutStopped`, exit 3) instead of spending every remaining task's
+retries on it.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from datadojo.agent.config import AgentConfig
 from datadojo.agent.loop import CodeRunner, EventHook, run_agent
 from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
-from datadojo.llm.base import ChatBackend
+from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.sandbox.result import isolation_counts
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
 __all__ = [
+    "STOP_AFTER_LLM_ERRORS",
     "EpisodeWorker",
+    "RolloutStopped",
     "RolloutSummary",
     "SandboxFactory",
     "episode_worker",
@@ -63,6 +68,12 @@ def finished_keys(path: str | Path) -> set[tuple[str, int]]:
 
 #: Stop reasons a rerun tries again: the model server was away, not the task's fault.
 RETRY_STOP_REASONS: tuple[str, ...] = ("llm_error",)
+
+#: Episodes in a row ending with ``llm_error`` (each after the backend's own retries) after which a
+#: rollout stops: one such episode is a lost request, five in a row a server that is down or refusing the
+#: model. Without the stop, a run of 100 tasks against a dead server spends every task's retries (minutes
+#: and hundreds of retry lines) before it can say so. ``0`` never stops.
+STOP_AFTER_LLM_ERRORS = 5
 
 
 def drop_retryable(
@@ -111,6 +122,8 @@ class RolloutSummary:
     retried: int = 0  # earlier trajectories dropped to be run again (see drop_retryable)
     elapsed_s: float = 0.0
     interrupted: bool = False
+    #: Why the run stopped early (consecutive model-server failures), ``None`` when it did not.
+    stopped: str | None = None
     executor: str = "local"
     nodes: list[dict[str, Any]] = field(default_factory=list)
     #: Observations by the sandbox isolation level they ran at (bwrap / landlock / reduced).
@@ -152,10 +165,26 @@ class RolloutSummary:
             "trajectories_per_s": round(self.trajectories_per_s, 3),
             "turns_per_s": round(self.turns_per_s, 3),
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
             "executor": self.executor,
             "nodes": self.nodes,
             "isolation": dict(sorted(self.isolation.items())),
         }
+
+
+class RolloutStopped(LLMError):
+    """A rollout stopped because ``STOP_AFTER_LLM_ERRORS`` episodes in a row failed on the model server.
+
+    Exit 3 like every model-server failure. ``summary`` is what the run did up to then (its trajectories,
+    the failed ones included, are in the output file; the failed ones run again on the next run).
+    """
+
+    def __init__(self, message: str, summary: RolloutSummary) -> None:
+        super().__init__(message, retryable=True)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RolloutStopped, (str(self), self.summary))
 
 
 def _jobs(
@@ -275,6 +304,8 @@ async def run_rollouts(
     first_sample: int = 0,
     extra: Mapping[str, Any] | None = None,
     retry_stop_reasons: Iterable[str] = RETRY_STOP_REASONS,
+    stop_after_llm_errors: int = STOP_AFTER_LLM_ERRORS,
+    summary: RolloutSummary | None = None,
 ) -> RolloutSummary:
     """Run ``n_samples`` episodes of every task, ``concurrency`` at a time, appending to ``out``.
 
@@ -296,6 +327,12 @@ async def run_rollouts(
     ``first_sample`` numbers the samples ``first_sample … first_sample + n_samples - 1`` (a later round of
     sampling, e.g. DataMind's reflection, continues the numbering of the same task); ``extra`` is merged into
     every trajectory's ``extra`` (e.g. ``{"round": 1}``).
+
+    ``stop_after_llm_errors``: after that many episodes in a row (in the order they finish) ended with
+    ``llm_error``, the episodes in flight are cancelled and :class:`RolloutStopped` is raised (``0``: never).
+    ``summary``: a :class:`RolloutSummary` to fill in place (its ``path`` is replaced), so that a caller
+    still has the counts when the run is interrupted (Ctrl-C reaches the caller as ``KeyboardInterrupt``,
+    and the summary with it is otherwise lost).
     """
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
@@ -303,9 +340,12 @@ async def run_rollouts(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if first_sample < 0:
         raise ValueError(f"first_sample must be >= 0, got {first_sample}")
+    if stop_after_llm_errors < 0:
+        raise ValueError(f"stop_after_llm_errors must be >= 0, got {stop_after_llm_errors}")
     cfg = config or AgentConfig()
     out = Path(out)
-    summary = RolloutSummary(path=str(out))
+    summary = summary if summary is not None else RolloutSummary(path=str(out))
+    summary.path = str(out)
     summary.retried = drop_retryable(out, retry_stop_reasons, range(first_sample, first_sample + n_samples))
     done = finished_keys(out)
     executor = executor or LocalExecutor(max_in_flight=concurrency)
@@ -340,6 +380,7 @@ async def run_rollouts(
         runner = EpisodeWorker(backend, sandboxes, cfg, seed=seed, on_event=on_event)
     started = time.perf_counter()
     jobs = _jobs(tasks, range(first_sample, first_sample + n_samples), done, summary)
+    failures_in_a_row = 0
     try:
         stream = executor.map_unordered(runner, jobs)
         async with contextlib.aclosing(stream):  # type: ignore[type-var]
@@ -355,6 +396,17 @@ async def run_rollouts(
                     summary.elapsed_s = time.perf_counter() - started
                     if on_trajectory is not None:
                         on_trajectory(traj, summary)
+                    failures_in_a_row = failures_in_a_row + 1 if traj.stop_reason == "llm_error" else 0
+                    if stop_after_llm_errors and failures_in_a_row >= stop_after_llm_errors:
+                        summary.stopped = f"{failures_in_a_row} episodes in a row failed on the model server; last: {traj.error}"
+                        raise RolloutStopped(
+                            f"stopped: {summary.stopped}. The {summary.finished} trajectories finished so far "
+                            "are kept (the failed ones run again); is the server up? Rerun the same command "
+                            "to resume.",
+                            summary,
+                        )
+    except RolloutStopped:
+        raise
     except BaseException as exc:  # interrupted, or the output cannot be written (a full disk)
         # the executor's stream is closed by aclosing above, which cancels the episodes in flight
         summary.interrupted = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)

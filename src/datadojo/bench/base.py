@@ -13,6 +13,7 @@ partial credit); ``correct`` is full credit, which is what pass@k counts.
 from __future__ import annotations
 
 import abc
+import codecs
 import copy
 import logging
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "BenchmarkError",
     "ItemScore",
     "ScoringRule",
+    "binary_kind",
     "jsonl_records",
     "missing_prediction",
     "unique_id",
@@ -73,6 +75,37 @@ class ScoringRule:
 
 class BenchmarkError(DataDojoError, ValueError):
     """A benchmark's files are missing or malformed; the message names the file (and line or record)."""
+
+
+#: Leading bytes of binary files users give ``--data`` by mistake, and what to call them in the error.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"PAR1", "a Parquet file"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+
+
+def binary_kind(path: Path, head_bytes: int = 8192) -> str | None:
+    """What ``path`` is when it is not UTF-8 text (``"a SQLite database"``, …), ``None`` when it is text.
+
+    Why: a benchmark loader reads JSON/JSONL text; handed a database or an archive it would otherwise end
+    in a ``UnicodeDecodeError`` traceback or a misleading "not valid JSON" on line 1. Only the first
+    ``head_bytes`` are read, so the check costs nothing on a large records file.
+    """
+    with path.open("rb") as fh:
+        head = fh.read(head_bytes)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if b"\x00" in head:
+        return "a binary file"
+    try:
+        # final=False: a multi-byte character cut at head_bytes is not an error
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    return None
 
 
 @dataclass(frozen=True)
@@ -168,6 +201,9 @@ class Benchmark(abc.ABC):
     #: that reads them); ``None`` when it cannot, and then ``no_source`` may say why.
     source: BenchSource | None = None
     no_source: str = ""
+    #: One line naming the files ``load`` reads (every "wrong --data" error ends with it), e.g.
+    #: ``"a folder holding dev.json, tables.json and database/<db_id>/<db_id>.sqlite (or dev.json itself)"``.
+    layout: str = ""
     _rule_name: str | None = None
 
     @property
@@ -235,14 +271,38 @@ class Benchmark(abc.ABC):
             raise TypeError(f"{self.name}: unknown option(s) {', '.join(sorted(options))}")
 
     def _file_or_folder(self, path: str | Path, name: str) -> Path:
-        """The benchmark's file ``name``: ``path`` itself, or ``path/name`` when ``path`` is a folder."""
+        """The benchmark's text file ``name``: ``path`` itself, or ``path/name`` when ``path`` is a folder."""
         p = Path(path)
-        return self._require(p / name if p.is_dir() else p, name)
+        return self._text_file(self._require(p / name if p.is_dir() else p, name))
 
     def _require(self, path: Path, what: str) -> Path:
         if not path.exists():
-            raise BenchmarkError(f"{self.name}: {what} not found: {path}")
+            raise self.layout_error(f"{what} not found: {path}")
         return path
+
+    def _text_file(self, path: Path) -> Path:
+        """``path`` after refusing a folder or a binary file (a database, an archive) in one line."""
+        if path.is_dir():
+            raise self.layout_error(f"{path} is a folder, not a records file")
+        try:
+            kind = binary_kind(path)
+        except OSError as exc:
+            raise self.layout_error(f"cannot read {path} ({exc.strerror or exc})") from exc
+        if kind is not None:
+            raise self.layout_error(f"{path} is {kind}, not {self.name}'s records")
+        return path
+
+    def layout_error(self, problem: str) -> BenchmarkError:
+        """A :class:`BenchmarkError` saying ``problem`` and then which files this benchmark expects."""
+        hint = f"; expected {self.layout}" if self.layout else ""
+        return BenchmarkError(f"{self.name}: {problem}{hint}")
+
+    def records(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        """:func:`jsonl_records` of ``path``, a malformed line's error ending with the expected layout."""
+        try:
+            yield from jsonl_records(path)
+        except BenchmarkError as exc:
+            raise self.layout_error(str(exc)) from exc
 
     def __repr__(self) -> str:
         return f"<benchmark {self.name}>"

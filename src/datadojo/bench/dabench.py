@@ -37,7 +37,6 @@ from datadojo.bench.base import (
     BenchmarkDefaults,
     BenchmarkError,
     ItemScore,
-    jsonl_records,
     missing_prediction,
 )
 from datadojo.bench.base import ScoringRule as _Rule
@@ -78,6 +77,10 @@ def is_equal(response: str | None, label: str) -> bool:
 class DABench(Benchmark):
     name = "dabench"
     description = "InfiAgent-DABench: closed-form questions over CSV files, answers as @name[value]"
+    layout = (
+        "DABench's data folder holding da-dev-questions.jsonl, da-dev-labels.jsonl and da-dev-tables/*.csv, "
+        "or its questions file"
+    )
     metric = "accuracy by question"
     rules = (OFFICIAL,)
     defaults = BenchmarkDefaults(
@@ -104,7 +107,7 @@ class DABench(Benchmark):
         else:
             root = path
             questions, labels = root / "da-dev-questions.jsonl", root / "da-dev-labels.jsonl"
-        return self._require(questions, "questions file"), labels, root / "da-dev-tables"
+        return self._text_file(self._require(questions, "questions file")), labels, root / "da-dev-tables"
 
     def load(self, path: str | Path, *, require_files: bool = True, **options: Any) -> Iterator[Task]:
         """DABench tasks from the official layout (module docstring); labels are optional (test split)."""
@@ -112,7 +115,7 @@ class DABench(Benchmark):
         questions, labels_path, tables = self._paths(Path(path))
         labels: dict[str, dict[str, str]] = {}
         if labels_path.exists():
-            for lineno, rec in jsonl_records(labels_path):
+            for lineno, rec in self.records(self._text_file(labels_path)):
                 try:
                     answers = {str(name): str(value) for name, value in rec["common_answers"]}
                 except (KeyError, TypeError, ValueError) as exc:
@@ -121,7 +124,7 @@ class DABench(Benchmark):
                     ) from exc
                 labels[str(rec.get("id"))] = answers
         seen: set[str] = set()
-        for lineno, rec in jsonl_records(questions):
+        for lineno, rec in self.records(questions):
             where = f"{questions}:{lineno}"
             try:
                 qid, question, file_name = str(rec["id"]), str(rec["question"]), str(rec["file_name"])

@@ -35,7 +35,6 @@ from datadojo.bench.base import (
     BenchmarkDefaults,
     BenchmarkError,
     ItemScore,
-    jsonl_records,
     missing_prediction,
 )
 from datadojo.bench.base import ScoringRule as _Rule
@@ -114,6 +113,10 @@ class DataBench(Benchmark):
         "DataBench (SemEval-2025 task 8): questions over real tables; boolean/category/number/list answers"
     )
     metric = "accuracy"
+    layout = (
+        "a DataBench folder holding questions.jsonl and <dataset>/all.parquet (and sample.parquet), "
+        "or its questions.jsonl"
+    )
     rules = (
         _Rule(
             "official",
@@ -143,7 +146,7 @@ class DataBench(Benchmark):
         src = self._file_or_folder(path, "questions.jsonl")
         root = src.parent
         per_dataset: dict[str, int] = {}
-        for lineno, rec in jsonl_records(src):
+        for lineno, rec in self.records(src):
             where = f"{src}:{lineno}"
             try:
                 dataset, question, semantic = str(rec["dataset"]), str(rec["question"]), str(rec["type"])

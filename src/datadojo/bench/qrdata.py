@@ -68,6 +68,7 @@ def qrdata_correct(prediction: str, gold: str, question_type: str) -> bool:
 class QRData(Benchmark):
     name = "qrdata"
     description = "QRData: statistical and causal reasoning questions over CSV files"
+    layout = "QRData's benchmark/ folder holding QRData.json and data/*.csv, or its QRData.json"
     metric = "accuracy"
     rules = (
         _Rule(
@@ -99,10 +100,10 @@ class QRData(Benchmark):
         data_dir = src.parent / "data"
         try:
             records = json.loads(src.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BenchmarkError(f"{src}: cannot read JSON ({exc})") from exc
+        except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError and UnicodeDecodeError
+            raise self.layout_error(f"{src}: cannot read JSON ({exc})") from exc
         if not isinstance(records, list):
-            raise BenchmarkError(f"{src}: expected a JSON list of records")
+            raise self.layout_error(f"{src}: expected a JSON list of records")
         for i, rec in enumerate(records):
             where = f"{src} record {i}"
             if not isinstance(rec, dict):

@@ -26,6 +26,7 @@ from datadojo.bench.scidata import SciData
 from datadojo.bench.shopsql import ShopSQL
 from datadojo.bench.spider import BIRD, Spider
 from datadojo.bench.tablebench import TableBench
+from datadojo.bench.tasks import OwnTasks
 from datadojo.errors import UnknownNameError
 from datadojo.registry import Registry
 
@@ -64,7 +65,8 @@ def get_benchmark(name: str) -> Benchmark:
 
 def _register_builtins() -> None:
     # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL):
+    # OwnTasks (``tasks``) is a user's own task file, scored with the tolerant matcher
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks):
         register_benchmark(cls.name, cls)
 
 

@@ -165,6 +165,10 @@ class SciData(JudgedBenchmark):
     name = "scidata"
     description = "SciDataSailor-Bench: Meta (repository summaries) and QA over scientific dataset folders"
     metric = "judge"
+    layout = (
+        "a synth sailor run folder holding qa.jsonl and/or meta.jsonl, or one such task file "
+        "(JSONL of tasks, each naming one dataset folder)"
+    )
     defaults = BenchmarkDefaults(
         max_turns=PAPER_MAX_TURNS[0], language="python", dialect="sailor", temperature=0.6, top_p=0.95
     )
@@ -195,6 +199,7 @@ class SciData(JudgedBenchmark):
         policy = _qa_policy(qa_scoring, qa_rel_tol, qa_abs_tol)
         seen: dict[str, int] = {}
         for file in task_files(path):
+            self._text_file(file)
             try:
                 for i, task in enumerate(read_tasks(file), start=1):
                     task = self._check(task, f"{file} record {i} (id {task.id!r})", require_files)
@@ -205,7 +210,8 @@ class SciData(JudgedBenchmark):
                     new_id = unique_id(seen, task.id, f"{file} record {i}")
                     yield task if new_id == task.id else task.model_copy(update={"id": new_id})
             except JsonlError as exc:
-                raise BenchmarkError(str(exc) + _not_tasks_hint(file)) from exc
+                hint = _not_tasks_hint(file)
+                raise (BenchmarkError(str(exc) + hint) if hint else self.layout_error(str(exc))) from exc
 
     def _check(self, task: Task, where: str, require_files: bool) -> Task:
         if task.answer_kind not in _TRACK_OF_RUBRIC:

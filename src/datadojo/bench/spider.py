@@ -286,7 +286,7 @@ class _SqlBenchmark(Benchmark):
         """``<split>.json`` (``path`` is it or its folder), after refusing unknown loader ``options``."""
         self._no_options(options)
         p = Path(path)
-        return self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json")
+        return self._text_file(self._require(p if p.is_file() else p / f"{split}.json", f"{split}.json"))
 
     def _database(self, folder: Path, db_id: str, where: str, require_files: bool) -> Path:
         """``folder/<db_id>/<db_id>.sqlite``; a missing one is an error naming ``where`` if files are required."""
@@ -319,19 +319,24 @@ class _SqlBenchmark(Benchmark):
         return out
 
 
-def _read_json_list(path: Path) -> list[dict[str, Any]]:
+def _read_json_list(bench: Benchmark, path: Path) -> list[dict[str, Any]]:
+    """The JSON list of records at ``path``; anything else is one line naming ``bench``'s layout."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BenchmarkError(f"{path}: cannot read JSON ({exc})") from exc
+    except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError and UnicodeDecodeError
+        raise bench.layout_error(f"{path}: cannot read JSON ({exc})") from exc
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise BenchmarkError(f"{path}: expected a JSON list of records")
+        raise bench.layout_error(f"{path}: expected a JSON list of records")
     return data
 
 
 class Spider(_SqlBenchmark):
     name = "spider"
     description = "Spider: cross-database text-to-SQL on SQLite, execution accuracy"
+    layout = (
+        "a Spider folder holding dev.json (or train_spider.json), tables.json and "
+        "database/<db_id>/<db_id>.sqlite, or its dev.json"
+    )
     rules = (SPIDER_TEST_SUITE, SPIDER_SET)
     # the official release (Google Drive): one zip holding dev.json, tables.json and database/
     source = BenchSource(
@@ -358,7 +363,7 @@ class Spider(_SqlBenchmark):
         src = self._records_file(path, split, options)
         root = src.parent
         stem = src.stem
-        for i, rec in enumerate(_read_json_list(src)):
+        for i, rec in enumerate(_read_json_list(self, src)):
             where = f"{src} record {i}"
             try:
                 db_id, question, query = str(rec["db_id"]), str(rec["question"]), str(rec["query"])
@@ -371,6 +376,7 @@ class Spider(_SqlBenchmark):
 class BIRD(_SqlBenchmark):
     name = "bird"
     description = "BIRD: text-to-SQL with external knowledge over large SQLite databases, execution accuracy"
+    layout = "a BIRD folder holding dev.json and dev_databases/<db_id>/<db_id>.sqlite, or its dev.json"
     rules = (BIRD_SET,)
     # the dev split: dev.zip holds dev.json and dev_databases.zip, itself unpacked into dev_databases/
     source = BenchSource(
@@ -390,7 +396,7 @@ class BIRD(_SqlBenchmark):
         root = src.parent
         db_root = root / f"{src.stem}_databases"
         seen: set[str] = set()
-        for i, rec in enumerate(_read_json_list(src)):
+        for i, rec in enumerate(_read_json_list(self, src)):
             where = f"{src} record {i}"
             try:
                 db_id, question, sql = str(rec["db_id"]), str(rec["question"]), str(rec["SQL"])

@@ -58,7 +58,6 @@ from datadojo.bench.base import (
     BenchmarkError,
     ItemScore,
     ScoringRule,
-    jsonl_records,
     missing_prediction,
     unique_id,
 )
@@ -295,6 +294,7 @@ def _safe_name(task_id: str) -> str:
 class TableBench(Benchmark):
     name = "tablebench"
     description = "TableBench: fact checking, numerical reasoning and data analysis over one table"
+    layout = "a folder holding TableBench.jsonl (one question and its table per line), or that file"
     metric = "EM / EM_with_error_10 / ROUGE-L by subtype"
     rules = (OFFICIAL, README)
     # The official rule reads only the text after "Final Answer: ", as TableBench's own prompt asks.
@@ -328,7 +328,7 @@ class TableBench(Benchmark):
         src = self._file_or_folder(path, "TableBench.jsonl")
         out_dir = Path(tables_dir) if tables_dir is not None else None
         seen: dict[str, int] = {}
-        for lineno, rec in jsonl_records(src):
+        for lineno, rec in self.records(src):
             where = f"{src}:{lineno}"
             try:
                 raw_id, qtype, qsub = str(rec["id"]), str(rec["qtype"]), str(rec["qsubtype"])

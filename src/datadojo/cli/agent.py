@@ -18,9 +18,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
+from datadojo.agent.runner import STOP_AFTER_LLM_ERRORS, RolloutStopped
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
-from datadojo.cli._ui import exit_if_server_down, progress_bar
+from datadojo.cli._ui import error_exit, exit_if_server_down, interrupted, progress_bar
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
@@ -214,6 +215,12 @@ def rollout(
     limit: int | None = typer.Option(None, "--limit", help="Only the first N tasks."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    stop_after: int = typer.Option(
+        STOP_AFTER_LLM_ERRORS,
+        "--stop-after-llm-errors",
+        min=0,
+        help="Stop (exit 3) after this many episodes in a row failed on the model server; 0: never.",
+    ),
 ) -> None:
     """Run the agent on every task of a JSONL file, n samples each, concurrently; resumable.
 
@@ -230,12 +237,8 @@ def rollout(
     out.mkdir(parents=True, exist_ok=True)
     traj_path = out / "trajectories.jsonl"
     remote = cli_executor(executor, ray_address, concurrency)
-    summary = _run_rollouts(tasks, spec, traj_path, cfg, sandbox_config, n, concurrency, seed, remote)
+    summary = _run_rollouts(tasks, spec, out, cfg, sandbox_config, n, concurrency, seed, remote, stop_after)
     console = Console(stderr=True)
-    record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / "summary.json")
     console.print(_summary_table(summary))
     banner = reduced_isolation_banner(dict(summary.isolation))
     if banner:
@@ -249,18 +252,28 @@ def rollout(
 def _run_rollouts(
     tasks: list[Task],
     spec: str,
-    traj_path: Path,
+    out: Path,
     cfg: AgentConfig,
     sandbox_config: SandboxConfig,
     n: int,
     concurrency: int,
     seed: int | None,
     remote: Any,
+    stop_after: int,
 ) -> RolloutSummary:
     """:func:`~datadojo.agent.run_rollouts` here (one sandbox pool, one backend) or on ``remote``, with a
-    progress bar; Ctrl-C and file errors end the command with one line."""
+    progress bar; writes OUT/summary.json (after Ctrl-C and a stopped run too: what finished); Ctrl-C and
+    file errors end the command with one line."""
     console = Console(stderr=True)
     total = len(tasks) * n
+    traj_path = out / "trajectories.jsonl"
+    summary = RolloutSummary(path=str(traj_path))  # filled in place: still there after Ctrl-C
+
+    def write_summary() -> None:
+        record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+        tmp = out / ".summary.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / "summary.json")
 
     async def main() -> RolloutSummary:
         from datadojo.llm import load_backend
@@ -289,7 +302,7 @@ def _run_rollouts(
                 )
 
             try:
-                summary = await run_rollouts(
+                await run_rollouts(
                     tasks,
                     backend,
                     traj_path,
@@ -301,6 +314,8 @@ def _run_rollouts(
                     seed=seed,
                     on_trajectory=on_trajectory,
                     executor=remote,
+                    stop_after_llm_errors=stop_after,
+                    summary=summary,
                 )
                 progress.update(bar, completed=summary.finished + summary.skipped)
                 return summary
@@ -312,10 +327,14 @@ def _run_rollouts(
                     await remote.aclose()
 
     try:
-        return asyncio.run(main())
+        asyncio.run(main())
     except KeyboardInterrupt:
-        console.print("[red]interrupted[/red]: trajectories written so far are kept; rerun to resume.")
-        raise typer.Exit(130) from None
+        summary.interrupted = True
+        write_summary()
+        raise interrupted(f"{summary.finished} trajectories finished and are kept in {traj_path}") from None
+    except RolloutStopped as exc:  # the server went away mid-run: one line, exit 3, the summary so far
+        write_summary()
+        raise error_exit(exc) from None
     except ExecutorError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
@@ -324,6 +343,8 @@ def _run_rollouts(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
+    write_summary()
+    return summary
 
 
 def register(app: typer.Typer) -> None:

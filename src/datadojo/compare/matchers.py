@@ -60,7 +60,7 @@ from datadojo.config import Settings
 from datadojo.protocol.boxed import unwrap_boxed
 from datadojo.types import Task
 
-__all__ = ["MATCH_KINDS", "MatchConfig", "MatchResult", "match_answer", "match_task"]
+__all__ = ["MATCH_KINDS", "MatchConfig", "MatchResult", "canonical_kind", "match_answer", "match_task"]
 
 MATCH_KINDS: tuple[str, ...] = ("number", "text", "bool", "list", "ordered_list", "record", "table")
 _KIND_ALIASES = {
@@ -462,6 +462,16 @@ def _match_any(pred: Any, gold: Any, kind: str | None, cfg: MatchConfig) -> Matc
             raise ValueError(f"a record answer must be a dict, got {type(gold).__name__}")
         return _match_record(pred, gold, cfg)
     return _match_table(pred, gold, cfg)
+
+
+def canonical_kind(kind: str) -> str | None:
+    """The rule (one of :data:`MATCH_KINDS`) an ``answer_kind`` or its alias names, ``None`` for another.
+
+    Why public: a caller that validates a task file (``datadojo score tasks``) must refuse a kind the
+    matcher would silently replace by an inferred one.
+    """
+    k = _KIND_ALIASES.get(kind, kind)
+    return k if k in MATCH_KINDS else None
 
 
 def match_answer(

@@ -16,6 +16,7 @@ consistently (:func:`datadojo.corpus.sniff.detect_delimiter`), TAB preferred on 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 import itertools
@@ -150,8 +151,14 @@ def read_csv(path: Path, sniffed: Sniffed, opts: ReadOptions) -> LoadedFile:
 
 
 def _text_lines(fh: io.BufferedReader, encoding: str) -> Iterator[str]:
+    """The decoded lines of ``fh``; the wrapper is detached (not closed) when the reader stops, so
+    ``fh``'s own ``with`` closes the file and no "unclosed file" ResourceWarning is left behind."""
     text = io.TextIOWrapper(fh, encoding=encoding, errors="strict", newline="")
-    yield from text
+    try:
+        yield from text
+    finally:
+        with contextlib.suppress(ValueError):  # the file was closed under it: nothing left to release
+            text.detach()
 
 
 def _read_with(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) -> LoadedFile:
@@ -167,13 +174,16 @@ def _read_with(path: Path, sniffed: Sniffed, opts: ReadOptions, encoding: str) -
         delimiter = (
             opts.delimiter or detect_delimiter(sample, prefer="\t" if suffix in (".tsv", ".tab") else None)[0]
         )
-        reader = csv.reader(_text_lines(fh, encoding), delimiter=delimiter)
+        lines = _text_lines(fh, encoding)
+        reader = csv.reader(lines, delimiter=delimiter)
         try:
             table = _parse(path, reader, opts)
         except UnicodeDecodeError:
             raise _locate_decode_error(path, encoding) from None
         except csv.Error as exc:
             raise LoadError(path, "corrupt", f"CSV syntax error: {exc}", f"line {reader.line_num}") from exc
+        finally:
+            lines.close()  # while fh is open: detaches the text wrapper (see _text_lines)
     table.name = path.stem
     return LoadedFile(
         path=path,
