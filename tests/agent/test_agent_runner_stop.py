@@ -118,7 +118,7 @@ def test_cli_rollout_against_a_server_killed_mid_run_exits_3_in_one_line(tmp_pat
     out = tmp_path / "run"
     srv = _dies_at(4).start()  # request 1 is the first episode's (the reachability check is GET /models)
     model = f"openai:fake@{srv.base_url}?max_retries=1&backoff_base=0.001"
-    res = CliRunner().invoke(app, ["rollout", str(tasks), "--model", model, "--out", str(out), "-c", "1",
+    res = CliRunner().invoke(app, ["rollout", str(tasks), "--model", model, "--out", str(out), "-j", "1",
                                    "--max-turns", "1"], env={"COLUMNS": "200"})  # fmt: skip
     srv.stop()
     assert res.exit_code == ExitCode.MODEL_SERVER, res.output
@@ -161,7 +161,7 @@ def test_cli_rollout_interrupted_writes_a_summary_of_what_finished(tmp_path: Pat
     with ScriptedLLMServer(reply, strict=False) as srv:
         child["p"] = subprocess.Popen(
             [sys.executable, "-m", "datadojo", "rollout", str(tasks), "--model", f"openai:fake@{srv.base_url}",
-             "--out", str(out), "-c", "1", "--max-turns", "1"],
+             "--out", str(out), "-j", "1", "--max-turns", "1"],
             env={**os.environ, "PYTHONPATH": str(src), "COLUMNS": "200"},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

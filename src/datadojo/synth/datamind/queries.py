@@ -326,41 +326,51 @@ async def synthesize_queries(
         # Requests run concurrently but replies are committed in job order, so which of two duplicate
         # questions is kept does not depend on server timing.
         pending = [asyncio.ensure_future(ask(f, c)) for f, c in todo]
-        for fut in pending:
-            f, c, batch, error = await fut
-            key = f"{f.sha256}:{c.name}"
-            if batch is None and error is None:
-                continue  # the request failed (server error): not marked, a rerun tries again
-            if batch is None:
-                rejects.add(
-                    Rejection(STAGE, key, "invalid_reply", error or "", {"file": f.path, "category": c.name})
-                )
-            else:
-                if not batch.queries:
+        try:
+            for fut in pending:
+                f, c, batch, error = await fut
+                key = f"{f.sha256}:{c.name}"
+                if batch is None and error is None:
+                    continue  # the request failed (server error): not marked, a rerun tries again
+                if batch is None:
                     rejects.add(
                         Rejection(
-                            STAGE, key, "empty_reply", "the reply held no question",
-                            {"file": f.path, "category": c.name},
+                            STAGE, key, "invalid_reply", error or "", {"file": f.path, "category": c.name}
                         )
-                    )  # fmt: skip
-                checker = checkers[f.sha256]
-                for q in batch.queries:
-                    task = make_task(f, c, q.question, q.columns)
-                    if task.id in prior_ids:
-                        continue  # already kept by an interrupted earlier run of this request
-                    verdict = checker.check(q.question, q.columns)
-                    if verdict is not None:
+                    )
+                else:
+                    if not batch.queries:
                         rejects.add(
                             Rejection(
-                                STAGE, task.id, verdict[0], verdict[1],
-                                {"file": f.path, "category": c.name, "question": q.question},
+                                STAGE, key, "empty_reply", "the reply held no question",
+                                {"file": f.path, "category": c.name},
                             )
                         )  # fmt: skip
-                        continue
-                    checker.keep(q.question)
-                    sink.write(task)
-            progress.commit(f"{STAGE}:{key}", stage=STAGE)
-            done += 1
-            if on_progress:
-                on_progress(done, len(jobs))
+                    checker = checkers[f.sha256]
+                    for q in batch.queries:
+                        task = make_task(f, c, q.question, q.columns)
+                        if task.id in prior_ids:
+                            continue  # already kept by an interrupted earlier run of this request
+                        verdict = checker.check(q.question, q.columns)
+                        if verdict is not None:
+                            rejects.add(
+                                Rejection(
+                                    STAGE, task.id, verdict[0], verdict[1],
+                                    {"file": f.path, "category": c.name, "question": q.question},
+                                )
+                            )  # fmt: skip
+                            continue
+                        checker.keep(q.question)
+                        sink.write(task)
+                progress.commit(f"{STAGE}:{key}", stage=STAGE)
+                done += 1
+                if on_progress:
+                    on_progress(done, len(jobs))
+        except BaseException:
+            # the server is gone (ServerUnreachableError) or the run was cancelled: stop the other requests
+            # and collect them, so none is left running with an exception nobody retrieves
+            for fut in pending:
+                fut.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise
     return usage
