@@ -30,7 +30,7 @@ def _sync() -> None:
 
 
 def build_model(spec: dict[str, Any]) -> Any:
-    """A randomly initialised Qwen2 (the architecture of Qwen2.5) from a config: no download."""
+    """A randomly initialized Qwen2 (the architecture of Qwen2.5) from a config: no download."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = Qwen2Config(**spec["model"], max_position_embeddings=32768)
@@ -222,7 +222,7 @@ def _old_logprobs(model: Any, td: Any, micro: int) -> torch.Tensor:
 def train_steps(
     model: Any, td: Any, loss_fn: Any, spec: dict[str, Any], steps: int, gamma: float, mixed: bool
 ):
-    """``steps`` optimiser updates on ``td`` (one mini-batch) through verl's micro-batching; returns figures."""
+    """``steps`` optimizer updates on ``td`` (one mini-batch) through verl's micro-batching; returns figures."""
     from verl.utils import tensordict_utils as tu
     from verl.workers.engine.utils import prepare_micro_batches
     from verl.workers.utils.padding import left_right_2_no_padding

@@ -6,8 +6,8 @@ Usage::
     python benchmarks/train_gpu.py --size toy       # the CI size, seconds on CPU
     python benchmarks/train_gpu.py --size gpu --steps 6 --seq-words 160
 
-A randomly initialised Llama built from a config (no download) is trained by the real
-:class:`datadojo.train.rl.RLTrainer` — tokenisation with masks, old log-probs, group advantages, dynamic
+A randomly initialized Llama built from a config (no download) is trained by the real
+:class:`datadojo.train.rl.RLTrainer` — tokenization with masks, old log-probs, group advantages, dynamic
 sampling, micro-batched updates, checkpoints — with rollouts replayed from synthetic DataMind-format
 trajectories instead of generated (so the figures measure training, not generation or sandboxes). Each
 task's G rollouts alternate right / wrong answers, so every group is kept by dynamic sampling; each task
@@ -27,7 +27,7 @@ rollouts per prompt plus expert rows goes through verl's own ``left_right_2_no_p
 ``prepare_micro_batches`` and is trained twice on the same tensors — with verl's plain DAPO loss
 (``ppo_loss``, vanilla, clip 0.2 / 0.28, token-mean) and with DataDojo's γ-mixed loss
 (``datadojo_mixed_loss`` + the worker's annotations) — printing training tokens/s and peak memory of each and
-their ratios. Sizes: ``toy`` (CPU, seconds) and ``gpu`` (Qwen2.5-0.5B's architecture, randomly initialised
+their ratios. Sizes: ``toy`` (CPU, seconds) and ``gpu`` (Qwen2.5-0.5B's architecture, randomly initialized
 from its config — no download — bf16, 40 rows of up to 2.5k tokens; ≤ 10 minutes on one H100/H200).
 ``--dry-run`` prints the plan without touching torch models. **The gpu size has not been run on a GPU in this
 repository** (no device was lent to the task that wrote it); the toy size runs in the engine job.

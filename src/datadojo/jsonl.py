@@ -235,7 +235,7 @@ class JsonlAppender:
         """
         line = _dumps(record)
         if "\n" in line:  # json.dumps never emits raw newlines; guard against custom encoders
-            raise ValueError("a JSONL record must serialise to a single line")
+            raise ValueError("a JSONL record must serialize to a single line")
         try:
             self._fh.write(line + "\n")
             self._fh.flush()

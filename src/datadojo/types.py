@@ -3,7 +3,7 @@
 Why one module: synthesis writes tasks, the agent runtime turns tasks into trajectories, scoring adds
 rewards, training reads trajectories back. If each stage had its own notion of "a turn", the
 conversions between them would be where bugs live. Everything here is a pydantic model, so it is typed,
-validated on load (a bad record names the field that is wrong) and serialises to plain JSON.
+validated on load (a bad record names the field that is wrong) and serializes to plain JSON.
 
 The JSONL helpers for reading and appending these records live in :mod:`datadojo.jsonl`; conversion to
 and from OpenAI chat messages lives in :mod:`datadojo.protocol.messages`.
@@ -210,7 +210,7 @@ class TokenUsage(_Model):
 class Turn(_Model):
     """One agent step: the raw completion, its parsed thought and action, and the environment's reply.
 
-    ``raw`` is the assistant text exactly as generated (training tokenises it, so it must be kept
+    ``raw`` is the assistant text exactly as generated (training tokenizes it, so it must be kept
     verbatim). ``void`` marks a turn that produced neither valid code nor an answer (DataMind §4, "void
     turn"); a trajectory with any void turn is masked out of training.
     """
@@ -245,7 +245,7 @@ def _versions() -> dict[str, str]:
 
 
 def config_hash(config: Any) -> str:
-    """A short stable hash of a JSON-serialisable configuration (sorted keys), for provenance."""
+    """A short stable hash of a JSON-serializable configuration (sorted keys), for provenance."""
     blob = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

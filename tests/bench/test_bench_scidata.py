@@ -25,7 +25,7 @@ def _record(i: int, track: str, folder: str = "repo", level: str = "L1", **over:
         "source": "scidata",
         "category": track,
         "difficulty": level,
-        "extra": {"track": track, "seed_id": f"s{i}", "intent": "summarise"},
+        "extra": {"track": track, "seed_id": f"s{i}", "intent": "summarize"},
     }
     rec.update(over)
     return rec

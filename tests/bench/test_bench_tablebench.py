@@ -66,7 +66,7 @@ def test_perturbed_answers_lose_credit(tasks: list[Task]) -> None:
         ("0.6975", "69.75%", 1.0),  # official normalize_number: 69.75% = 0.6975
         ("-0.03", "0.03", 0.0),  # the sign counts
         ("new york city, 1542000", "new york city, 1542000", 1.0),
-        ("New York City, 1542000", "new york city, 1542000", 1.0),  # text elements normalised
+        ("New York City, 1542000", "new york city, 1542000", 1.0),  # text elements normalized
         ("new york city, 1541999", "new york city, 1542000", 0.5),  # per-element credit
         ("new york city", "new york city, 1542000", 0.5),
         ("1542000, new york city", "new york city, 1542000", 0.0),  # positional

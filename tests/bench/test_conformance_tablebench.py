@@ -86,7 +86,7 @@ def test_official_em_with_error_10(pred: str, ref: str, credit: float) -> None:
     assert s.metric == "EM_with_error_10" and s.score == pytest.approx(credit)
 
 
-def test_official_rouge_l_on_normalised_text() -> None:
+def test_official_rouge_l_on_normalized_text() -> None:
     bench = get_benchmark("tablebench")
     t = _task("The sales rise steadily.", "DataAnalysis", "TrendAnalysis")
     # 'sales rise' vs 'sales rise steadily': P = 1, R = 2/3, F1 = 0.8

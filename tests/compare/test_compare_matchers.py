@@ -55,7 +55,7 @@ def test_matches(pred: object, gold: object) -> None:
         ("43.9", 45.3, "3%"),
         ("45", 0.45, "3%"),  # a bare number is not read as a percentage
         ("45.3 or 50", 45.3, "3%"),  # the last number decides, not any number
-        ("Lyon", "Paris", "normalisation"),
+        ("Lyon", "Paris", "normalization"),
         ("maybe", True, "neither yes nor no"),
         ("[1, 2]", [1, 2, 3], "2 item(s) predicted"),
         ("[1, 2, 4]", [1, 2, 3], "not found"),

@@ -68,8 +68,8 @@ def test_mismatches(reference: str, prediction: str, why: str) -> None:
 
 
 def test_free_text_references_are_not_decisive() -> None:
-    ref = "The files are organised by station and year, with one CSV per station-year"
-    r = match_scientific("organised by station", ref)
+    ref = "The files are organized by station and year, with one CSV per station-year"
+    r = match_scientific("organized by station", ref)
     assert (r.correct, r.decisive, r.kind) == (False, False, "text")
     # a number in a reference that also holds a sentence: the number is checked, the sentence is not
     r = match_scientific(

@@ -1,4 +1,4 @@
-"""Normalisation, ROUGE-L and number parsing shared by the scorers."""
+"""Normalization, ROUGE-L and number parsing shared by the scorers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from datadojo.compare.text import (
 )
 
 
-def test_normalize_text_is_squad_normalisation() -> None:
+def test_normalize_text_is_squad_normalization() -> None:
     assert normalize_text("The  Cat, sat.") == "cat sat"
     assert normalize_text("An apple a day") == "apple day"
     assert normalize_text("51.44%") == "5144"  # punctuation (and the decimal point) goes

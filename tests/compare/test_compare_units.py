@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datadojo.compare.units import DIMENSIONLESS, normalise_unit_text, parse_unit, read_unit
+from datadojo.compare.units import DIMENSIONLESS, normalize_unit_text, parse_unit, read_unit
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_temperature_inside_a_compound_is_a_difference() -> None:
 
 
 def test_read_unit_stops_at_words_and_reads_juxtaposed_exponents() -> None:
-    text = normalise_unit_text("5 m long")
+    text = normalize_unit_text("5 m long")
     unit, end = read_unit(text, 1)
     assert unit is not None and unit.text == "m" and text[end:] == " long"
     text = "240 W m-2 at noon"
@@ -88,7 +88,7 @@ def test_read_unit_stops_at_words_and_reads_juxtaposed_exponents() -> None:
 def test_parse_unit_never_crashes(text: str) -> None:
     unit = parse_unit(text)
     assert unit is None or (math.isfinite(unit.factor) and unit.factor != 0)
-    read_unit(normalise_unit_text(text))
+    read_unit(normalize_unit_text(text))
 
 
 # Units and families of equivalent units for the round-trip property.

@@ -19,7 +19,7 @@ def H(source: str, *names: str) -> HeaderSet:
     return HeaderSet.from_names(source, names)
 
 
-def test_normalisation() -> None:
+def test_normalization() -> None:
     assert normalize_column(" Unit Price ($)") == "unit_price"
     assert normalize_column("unit-price") == "unit_price"
     assert (

@@ -120,7 +120,7 @@ def test_very_wide_table_names_the_hidden_columns(tmp_path: Path) -> None:
     assert len(text) <= 4000 and "more columns" in text and "t0" in text
 
 
-def test_very_many_tables_listed_then_summarised(tmp_path: Path) -> None:
+def test_very_many_tables_listed_then_summarized(tmp_path: Path) -> None:
     p = _wide_or_many(tmp_path, 120, 3)
     text = profile_text(p, budget_chars=2000)
     assert len(text) <= 2000

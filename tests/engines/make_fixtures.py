@@ -14,7 +14,7 @@ writes under ``--out``:
 * ``exports/llamafactory/`` — one dataset directory holding ``spider``, ``spider_human``, ``warmup`` and
   ``warmup_human`` (observation turns as ``observation`` or as ``human``) and their ``dataset_info.json``;
 * ``exports/trl/{spider,warmup}.jsonl``; ``exports/verl_{spider,warmup}/`` (parquet + ``tool_config.yaml``);
-* ``model/`` — a randomly initialised 2-layer Qwen2 with DataDojo's byte-level BPE tokenizer and Qwen2.5's
+* ``model/`` — a randomly initialized 2-layer Qwen2 with DataDojo's byte-level BPE tokenizer and Qwen2.5's
   chat template; ``qwen25_generation.jinja`` — the same template with ``{% generation %}`` marks (TRL's
   ``assistant_only_loss`` needs them);
 * ``manifest.json`` — counts and the expected EnvLunch rewards, read by the tests.

@@ -2,7 +2,7 @@
 
 For every export kind — oracle Spider and EnvLunch warm-up trajectories, observations exported as
 ``observation`` or as ``human`` turns — LLaMA-Factory reads ``dataset_info.json`` and the ShareGPT file with
-its own converter and tokenises it with its ``qwen`` template (``get_dataset``); the labels must be exactly
+its own converter and tokenizes it with its ``qwen`` template (``get_dataset``); the labels must be exactly
 the ``gpt`` turns (each with the template's end of turn), every ``human``/``observation`` turn and the
 system prompt masked. Then ``run_exp`` (what ``llamafactory-cli train`` runs) trains 2 steps of full SFT on
 the tiny Qwen2.

@@ -8,7 +8,7 @@ Two real ``GRPOTrainer`` steps on the tiny Qwen2 of the fixtures, with DataDojo'
   rollout's ids and masks; the EnvLunch agreement reward reaching TRL equals ``datadojo warmup score``'s;
   an infrastructure failure is unscored (NaN reward, advantage 0) and masked; the weights move;
 * the policy itself sampling in process: every sampled token's log-prob kept from generation equals the
-  log-prob TRL's own forward pass gives that token at that position (a shifted, cut or re-tokenised row
+  log-prob TRL's own forward pass gives that token at that position (a shifted, cut or re-tokenized row
   would not).
 """
 

@@ -110,7 +110,7 @@ def test_three_dependent_turns_token_by_token(tok: Any) -> None:
     assert out.prompt_ids == server.prompts[0]
     pos = 0
     for k, gen in enumerate(server.outputs):
-        # the request of turn k is exactly: prompt + everything before (no re-tokenisation)
+        # the request of turn k is exactly: prompt + everything before (no re-tokenization)
         assert server.prompts[k] == out.prompt_ids + resp[:pos]
         assert resp[pos : pos + len(gen)] == gen and mask[pos : pos + len(gen)] == [1] * len(gen)
         assert lps[pos : pos + len(gen)] == [-0.25] * len(gen)

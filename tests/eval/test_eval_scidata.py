@@ -73,7 +73,7 @@ def _survey(tmp_path: Path) -> tuple[Path, float]:
 
 def _agent(req: dict) -> str:
     """QA: load the table (cell 1), use the frame from cell 1 (cell 2, persistent state) and print a long
-    output; answer with the value it read. Meta: list the folder, then summarise what it listed."""
+    output; answer with the value it read. Meta: list the folder, then summarize what it listed."""
     question = req["messages"][1]["content"]
     steps = sum(1 for m in req["messages"] if m["role"] == "assistant")
     if question.startswith("What is the mean"):
@@ -98,14 +98,14 @@ def _agent(req: dict) -> str:
     listed = " ".join(
         ln.strip() for ln in _last_observation(req).splitlines() if ln.strip().startswith("survey/")
     )
-    return f"<think>summarise</think><answer>The repository holds: {listed}</answer>"
+    return f"<think>summarize</think><answer>The repository holds: {listed}</answer>"
 
 
 def test_cli_eval_scidata_end_to_end(tmp_path: Path) -> None:
     _, mean = _survey(tmp_path)
     tasks = _write_tasks(tmp_path / "tasks.jsonl", [
         _task("qa-mean", "qa", "What is the mean of `value` in data/measurements.csv?", str(mean), "survey", "L1"),
-        _task("meta-map", "meta", "Describe the organisation of this repository.",
+        _task("meta-map", "meta", "Describe the organization of this repository.",
               "survey/README.md survey/data/measurements.csv", "survey", "L0"),
     ])  # fmt: skip
     out = tmp_path / "run"

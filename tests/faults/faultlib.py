@@ -10,7 +10,7 @@ depends on timing: the kill lands between two operations whatever the machine's 
 
 After a kill the append-only JSONL outputs of the command also get a record torn mid-write (the worst
 case a kill mid-``write`` can leave), then the same command is run again to completion. The checks
-(:meth:`FaultRun.check_clean`): the command's normalised output equals the reference run's, every JSONL
+(:meth:`FaultRun.check_clean`): the command's normalized output equals the reference run's, every JSONL
 line is a complete record, no key appears twice, and no temporary file is left behind.
 """
 
@@ -116,14 +116,14 @@ def jsonl_problems(root: Path, key: Callable[[dict[str, Any]], Any] | None = Non
 class FaultRun:
     """One command under fault injection: ``argv`` (after ``datadojo``) writing into ``out``.
 
-    ``normalise(out)`` returns what must be equal between a clean run and an interrupted-then-rerun one
+    ``normalize(out)`` returns what must be equal between a clean run and an interrupted-then-rerun one
     (drop timings and other per-run fields there). ``appendable`` are the JSONL files, relative to
     ``out``, that the command appends to (they get a torn record after each kill). ``key`` reads a
     record's identity for the duplicate check.
     """
 
     argv: Callable[[Path], list[str]]
-    normalise: Callable[[Path], Any]
+    normalize: Callable[[Path], Any]
     appendable: Iterable[str] = ()
     key: Callable[[dict[str, Any]], Any] | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -152,14 +152,14 @@ class FaultRun:
         )
 
     def reference(self, out: Path) -> tuple[Any, int]:
-        """Run to completion; return its normalised output and how many operations it counted."""
+        """Run to completion; return its normalized output and how many operations it counted."""
         counter = out.parent / f".{out.name}.count"
         res = self.run(out, count_file=counter)
         assert res.returncode == 0, f"reference run failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
         n = int(counter.read_text())
         counter.unlink()
         assert n > 0
-        return self.normalise(out), n
+        return self.normalize(out), n
 
     def kill_then_resume(self, out: Path, kill_points: list[int]) -> int:
         """Kill at each point in turn (a crash, then a crash of the rerun, ...), then run to completion.
@@ -188,7 +188,7 @@ class FaultRun:
     def check_clean(self, out: Path, expected: Any) -> None:
         assert temp_leftovers(out) == [], "temporary files left behind by the killed run"
         assert jsonl_problems(out, self.key) == []
-        assert self.normalise(out) == expected
+        assert self.normalize(out) == expected
 
 
 def kill_plans(n_operations: int, *, seed_salt: str) -> list[list[int]]:

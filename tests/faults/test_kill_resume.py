@@ -44,7 +44,7 @@ def _exercise(run: FaultRun, tmp_path: Path, salt: str) -> None:
 
 # ------------------------------------------------------------------------------------ deterministic stages
 def test_warmup_build(tmp_path: Path) -> None:
-    def normalise(out: Path) -> Any:
+    def normalize(out: Path) -> Any:
         return (out / "tasks.jsonl").read_text(), tree_digest(out / "tasks.copies")
 
     run = FaultRun(
@@ -62,14 +62,14 @@ def test_warmup_build(tmp_path: Path) -> None:
             "--out",
             str(out / "tasks.jsonl"),
         ],
-        normalise=normalise,
+        normalize=normalize,
         key=lambda r: r.get("id"),
     )
     _exercise(run, tmp_path, "warmup-build")
 
 
 def test_corpus_scan(tmp_path: Path) -> None:
-    def normalise(out: Path) -> Any:
+    def normalize(out: Path) -> Any:
         recs = _records(out / "corpus.jsonl")
         return sorted(
             json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs
@@ -77,7 +77,7 @@ def test_corpus_scan(tmp_path: Path) -> None:
 
     run = FaultRun(
         argv=lambda out: ["corpus", "scan", str(DATA), "--out", str(out / "corpus.jsonl"), "--no-progress"],
-        normalise=normalise,
+        normalize=normalize,
         appendable=["corpus.jsonl"],
         key=lambda r: r.get("path"),
     )
@@ -93,7 +93,7 @@ def test_export(tmp_path: Path, target: str) -> None:
         dest = out / "trl.jsonl" if target == "trl" else out / "lf"
         return ["export", target, "--data", str(data), "--out", str(dest)]
 
-    run = FaultRun(argv=argv, normalise=tree_digest)
+    run = FaultRun(argv=argv, normalize=tree_digest)
     _exercise(run, tmp_path, f"export-{target}")
 
 
@@ -134,7 +134,7 @@ def test_rollout(tmp_path: Path) -> None:
                 "--out",
                 str(out),
             ],
-            normalise=lambda out: _trajectory_view(out / "trajectories.jsonl"),
+            normalize=lambda out: _trajectory_view(out / "trajectories.jsonl"),
             appendable=["trajectories.jsonl"],
             key=lambda r: (r.get("task_id"), r.get("sample")),
         )
@@ -149,7 +149,7 @@ def test_eval(tmp_path: Path, shared_data: Callable[..., Path]) -> None:
             return "<think>look</think><code>print(1 + 1)</code>"
         return "<think>ok</think><answer>@answer_name[2]</answer>"
 
-    def normalise(out: Path) -> Any:
+    def normalize(out: Path) -> Any:
         scores = sorted(
             (r["id"], r["trial"], r["score"], r["correct"]) for r in _records(out / "scores.jsonl")
         )
@@ -176,7 +176,7 @@ def test_eval(tmp_path: Path, shared_data: Callable[..., Path]) -> None:
                 "--out",
                 str(out),
             ],
-            normalise=normalise,
+            normalize=normalize,
             appendable=["trajectories.jsonl"],
             key=lambda r: (r.get("task_id", r.get("id")), r.get("sample", r.get("trial"))),
         )
@@ -189,7 +189,7 @@ def test_train_sft(tmp_path: Path, toy_ckpt: Path) -> None:
     data = tmp_path / "traj.jsonl"
     append_jsonl(data, [synthetic_trajectory(f"s{i}") for i in range(6)])
 
-    def normalise(out: Path) -> Any:
+    def normalize(out: Path) -> Any:
         # the loss curve (one record per step, in order) and the final weights; timings are per run
         curve = [(r["step"], r["sft_loss"], r["lr"]) for r in _records(out / "metrics.jsonl")]
         weights = file_digest(out / "final" / "model.safetensors")
@@ -200,7 +200,7 @@ def test_train_sft(tmp_path: Path, toy_ckpt: Path) -> None:
             *("train", "sft", "--model", f"hf:{toy_ckpt}", "--data", str(data), "--out", str(out)),
             *("--max-steps", "4", "--batch-size", "2", "--save-every", "1", "--lr", "1e-3", "--seed", "0"),
         ],
-        normalise=normalise,
+        normalize=normalize,
         appendable=["metrics.jsonl"],
         key=lambda r: r.get("step"),
         env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},

@@ -48,7 +48,7 @@ def test_sampling_rejects_bad_values(kwargs: dict, fragment: str) -> None:
         SamplingParams(**kwargs)
 
 
-def test_stop_normalised_to_distinct_tuple() -> None:
+def test_stop_normalized_to_distinct_tuple() -> None:
     assert normalize_stop("</code>") == ("</code>",)
     assert normalize_stop(["</code>", "</answer>", "</code>"]) == ("</code>", "</answer>")
     assert SamplingParams(stop=["a", "b"]).stop == ("a", "b")

@@ -2,7 +2,7 @@
 
 Two models: the suite's random toy checkpoint (sampling, seeds, batching), and a "scripted" one whose weights
 are set so that greedy decoding walks a fixed chain of words — with every attention and MLP output
-zeroed, the last hidden state is the current token's (normalised) embedding, and the output row of
+zeroed, the last hidden state is the current token's (normalized) embedding, and the output row of
 token ``succ(t)`` is that embedding, so the argmax after ``t`` is ``succ(t)``. That makes stop strings,
 EOS and length limits checkable against exact expected text.
 """

@@ -182,8 +182,8 @@ async def _raw_post(port: int, body: bytes) -> tuple[float, bytes]:
 
 
 async def test_sixty_four_concurrent_requests_each_take_the_fixed_latency() -> None:
-    """The benchmark's shape: 64 requests at once, each reply held for ``latency_s``, none serialised."""
-    # Not timed against a bound: all 64 held at once (max_in_flight) is what proves nothing is serialised.
+    """The benchmark's shape: 64 requests at once, each reply held for ``latency_s``, none serialized."""
+    # Not timed against a bound: all 64 held at once (max_in_flight) is what proves nothing is serialized.
     # The latency is long enough that the 64 requests all arrive while the first are still held, even on
     # a busy machine; each reply is held at least that long (a lower bound, safe under load).
     latency = 1.0

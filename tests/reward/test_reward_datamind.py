@@ -124,7 +124,7 @@ def test_reward_tiers_on_trajectories() -> None:
     assert (right_bad.format, right_bad.answer, right_bad.total) == (0.0, 1.0, 1.0)
 
 
-def test_long_answers_are_penalised_with_the_given_tokenizer() -> None:
+def test_long_answers_are_penalized_with_the_given_tokenizer() -> None:
     task = Task(id="t1", question="Describe", answer="yes")
     words = " ".join(["yes"] + ["word"] * 639)  # 640 whitespace tokens
     reward = DataMindReward(tokenizer=lambda s: len(s.split()))

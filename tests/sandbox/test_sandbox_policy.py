@@ -87,8 +87,8 @@ BLOCKED = [
     ("httpx", "import httpx", "network", 1),
     ("read_csv_url", "import pandas as pd\ndf = pd.read_csv('https://example.com/a.csv')", "network", 2),
     ("fstring_url", "import pandas as pd\npd.read_json(f'http://host/{name}')", "network", 2),
-    ("pickle_loads", "import pickle\npickle.loads(b'x')", "deserialisation", 2),
-    ("read_pickle", "import pandas as pd\npd.read_pickle('x.pkl')", "deserialisation", 2),
+    ("pickle_loads", "import pickle\npickle.loads(b'x')", "deserialization", 2),
+    ("read_pickle", "import pandas as pd\npd.read_pickle('x.pkl')", "deserialization", 2),
     ("write_etc", "open('/etc/passwd', 'w').write('x')", "write_outside_workspace", 1),
     (
         "append_abs",
@@ -294,7 +294,7 @@ def test_path_rules_switch_and_roots() -> None:
     assert check_code("open('/tmp/x', 'w')") != []
     tmp_ok = PolicyConfig().replace(allowed_write_roots=("/dev/null", "/tmp"))
     assert check_code("open('/tmp/x', 'w')", tmp_ok) == []
-    assert check_code("open('/tmp/../etc/x', 'w')", tmp_ok) != []  # normalised before the prefix test
+    assert check_code("open('/tmp/../etc/x', 'w')", tmp_ok) != []  # normalized before the prefix test
     assert check_code("open('/tmpfoo/x', 'w')", tmp_ok) != []  # a root matches whole components only
     no_paths = PolicyConfig().replace(check_paths=False)
     assert check_code("open('/etc/x', 'w')", no_paths) == []

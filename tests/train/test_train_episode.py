@@ -33,7 +33,7 @@ REPLIES = [
 
 class ScriptedGenerator:
     """A server stand-in: records every prompt, answers the scripted replies as char-level token ids
-    (a segmentation the tokenizer itself never produces, so any re-tokenisation would show)."""
+    (a segmentation the tokenizer itself never produces, so any re-tokenization would show)."""
 
     def __init__(self, tok: Any, replies: list[str], *, tail: str = "") -> None:
         self.tok, self.replies, self.tail = tok, list(replies), tail
@@ -91,7 +91,7 @@ async def test_three_dependent_turns_are_token_exact(toy_tok, sandbox):
         if not m:
             assert ep.response_logprobs[i] == 0.0
     assert "trailing" not in toy_tok.decode(ep.response_ids[ep.turns[0][0] : ep.turns[0][1]])
-    # The char-level ids differ from the tokenizer's own encoding: a re-tokenising trainer would not match.
+    # The char-level ids differ from the tokenizer's own encoding: a re-tokenizing trainer would not match.
     first = ep.response_ids[ep.turns[0][0] : ep.turns[0][1]]
     assert first != toy_tok.encode(toy_tok.decode(first), add_special_tokens=False)
     # The environment: state and the file of turn 1 were there in turn 2.

@@ -49,7 +49,7 @@ def test_group_advantages_by_hand() -> None:
     # rewards [1, 0, 0, 0]: mean 0.25, sample std sqrt((0.5625 + 3 * 0.0625) / 3) = 0.5
     a = group_advantages(t([1, 0, 0, 0]), eps=0.0)
     assert a.tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
-    # two groups are normalised separately; equal rewards and singletons give 0
+    # two groups are normalized separately; equal rewards and singletons give 0
     a = group_advantages(t([1, 0, 2, 2, 5]), torch.tensor([0, 0, 1, 1, 2]), eps=0.0)
     s = math.sqrt(0.5)  # sample std of [1, 0]
     assert a.tolist() == pytest.approx([0.5 / s, -0.5 / s, 0.0, 0.0, 0.0])
@@ -147,7 +147,7 @@ def test_dapo_upper_clip_is_decoupled_from_the_lower_one() -> None:
     assert sym.loss.item() == pytest.approx(-(1.2 + 0.75) / 2)
 
 
-def test_dapo_group_normalisation_by_hand() -> None:
+def test_dapo_group_normalization_by_hand() -> None:
     # group 0: 3 tokens at ratio 1 with A=+1; group 1: 1 token, A=-1 → mean over groups of per-group means
     old = torch.zeros(2, 3)
     logp = torch.zeros(2, 3)

@@ -230,7 +230,7 @@ def test_micro_batch_size_does_not_change_the_rl_update(
     tmp_path: Path, toy_tok: Any, make_model: Callable[..., Any]
 ) -> None:
     # groups of 4 split over micro-batches of 1 must give the update of one micro-batch of 4: the per-group
-    # token normalisation (DataMind's 1/Σ|y_i|) is computed over the whole update, not per micro-batch
+    # token normalization (DataMind's 1/Σ|y_i|) is computed over the whole update, not per micro-batch
     experts = [synthetic_trajectory(t.id, sample=99) for t in TASKS]
     weights = []
     for micro in (1, 4):

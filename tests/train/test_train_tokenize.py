@@ -1,4 +1,4 @@
-"""Tokenisation with loss masks on a real chat template (Qwen2.5's ChatML, set on a locally built tokenizer)."""
+"""Tokenization with loss masks on a real chat template (Qwen2.5's ChatML, set on a locally built tokenizer)."""
 
 from __future__ import annotations
 

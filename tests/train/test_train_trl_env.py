@@ -1,7 +1,7 @@
 """The TRL adapter's own part (no TRL imported): DataDojo episodes as ``rollout_func`` rows, token by token.
 
 A scripted server stand-in answers with char-level token ids (a segmentation the tokenizer never produces,
-so a re-tokenised row would differ) through three dependent turns in a real sandbox; the rows must hold
+so a re-tokenized row would differ) through three dependent turns in a real sandbox; the rows must hold
 exactly the sampled ids (env_mask 1, their log-probs) and the environment's ids (env_mask 0), an
 infrastructure failure must be masked and unscored (None, not 0), and the reward must be DataDojo's.
 """
@@ -117,7 +117,7 @@ def test_rows_are_the_sampled_and_environment_tokens_exactly(toy_tok: Any, tmp_p
             pos += len(env)
     # the reply ended on </answer>: the end-of-turn token closes it, as environment (mask 0)
     assert comp[pos:] == [toy_tok.eos_token_id] and mask[pos:] == [0]
-    # the char-level ids are not the tokenizer's: a re-tokenised row would differ
+    # the char-level ids are not the tokenizer's: a re-tokenized row would differ
     sampled = [t for t, m in zip(comp, mask, strict=True) if m]
     assert sampled != toy_tok.encode(toy_tok.decode(sampled), add_special_tokens=False)
     # DataDojo's reward on the real trajectories: the right answer beats the wrong one

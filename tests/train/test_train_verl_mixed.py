@@ -62,8 +62,8 @@ def test_micro_batches_add_up_to_the_mixed_objective(size: int, with_experts: bo
     assert got.item() == pytest.approx(_reference(t, expert, gamma).item(), rel=1e-6)
 
 
-def test_micro_batch_local_normalisation_would_not_add_up() -> None:
-    """Guard for the test above: normalising each micro-batch by its own counts gives another number."""
+def test_micro_batch_local_normalization_would_not_add_up() -> None:
+    """Guard for the test above: normalizing each micro-batch by its own counts gives another number."""
     t = _batch()
     expert = torch.tensor([1, 0, 0, 1, 0, 0])
     local = torch.zeros(())

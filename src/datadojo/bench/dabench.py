@@ -10,7 +10,7 @@ constraints and its answer format (as InfiAgent's prompt gives them); ``answer``
 ``answer_kind`` ``dabench``; ``category`` the first concept, ``difficulty`` the level; ``extra`` keeps
 ``constraints``, ``format``, ``concepts`` and ``file_name``.
 
-**Scoring** (InfiAgent ``eval_closed_form.py``, summarised in ``../shared/data/README.md``): every
+**Scoring** (InfiAgent ``eval_closed_form.py``, summarized in ``../shared/data/README.md``): every
 ``@name[value]`` is extracted from the response with the regex ``@(\\w+)\\[(.*?)\\]`` (a repeated name:
 the last one counts); a sub-answer is correct when the extracted string equals the label or both parse as
 floats less than 1e-6 apart; a question is correct when all its sub-answers are. Totals are the official

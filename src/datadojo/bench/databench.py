@@ -10,7 +10,7 @@ folder or the questions file.
 stays stable when only some datasets are present; ``answer_kind`` ``databench:<type>``; ``category`` the
 answer type. ``lite=True`` gives the DataBench-lite variant (``sample.parquet`` and ``answer_lite``).
 
-**Scoring** (``databench_eval``'s ``Evaluator.default_compare``, summarised in the README), by type:
+**Scoring** (``databench_eval``'s ``Evaluator.default_compare``, summarized in the README), by type:
 two missing values (``None``, ``nan``, empty) are equal, one missing value is wrong; otherwise
 
 * ``boolean``: true/yes/y vs false/no/n, case-insensitive, brackets and quotes stripped;

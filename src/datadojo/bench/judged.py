@@ -1,7 +1,7 @@
 """Benchmarks whose official rule is an LLM judge: verdicts are gathered first (async, cached), then scored.
 
 :meth:`Benchmark.score` is synchronous and runs once per (task, trial) inside
-:func:`datadojo.eval.scoring.score_predictions`; asking a model from there would serialise every request
+:func:`datadojo.eval.scoring.score_predictions`; asking a model from there would serialize every request
 and tie the scorer to an event loop. A :class:`JudgedBenchmark` therefore splits the work in two:
 
 1. :meth:`JudgedBenchmark.gather_verdicts` asks the judge about every distinct (task, prediction) pair,

@@ -3,7 +3,7 @@
 **Tasks** (the task format ``datadojo synth sailor`` writes, see ``docs/evaluation.md``): JSONL files of
 :class:`~datadojo.types.Task` records, one per line, each naming one dataset folder
 (``files: [{"path": FOLDER, "kind": "dir"}]``, a relative path is taken from the task file's folder), a
-``question`` (QA: the question; Meta: the exploration intent to summarise), the reference ``answer`` and
+``question`` (QA: the question; Meta: the exploration intent to summarize), the reference ``answer`` and
 ``answer_kind`` ``sailor_qa`` or ``sailor_meta`` (the judge rubric). ``category`` is the track (``qa`` /
 ``meta``), ``difficulty`` the seed level ``L0``–``L3``, ``extra`` holds ``track``, ``seed_id``,
 ``intent`` and optionally ``evidence`` / ``tree_node``. ``path`` given to :meth:`SciData.load` is a task
@@ -32,7 +32,7 @@ by the loader option ``qa_scoring`` (:data:`QA_SCORING_MODES`):
     yes/no or short categorical values it could read, or a wrong name beside the right number, which is
     wrong), the judge wherever the rule is not (free text, several candidate numbers, a hedge or range, a
     reference name the answer does not state). A rule's 1.0 never overrides the judge's 0 when the rule
-    was guessing. Recommended for synthesised QA whose references are sentences.
+    was guessing. Recommended for synthesized QA whose references are sentences.
 
 ``qa_rel_tol`` / ``qa_abs_tol`` set the matcher's tolerances (default 1% / 1e-6,
 :class:`~datadojo.compare.scientific.ScientificConfig`). Each QA item records ``parts["rule"]`` (correct,

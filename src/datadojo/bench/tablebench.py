@@ -23,7 +23,7 @@ Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalys
 
   - the answer is the text after the first ``Final Answer: `` (up to the end of that line); a
     prediction without the marker is an empty answer (and counts against ``parse@1``);
-  - prediction and reference are SQuAD-normalised (:func:`~datadojo.compare.text.normalize_text`:
+  - prediction and reference are SQuAD-normalized (:func:`~datadojo.compare.text.normalize_text`:
     lower case, *every* ASCII punctuation mark removed — commas, decimal points, minus and percent
     signs included —, articles dropped) *before* any comparison;
   - EM then splits at commas (there are none left, so an answer is one element) and compares an
@@ -34,11 +34,11 @@ Numerical Reasoning and the *ImpactAnalysis* subtype: **EM**; *CorrelationAnalys
     ``69.75%``, ``5`` equals ``0.5`` (``05``), ``a, b`` equals ``a b``;
   - EM_with_error_10 accepts a number within 10 % of the reference (compared with the float 0.1),
     on the same digit strings;
-  - ROUGE-L is the F1 of the normalised texts.
+  - ROUGE-L is the F1 of the normalized texts.
 
 * ``readme`` is the rule the TableBench README describes: split at commas first (thousands separators
   are removed before), compare numbers at the precision of the reference (``51.4367`` = ``51.44``,
-  ``-0.03`` ≠ ``0.03``, percentages as fractions), normalise only text elements; a number followed by
+  ``-0.03`` ≠ ``0.03``, percentages as fractions), normalize only text elements; a number followed by
   trailing punctuation (``-0.15.``) is read as the number; an answer without ``Final Answer:`` is taken
   whole (DataDojo's agents isolate their answer in ``<answer>``).
 """
@@ -86,14 +86,14 @@ EM_DATA_ANALYSIS_SUBTYPES = frozenset({"ImpactAnalysis"})
 
 OFFICIAL = ScoringRule(
     "official",
-    "TableBench eval_tablebench_script.py: text after 'Final Answer: ' (none: empty), SQuAD-normalised "
+    "TableBench eval_tablebench_script.py: text after 'Final Answer: ' (none: empty), SQuAD-normalized "
     "before comparing; EM / EM_with_error_10 / ROUGE-L by subtype",
     "rule-tablebench-official",
 )
 README = ScoringRule(
     "readme",
     "the rule TableBench's README states: split at commas first, numbers at the reference's precision, "
-    "only text normalised; an answer without 'Final Answer:' is taken whole",
+    "only text normalized; an answer without 'Final Answer:' is taken whole",
     "rule-tablebench-readme",
 )
 
@@ -171,12 +171,12 @@ def _em_numbers_equal(p: str, r: str, refs: list[str]) -> bool:
 
 
 def official_em(prediction: str, reference: str) -> float:
-    """TableBench's ``compute_em`` for one pair of *already normalised* strings (module docstring)."""
+    """TableBench's ``compute_em`` for one pair of *already normalized* strings (module docstring)."""
     return _official_elementwise(prediction, reference, _em_numbers_equal)
 
 
 def official_em_with_tolerance(prediction: str, reference: str, error_pct: float = 10.0) -> float:
-    """TableBench's ``compute_em_with_tolerance`` for one pair of *already normalised* strings."""
+    """TableBench's ``compute_em_with_tolerance`` for one pair of *already normalized* strings."""
 
     def within(p: str, r: str, _refs: list[str]) -> bool:
         vr, vp = _official_number(r), _official_number(p)
@@ -236,7 +236,7 @@ def _text_equal(p: str, r: str) -> bool:
 
 def _element_credit(refs: list[str], preds: list[str], numbers_equal: Callable[[str, str], bool]) -> float:
     """``readme`` rule credit: element i of the prediction against element i of the reference, each worth
-    ``1 / len(refs)``; a numeric reference element by ``numbers_equal(ref, pred)``, text normalised."""
+    ``1 / len(refs)``; a numeric reference element by ``numbers_equal(ref, pred)``, text normalized."""
     credit = 0.0
     # a prediction with fewer elements gets no credit for the missing ones
     for r, p in zip(refs, preds, strict=False):

@@ -14,7 +14,7 @@ non-empty ``answer``; ``answer_kind`` is one of the matcher's kinds (``number``,
 ``sailor_meta``: ``score scidata``; ``sql``: a database) are refused with the command that scores them.
 
 **Scoring** (rule ``match``): :func:`datadojo.compare.matchers.match_task` — numbers within a relative
-tolerance of 3 % (DataMind §3.2/§4's judge rule, boundary included), SQuAD-normalised text, yes/no,
+tolerance of 3 % (DataMind §3.2/§4's judge rule, boundary included), SQuAD-normalized text, yes/no,
 order-insensitive lists, records and tables (see :mod:`datadojo.compare.matchers`). The loader options
 ``rel_tol``, ``abs_tol``, ``exact_integers`` and ``ordered_lists`` (``-o rel_tol=0.01``) set
 :class:`~datadojo.compare.matchers.MatchConfig`; the policy is recorded on each task
@@ -71,7 +71,7 @@ class OwnTasks(Benchmark):
     rules = (
         ScoringRule(
             "match",
-            "DataDojo's tolerant matcher: numbers within 3% (DataMind §3.2), normalised text, yes/no, "
+            "DataDojo's tolerant matcher: numbers within 3% (DataMind §3.2), normalized text, yes/no, "
             "order-insensitive lists, records, tables",
             "rule-tasks-match",
         ),

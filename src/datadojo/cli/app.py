@@ -51,7 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "Score PREDICTIONS against BENCH with a named scoring rule; print per-item results and totals."),
     "corpus": ("corpus", "Load, filter and profile data files and dataset folders (DataMind §3.1 file collection)."),
     "bench": ("eval", "Benchmarks: list them, download their files."),
-    "synth": ("synth", "Synthesise training and benchmark data with a teacher model: DataMind and SciDataSailor."),
+    "synth": ("synth", "Synthesize training and benchmark data with a teacher model: DataMind and SciDataSailor."),
     "train": ("train", "Train agents: SFT with environment masking, RL with the mixed SFT + DAPO objective or GRPO."),
     "export": ("train", "Export trajectories / tasks for LLaMA-Factory, TRL or verl."),
     "recipe": ("recipe", "Run a paper's recipe end to end from one TOML config: corpus → synthesis → curation → train sft → RL tasks → train rl → eval → report."),

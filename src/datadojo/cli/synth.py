@@ -18,7 +18,7 @@ SYNTH_MODULES: tuple[str, ...] = ("synth_datamind", "synth_sailor")
 synth_app = typer.Typer(
     name="synth",
     help=(
-        "Synthesise training and benchmark data with a teacher model: DataMind (taxonomy queries, easy→hard "
+        "Synthesize training and benchmark data with a teacher model: DataMind (taxonomy queries, easy→hard "
         "composition, self-consistent trajectories) and SciDataSailor (MCTS exploration of dataset folders). "
         "EnvLunch warm-up tasks, which need no model, are under `datadojo warmup`."
     ),

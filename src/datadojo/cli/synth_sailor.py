@@ -1,4 +1,4 @@
-"""``datadojo synth sailor``: explore dataset folders with SciDataSailor's MCTS and synthesise verified data.
+"""``datadojo synth sailor``: explore dataset folders with SciDataSailor's MCTS and synthesize verified data.
 
 Thin layer over :func:`datadojo.synth.sailor.run_sailor`: parse arguments, show progress and a summary table.
 """
@@ -67,7 +67,7 @@ def sailor(
         help="Exit 0 even when no trajectory was kept (default: exit 5, NOTHING_KEPT).",
     ),
 ) -> None:
-    """Explore dataset folders with MCTS and synthesise verified trajectories, QA and meta tasks."""
+    """Explore dataset folders with MCTS and synthesize verified trajectories, QA and meta tasks."""
     from datadojo.synth.sailor import load_seeds
     from datadojo.synth.sailor.env import default_sandbox_config
     from datadojo.synth.sailor.seeds import SeedError

@@ -90,7 +90,7 @@ def build(
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
-    """Synthesise warm-up tasks (SQL and pandas) with counterfactual copies, and summarise them.
+    """Synthesize warm-up tasks (SQL and pandas) with counterfactual copies, and summarize them.
 
     With `--executor ray` the jobs run on the cluster's nodes (one worker per CPU; --workers is then
     unused); sources and the output folder must be at the same paths on every node. Same seed, same tasks.
@@ -110,7 +110,7 @@ def build(
     console.print(f"{len(envs)} environments loaded")
     remote = cli_executor(executor, ray_address, 2)
     with on_executor(remote, console), progress_bar(console) as prog:
-        bar = prog.add_task("synthesising", total=n)
+        bar = prog.add_task("synthesizing", total=n)
         try:
             report = build_tasks(
                 envs,

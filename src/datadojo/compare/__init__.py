@@ -4,9 +4,9 @@
 * :mod:`~datadojo.compare.core`: the one comparison core (numbers, percent, magnitude, units, entities,
   hedges, inclusive tolerance, certainty) behind the matcher, the scientific matcher and DataMind's
   consistency pre-check;
-* :mod:`~datadojo.compare.text`: SQuAD normalisation, ROUGE-L and number parsing;
+* :mod:`~datadojo.compare.text`: SQuAD normalization, ROUGE-L and number parsing;
 * :mod:`~datadojo.compare.tables`: DataMind's table comparison and order-insensitive denotation equality;
-* :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesised tasks;
+* :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesized tasks;
 * :mod:`~datadojo.compare.units`, :mod:`~datadojo.compare.scientific`: numbers with units and the
   SciDataSailor-Bench QA matcher;
 * :mod:`~datadojo.compare.judge`, :mod:`~datadojo.compare.judge_prompts`: the LLM judge and its rubrics.

@@ -23,7 +23,7 @@ What the core does:
   bare figure both ways (``45%`` = ``0.45`` = ``45``), within ``max(rel_tol·|scale|, abs_tol)``
   **inclusive**, computed in :class:`decimal.Decimal` from the shortest decimal form of each float, so
   ``1.03`` vs ``1.0`` at 3 % is equal (float subtraction gives 0.030000000000000027).
-* :func:`answer_number` chooses the number that answers: context and parenthesised numbers only when there
+* :func:`answer_number` chooses the number that answers: context and parenthesized numbers only when there
   is nothing else; several different candidates make the choice uncertain.
 * :func:`hedge` finds a range (``between 40 and 46``, ``40–46``, ``40 to 46``), alternatives (``45 or 46``)
   or a bound (``at least 40``) around the chosen number: an answer that merely contains the value.
@@ -44,7 +44,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from datadojo.compare.text import normalize_text
-from datadojo.compare.units import Unit, normalise_unit_text, parse_unit, read_unit
+from datadojo.compare.units import Unit, normalize_unit_text, parse_unit, read_unit
 
 __all__ = [
     "MAGNITUDE_LETTERS",
@@ -187,7 +187,7 @@ def _body_value(body: str) -> tuple[str, int]:
 
 def find_numbers(text: str, *, magnitude_letters: MagnitudeLetters = "glued") -> list[Number]:
     """Every number in ``text`` with its unit, in order (module docstring); never raises."""
-    s = normalise_unit_text(text)
+    s = normalize_unit_text(text)
     out: list[Number] = []
     consumed = 0
     depth_at = _paren_depths(s)
@@ -403,7 +403,7 @@ def hedge(
     """
     if chosen is None:
         return None
-    s = normalise_unit_text(text)
+    s = normalize_unit_text(text)
     i = next((k for k, n in enumerate(numbers) if n.start == chosen.start), None)
     if i is None:
         return None
@@ -529,7 +529,7 @@ def compare_answers(
     leave the verdict undecided (the judge checks meaning and completeness).
     """
     if _light(prediction) == _light(reference):
-        return Verdict(True, True, "identical after normalisation")
+        return Verdict(True, True, "identical after normalization")
     pnums = find_numbers(prediction, magnitude_letters=magnitude_letters)
     rnums = find_numbers(reference, magnitude_letters=magnitude_letters)
     ent = entity_check(prediction, reference, symmetric=symmetric)
@@ -620,14 +620,14 @@ def _compare_text(prediction: str, reference: str, ent: Verdict | None) -> Verdi
     if p == r:
         if ent is not None:
             return ent
-        return Verdict(True, True, "equal after normalisation")
+        return Verdict(True, True, "equal after normalization")
     words = r.split()
     pw = p.split()
     contained = any(pw[i : i + len(words)] == words for i in range(len(pw) - len(words) + 1))
     if contained:
         return Verdict(True, False, f"the reference {r[:40]!r} appears in a longer prediction")
     if len(words) <= 3 and len(pw) <= 3:
-        return Verdict(False, True, f"{p[:60]!r} != {r[:60]!r} after normalisation")
+        return Verdict(False, True, f"{p[:60]!r} != {r[:60]!r} after normalization")
     return Verdict(False, False, f"descriptive answers differ in wording ({p[:40]!r} vs {r[:40]!r})")
 
 

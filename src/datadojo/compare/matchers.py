@@ -1,6 +1,6 @@
-"""The tolerant deterministic matcher for synthesised tasks (numbers, text, booleans, lists, records, tables).
+"""The tolerant deterministic matcher for synthesized tasks (numbers, text, booleans, lists, records, tables).
 
-Synthesised tasks (DataMind queries, warm-up tasks, hand-written examples) carry a reference answer but no
+Synthesized tasks (DataMind queries, warm-up tasks, hand-written examples) carry a reference answer but no
 benchmark-specific rule. Asking an LLM judge for each of them is slow and costs money, and most answers
 are a number, a name, a yes/no or a short list, so this matcher applies the rules of DataMind's judge
 (§3.2 "Consistency judging" and §4 "Answer reward") deterministically:
@@ -12,12 +12,12 @@ are a number, a name, a yes/no or a short list, so this matcher applies the rule
   (converted where both sides state one) are read. A percent against a percent compares as percents
   (``0.125%`` is not ``12.5%``); a percent against a bare figure as a fraction (``45%`` = 0.45), or, as an
   undecided guess, as percentage points (``45%`` = 45). In a sentence the number that answers is chosen:
-  not a sample size (``n=100``), a row number, a count of rows or a parenthesised aside; several
+  not a sample size (``n=100``), a row number, a count of rows or a parenthesized aside; several
   different candidates leave the verdict undecided, and a range, alternatives or a bound that merely
   contain the value (``between 40 and 46``, ``45.3 or 50``, ``at least 40``) are wrong (undecided).
   A different name beside the right number (``Q1`` for ``Q3``, ``Store_7`` for ``Store_12``, ``a.csv``
   for ``b.csv``) is wrong. ``nan`` equals ``nan``.
-* **text** is equal after SQuAD normalisation (:func:`~datadojo.compare.text.normalize_text`); a
+* **text** is equal after SQuAD normalization (:func:`~datadojo.compare.text.normalize_text`); a
   reference phrase inside a longer prediction is a correct guess, differing descriptive text a wrong one
   (both undecided). Semantic equivalence of free text is out of reach for rules; use
   :mod:`datadojo.compare.judge` for that.

@@ -23,12 +23,12 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
   Every number in it is a central value and every short number-free segment (at most
   ``categorical_max_words`` words, e.g. ``meadow``) a categorical value; *all* must be found in the
   prediction: numbers by a one-to-one matching with the prediction's numbers (order-insensitive),
-  categorical values as whole-word phrases after SQuAD normalisation (a short segment is also split at
+  categorical values as whole-word phrases after SQuAD normalization (a short segment is also split at
   ``and``: ``temperature and salinity`` is two values). Beyond context numbers, a prediction may state at
   most ``max_extra_values`` numbers more than the reference; more is read as hedging and fails.
 * **categorical / textual answers**: a reference without numbers made of short segments is categorical
   (each segment must appear in the prediction as a phrase, or the whole must equal it after
-  normalisation); ``yes``/``no`` references use the matcher's boolean rule.
+  normalization); ``yes``/``no`` references use the matcher's boolean rule.
 * **the comparison core** (:mod:`datadojo.compare.core`) reads the numbers and compares them (inclusive
   tolerance in decimal arithmetic, percent against percent as percents), sets aside sample sizes, counts,
   row numbers and asides, finds ranges and alternatives around the matched value (wrong, not decisive),
@@ -36,7 +36,7 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
   (``Site_3`` for ``Site_7``, ``July`` for ``January``) is wrong and decisive (SciDataSailor App. B.2.3:
   a wrong entity scores 0); a reference name the prediction does not state is wrong, not decisive.
 * **decisive**: a reference containing a longer number-free segment (a sentence) is free text, which rules
-  cannot compare; the rule then falls back to normalised equality and reports ``decisive=False``, as it
+  cannot compare; the rule then falls back to normalized equality and reports ``decisive=False``, as it
   does for every verdict it is not certain of (above), so a caller combining rule and judge
   (``qa_scoring=rule+judge`` in :mod:`datadojo.bench.scidata`) lets the judge decide those.
 """
@@ -218,7 +218,7 @@ def match_scientific(
     missing = [c for c in categorical if not _contains_phrase(pred_tokens, normalize_text(c).split())]
     if not ref_values:
         if len(categorical) == 1 and match_answer(pred, ref, kind="text").correct:
-            return ScientificMatch(True, "equal after normalisation", "categorical")
+            return ScientificMatch(True, "equal after normalization", "categorical")
         if missing:
             shown = ", ".join(repr(c) for c in missing[:3])
             return ScientificMatch(

@@ -6,7 +6,7 @@ Two rules live here because Spider/BIRD scoring and DataMind's reward both compa
 
 **DataMind's table comparison**: every gold column must appear among the predicted columns.
 
-DataMind scores BIRD by materialising the predicted and the gold query results to CSV and comparing the
+DataMind scores BIRD by materializing the predicted and the gold query results to CSV and comparing the
 tables (DataMind §5.1, "Evaluation"; reference code ``eval/Datamind/sql/eval_bird.py``,
 ``compare_pandas_table`` with ``ignore_order=True``). The rule, reproduced here:
 
@@ -19,7 +19,7 @@ tables (DataMind §5.1, "Evaluation"; reference code ``eval/Datamind/sql/eval_bi
   missing values (NULL / NaN / empty CSV cell) are equal;
 * the vectors must have the same length.
 
-Values are normalised the way a CSV round trip would (the reference reads both tables back with
+Values are normalized the way a CSV round trip would (the reference reads both tables back with
 ``pandas.read_csv``): text that is a number compares as that number, booleans as 0/1, blobs as text.
 One deliberate difference: the reference sorts every vector by ``str(x)``, which can put two numbers
 that are equal within the tolerance (``0.3333`` and ``0.33``) in different places; here numbers sort by
@@ -79,7 +79,7 @@ def _is_num(v: Any) -> bool:
 
 
 def values_equal(a: Any, b: Any, *, abs_tol: float = DATAMIND_ABS_TOL, rel_tol: float = 1e-9) -> bool:
-    """Two normalised cells are equal: both missing, numbers within tolerance, or equal otherwise."""
+    """Two normalized cells are equal: both missing, numbers within tolerance, or equal otherwise."""
     if a is None and b is None:
         return True
     if a is None or b is None:
@@ -114,7 +114,7 @@ def as_columns(table: Any) -> tuple[list[str], list[list[Any]]]:
 
     Accepts ``{"columns": [...], "data": [[row], ...]}`` (TableBench / pandas ``split``), a list of row
     dicts (pandas ``records``), a dict of column lists, a list of row lists/tuples (unnamed columns
-    ``0, 1, …``), or a pandas DataFrame. Cells are normalised with :func:`csv_value`.
+    ``0, 1, …``), or a pandas DataFrame. Cells are normalized with :func:`csv_value`.
     """
     if hasattr(table, "to_dict") and hasattr(table, "columns") and not isinstance(table, Mapping):
         names = [str(c) for c in table.columns]

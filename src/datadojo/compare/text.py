@@ -1,10 +1,10 @@
-"""Text helpers every scorer shares: answer normalisation, ROUGE-L, and number parsing.
+"""Text helpers every scorer shares: answer normalization, ROUGE-L, and number parsing.
 
 Why here and not in each benchmark module: TableBench's exact match, the LLM-judge agreement report and
-the tolerant matcher for synthesised tasks must normalise and tokenise text *the same way*, or a report
+the tolerant matcher for synthesized tasks must normalize and tokenize text *the same way*, or a report
 would compare two different notions of "the same answer".
 
-* :func:`normalize_text` is the SQuAD normalisation TableBench's official evaluation applies before
+* :func:`normalize_text` is the SQuAD normalization TableBench's official evaluation applies before
   every metric (``metrics/qa_metrics.py``: lower-case, drop ``string.punctuation``, drop the articles
   *a/an/the*, collapse whitespace).
 * :func:`rouge_l` is ROUGE-L F1 over the tokens of the ``rouge_score`` package's default tokenizer
@@ -37,7 +37,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_text(text: str) -> str:
-    """SQuAD-style normalisation: lower-case, strip punctuation and articles, collapse whitespace.
+    """SQuAD-style normalization: lower-case, strip punctuation and articles, collapse whitespace.
 
     Exactly the ``normalize_answer`` of TableBench's ``metrics/qa_metrics.py`` (same order of steps), so
     exact-match scores computed here agree with the official script's.

@@ -35,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["DIMENSIONLESS", "DIMENSIONS", "Unit", "normalise_unit_text", "parse_unit", "read_unit"]
+__all__ = ["DIMENSIONLESS", "DIMENSIONS", "Unit", "normalize_unit_text", "parse_unit", "read_unit"]
 
 #: The base dimensions of the dimension vector.
 DIMENSIONS: tuple[str, ...] = ("m", "kg", "s", "K", "mol", "A", "rad", "B")
@@ -258,7 +258,7 @@ def _symbol(sym: str) -> tuple[float, Dim, float] | None:
     return None
 
 
-def normalise_unit_text(text: str) -> str:
+def normalize_unit_text(text: str) -> str:
     """Rewrite temperature spellings to ``°C``/``°F`` and superscript digits to ASCII (``m⁻²`` → ``m-2``).
 
     :func:`read_unit` expects text that went through this; :func:`parse_unit` applies it itself.
@@ -270,7 +270,7 @@ def normalise_unit_text(text: str) -> str:
 def read_unit(text: str, pos: int = 0) -> tuple[Unit | None, int]:
     """The longest unit starting at ``text[pos:]`` (spaces skipped) and the index just after it.
 
-    ``text`` must be normalised (:func:`normalise_unit_text`). ``(None, pos)`` when no unit starts
+    ``text`` must be normalized (:func:`normalize_unit_text`). ``(None, pos)`` when no unit starts
     there. Multiplication by juxtaposition (``W m-2``) is read only when the next factor carries an
     exponent, so ``5 m long`` or ``3 s in total`` stop after the first unit. Never raises.
     """
@@ -327,7 +327,7 @@ def parse_unit(text: str) -> Unit | None:
 
     An empty text is not a unit (``None``): a bare number is unitless, decided by the caller.
     """
-    norm = normalise_unit_text(text)
+    norm = normalize_unit_text(text)
     unit, used = read_unit(norm)
     if unit is None or norm[used:].strip():
         return None

@@ -5,9 +5,9 @@ files" — 1.29 % for DABench, 0.00 % for TableBench, 0.02 % for BIRD — as its
 files do not leak the benchmarks' tables. The paper does not define the ratio precisely, so the choices
 are settings of :class:`OverlapConfig`:
 
-* **Normalisation of a header.** Column names are case-folded, runs of non-alphanumerics become ``_``
+* **Normalization of a header.** Column names are case-folded, runs of non-alphanumerics become ``_``
   (``"Unit Price"`` = ``"unit_price"``), and placeholder names (``column_3``, ``Unnamed: 0``, bare
-  numbers) are dropped. A header is the *set* of its normalised names (column order ignored). Tables
+  numbers) are dropped. A header is the *set* of its normalized names (column order ignored). Tables
   with fewer than ``min_columns`` (default 2) named columns are left out: a lone ``value`` column would
   match everything.
 * **Unit.** ``unit="table"`` (default): the ratio is the fraction of benchmark tables whose header
@@ -56,7 +56,7 @@ def normalize_column(name: str) -> str:
 
 @dataclass(frozen=True)
 class HeaderSet:
-    """The normalised header of one table; ``source`` is ``path`` or ``path#table``."""
+    """The normalized header of one table; ``source`` is ``path`` or ``path#table``."""
 
     source: str
     columns: frozenset[str]

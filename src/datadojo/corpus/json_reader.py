@@ -3,7 +3,7 @@
 JSON files in a crawled corpus are sometimes tables (a list of records, a column-oriented object, a
 pandas ``split`` export ``{"columns": …, "data": …}``, ``{"rows": [records]}``) and often not (a config,
 a Frictionless ``datapackage.json``). DataMind §3.1 discards "non-tabular formats"; the readers must
-therefore recognise the tabular shapes and name the shape they found otherwise.
+therefore recognize the tabular shapes and name the shape they found otherwise.
 
 JSON Lines (``.jsonl``, ``.ndjson``, or a ``.json`` file that turns out to hold one document per line) is
 streamed: rows past ``ReadOptions.max_rows`` are counted, not parsed into the frame, and counting stops
@@ -51,7 +51,7 @@ def _rows_frame(rows: list[list[Any]]) -> pd.DataFrame:
 def json_tables(value: Any, name: str) -> list[tuple[str, pd.DataFrame]]:
     """The tables found in a parsed JSON value, as ``(name, frame)`` pairs; ``[]`` when none.
 
-    Recognised shapes: a list of objects (records); a list of arrays (rows, the first one a header when it
+    Recognized shapes: a list of objects (records); a list of arrays (rows, the first one a header when it
     is all strings); a list of scalars (one column ``value``); ``{"columns": [...], "data": [[...]]}``; an
     object of equal-length arrays (columns); an object whose values are objects with the same keys
     (index-oriented, the keys become column ``key``); and any object member holding records, each its own

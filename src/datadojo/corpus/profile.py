@@ -4,7 +4,7 @@ DataMind §3.2 ("Query Categorization and Synthesis", Step 1: metadata extractio
 trajectory models a description *d* of each file — "table headers, column names, data types for each
 column, and representative rows", and for SQLite "the database schema (table names, column names, foreign
 key relationships)" — never the raw file. This module computes that description as data
-(:class:`FileProfile`, JSON-serialisable); :mod:`datadojo.corpus.render` turns it into prompt text within
+(:class:`FileProfile`, JSON-serializable); :mod:`datadojo.corpus.render` turns it into prompt text within
 a character budget.
 
 Per column: the inferred type, the declared type (SQLite / Parquet), missing count and ratio, distinct
@@ -132,7 +132,7 @@ def _short(v: Any, limit: int = _VALUE_CHARS) -> str:
 
 
 def _present(series: pd.Series) -> np.ndarray:
-    """The non-missing values of a column as a NumPy array (vectorised; no per-call pandas overhead)."""
+    """The non-missing values of a column as a NumPy array (vectorized; no per-call pandas overhead)."""
     arr = series.to_numpy()
     if arr.dtype.kind in "biu":
         return arr

@@ -331,7 +331,7 @@ def write_scidata_tasks(folder: Path, path: Path) -> None:
             "meta",
             "L0",
             "example-L0-dataset-map",
-            "Map this dataset repository: its directory organisation, file formats, schemas and metadata, key "
+            "Map this dataset repository: its directory organization, file formats, schemas and metadata, key "
             "counts, and how the files relate.",
             f"A small synthetic field-survey dataset ({licence} licence per datapackage.json) with a README.md, a "
             f"datapackage.json listing two resources, and two folders. raw/measurements.csv is a CSV table of "

@@ -143,7 +143,7 @@ def summarize(records: Iterable[TrialRecord], ks: Sequence[int] = (1, 3)) -> Eva
     """
     recs = list(records)
     if not recs:
-        raise ValueError("no trial records to summarise")
+        raise ValueError("no trial records to summarize")
     seen: set[tuple[str, int]] = set()
     for r in recs:
         if (r.task_id, r.trial) in seen:

@@ -6,7 +6,7 @@
   answer"; a number, list or object is turned into text: numbers and booleans with ``str``, lists and
   objects as JSON). An optional integer ``sample`` numbers repeated trials of one task; without it the
   repeats of an id are numbered 0, 1, 2, … in file order; or
-* a :class:`~datadojo.types.Trajectory` (recognised by its ``task_id`` key): its ``final_answer`` is the
+* a :class:`~datadojo.types.Trajectory` (recognized by its ``task_id`` key): its ``final_answer`` is the
   answer and its ``sample`` the trial, so a rollout output can be scored directly.
 
 The two kinds may be mixed. A ``(task, trial)`` pair given twice is an error naming both lines.

@@ -301,7 +301,7 @@ def apply_stop(text: str, stop: Iterable[str]) -> tuple[str, str | None]:
 # --- token approximation ---------------------------------------------------------------------------
 #
 # Used when no exact tokenizer is at hand. BPE vocabularies of current chat models (Qwen2.5, Llama 3,
-# GPT-4o) give common English words one token and split long identifiers; Qwen tokenises every digit
+# GPT-4o) give common English words one token and split long identifiers; Qwen tokenizes every digit
 # separately. The pieces below mimic that coarsely and err on the side of *more* tokens for code and
 # numbers, so a context-window check made with them stops early rather than overflowing. Pieces always
 # concatenate back to the input, which lets the test server cut a reply at ``max_tokens`` pieces.

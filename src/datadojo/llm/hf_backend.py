@@ -9,7 +9,7 @@ cut *before* the stop string, as vLLM and the OpenAI API do.
 Concurrency: the agent runtime calls :meth:`chat` from many coroutines at once. Each call is queued; a
 single drainer task gathers the calls that arrive within ``batch_wait_s`` and share sampling settings
 into one left-padded ``generate`` batch (up to ``max_batch_size`` rows, ``n`` rows per call) and runs it
-in a worker thread so the event loop keeps serving sandboxes meanwhile. A lock serialises ``generate``
+in a worker thread so the event loop keeps serving sandboxes meanwhile. A lock serializes ``generate``
 across threads and loops.
 
 torch and transformers are imported lazily, so the base install (OpenAI backend only) does not need them.

@@ -34,7 +34,7 @@ RECIPES = ("datamind", "envlunch", "sailor")
 class ModelsConfig(Settings):
     """Who writes, who judges, who learns (model specs as everywhere: ``openai:M@URL`` or a local path)."""
 
-    teacher: str | None = Field(None, description="model spec of the teacher that synthesises data")
+    teacher: str | None = Field(None, description="model spec of the teacher that synthesizes data")
     judge: str | None = Field(None, description="model spec of the judge (default: the teacher)")
     student: str = Field(
         ..., description="local checkpoint folder of the model trained (the base checkpoint)"

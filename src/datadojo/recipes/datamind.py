@@ -75,7 +75,7 @@ def _backends(cfg: RecipeConfig) -> tuple[Any, Any]:
     return teacher, judge
 
 
-async def _synthesise(ctx: StageContext) -> dict[str, Any]:
+async def _synthesize(ctx: StageContext) -> dict[str, Any]:
     from datadojo.synth.datamind import DataMindRun
     from datadojo.synth.datamind.pipeline import (
         reflection_tasks,
@@ -119,7 +119,7 @@ async def _synthesise(ctx: StageContext) -> dict[str, Any]:
 
 
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
-    manifest = asyncio.run(_synthesise(ctx))
+    manifest = asyncio.run(_synthesize(ctx))
     if not manifest["trajectories"]:
         raise RecipeError(f"synthesis: no trajectory was sampled (see {ctx.out}/rejected.jsonl)")
     return manifest

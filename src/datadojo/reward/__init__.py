@@ -3,7 +3,7 @@
 * :mod:`~datadojo.reward.datamind`: r_format, r_answer, r_length and the composite R (DataMind §4);
 * :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside.
 
-The comparisons themselves (tolerant matcher, table comparison, text normalisation, the scientific matcher
+The comparisons themselves (tolerant matcher, table comparison, text normalization, the scientific matcher
 and units, the LLM judge) live in :mod:`datadojo.compare`, below both this package and the benchmarks;
 the names are re-exported here as before. The official benchmark scorers live in :mod:`datadojo.bench`;
 ``docs/scoring.md`` describes every rule."""

@@ -153,7 +153,7 @@ def default_answer_check(task: Task, prediction: str | None) -> AnswerCheck:
     """The deterministic r_answer: the official scorer of the task's benchmark, else the tolerant matcher.
 
     A task whose ``source`` names a registered benchmark (``dabench``, ``spider``, …) is scored by that
-    benchmark's own rule, so RL on benchmark-style tasks optimises the metric reported at evaluation.
+    benchmark's own rule, so RL on benchmark-style tasks optimizes the metric reported at evaluation.
     """
     from datadojo.bench.registry import benchmark_names, get_benchmark  # bench imports reward: import late
 

@@ -269,7 +269,7 @@ def require_confinement(requested: str = "auto", *, allow_reduced: bool = False,
     """The level ``requested`` resolves to; raises :class:`IsolationUnavailable` if it is ``reduced`` and
     ``allow_reduced`` is false.
 
-    Why RL refuses reduced isolation by default: a policy under RL is optimised against the reward, and
+    Why RL refuses reduced isolation by default: a policy under RL is optimized against the reward, and
     at reduced isolation the reference answers on disk are readable from a cell; a policy that learns to
     read them gets full reward and the training measures nothing.
     """

@@ -108,7 +108,7 @@ DEFAULT_BLOCKED_CALLS: frozenset[str] = frozenset(
         "sys.meta_path", "sys.path_hooks", "sys.remote_exec", "sys.set_asyncgen_hooks",
         "inspect.currentframe", "inspect.stack", "inspect.trace", "inspect.getouterframes",
         "inspect.getinnerframes", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-        # deserialisation that can call arbitrary functions
+        # deserialization that can call arbitrary functions
         "pickle.loads", "pickle.load", "pickle.Unpickler", "pandas.read_pickle",
         "shelve.open", "dill.loads", "dill.load", "joblib.load", "cloudpickle.loads",
         "operator.attrgetter", "operator.methodcaller",
@@ -310,8 +310,8 @@ _CATEGORIES: dict[str, tuple[str, str, str]] = {
         "changing the process environment is not allowed",
         "pass values as ordinary Python variables",
     ),
-    "deserialisation": (
-        "deserialisation",
+    "deserialization": (
+        "deserialization",
         "loading pickled objects can run arbitrary code and is not allowed",
         "read data with pd.read_csv / pd.read_parquet / json instead",
     ),
@@ -337,9 +337,9 @@ _NAME_CATEGORY: dict[str, str] = {
     "ctypes": "native", "_ctypes": "native", "cffi": "native", "_cffi_backend": "native",
     "os._exit": "exit", "os.abort": "exit",
     "os.putenv": "environment", "os.unsetenv": "environment",
-    "pickle": "deserialisation", "_pickle": "deserialisation", "marshal": "deserialisation",
-    "pickletools": "deserialisation", "shelve": "deserialisation", "dill": "deserialisation",
-    "joblib": "deserialisation", "cloudpickle": "deserialisation", "pandas.read_pickle": "deserialisation",
+    "pickle": "deserialization", "_pickle": "deserialization", "marshal": "deserialization",
+    "pickletools": "deserialization", "shelve": "deserialization", "dill": "deserialization",
+    "joblib": "deserialization", "cloudpickle": "deserialization", "pandas.read_pickle": "deserialization",
 }  # fmt: skip
 _NETWORK_ROOTS = frozenset(
     {"socket", "_socket", "ssl", "_ssl", "socketserver", "select", "selectors", "urllib", "urllib3", "http",
@@ -544,7 +544,7 @@ class _Checker(ast.NodeVisitor):
         return set()
 
     @staticmethod
-    def _normalise(dotted: str) -> str:
+    def _normalize(dotted: str) -> str:
         for prefix in ("builtins.", "__builtins__."):
             if dotted.startswith(prefix):
                 return dotted[len(prefix) :]
@@ -559,7 +559,7 @@ class _Checker(ast.NodeVisitor):
 
         True when reported.
         """
-        dotted = self._normalise(dotted)
+        dotted = self._normalize(dotted)
         cfg = self.config
         if dotted in cfg.allowed_names:
             return False
@@ -601,7 +601,7 @@ class _Checker(ast.NodeVisitor):
                 return _StaticPath(left.text.rstrip("/") + "/", complete=False)
             return _StaticPath(posixpath.join(left.text, right.text), right.complete)
         if isinstance(node, ast.Call):
-            names = {self._normalise(d) for d in self.resolve(node.func)}
+            names = {self._normalize(d) for d in self.resolve(node.func)}
             if names & (_PATH_CONSTRUCTORS | {"os.path.join", "posixpath.join"}) and node.args:
                 parts = [self.static_path(a) for a in node.args]
                 first = parts[0]
@@ -692,7 +692,7 @@ class _Checker(ast.NodeVisitor):
         rooted = sorted(self.resolve_rooted(node))
         for dotted, explicit in rooted:
             self.check_dotted(dotted, node, explicit=explicit)
-        dynamic = {"getattr", "setattr", "delattr"} & {self._normalise(d) for d, _ in rooted}
+        dynamic = {"getattr", "setattr", "delattr"} & {self._normalize(d) for d, _ in rooted}
         if dynamic and id(node) not in self._callees and not self.config.allow_dynamic_getattr:
             # ``functools.reduce(getattr, ["system"], os)`` hides the attribute name from the call check
             fn = sorted(dynamic)[0]
@@ -715,7 +715,7 @@ class _Checker(ast.NodeVisitor):
             rooted = self.resolve_rooted(node)
             resolved = {d for d, _ in rooted}
             reported = any([self.check_dotted(d, node, explicit=e) for d, e in sorted(rooted)])
-            allowed = any(self._normalise(d) in cfg.allowed_names for d in resolved)
+            allowed = any(self._normalize(d) in cfg.allowed_names for d in resolved)
             if not reported and not allowed and node.attr in cfg.suspicious_attributes:
                 self.add(
                     "suspicious_attribute",
@@ -728,7 +728,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self._callees.add(id(node.func))
-        names = {self._normalise(d) for d in self.resolve(node.func)}
+        names = {self._normalize(d) for d in self.resolve(node.func)}
         attr = node.func.attr if isinstance(node.func, ast.Attribute) else None
         self._check_dynamic_attribute(node, names)
         if self.config.check_paths:

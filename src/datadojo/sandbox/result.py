@@ -63,7 +63,7 @@ class ExecResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable fields; ``observation`` duplicates ``output`` under the CLI's name."""
+        """Plain JSON-serializable fields; ``observation`` duplicates ``output`` under the CLI's name."""
         data = asdict(self)
         data["observation"] = self.output
         return data

@@ -2,7 +2,7 @@
 
 What a real teacher produces and a fake written beside the code does not: N samples of one question whose
 answers differ *only* in a sign, a decimal point (scale), a percent sign, an entity name or an identifier with
-digits — so a normaliser that drops any of them calls different answers consistent — and N samples that agree
+digits — so a normalizer that drops any of them calls different answers consistent — and N samples that agree
 on the answer but take different paths (turn counts), so a pre-check that picks the "best" itself (fewest
 turns) is not the judge's choice. The judge double reads the answers as a careful judge would: the
 adversarial groups are inconsistent; the agreeing group is consistent and its best is the *longest*

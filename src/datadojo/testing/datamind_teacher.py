@@ -4,7 +4,7 @@ The teacher is keyed on the JSON-schema name each structured request carries (``
 synthesis, ``ComposedQuery``: composition; the judge answers ``ConsistencyJudgement``), so a prompt rewrite
 does not silently route a request to the wrong reply; requests without a schema are agent turns.
 
-Each synthesised question carries a scenario tag (``[s:NAME]``) chosen by its category; the fake teacher
+Each synthesized question carries a scenario tag (``[s:NAME]``) chosen by its category; the fake teacher
 answers agent episodes by scenario and by sample number (recovered from the per-turn seed the runner sends:
 ``seed = sample * 1009 + turn`` with ``DataMindConfig.seed = 0``).
 """

@@ -59,7 +59,7 @@ class FakeSailor:
             ("repository_inspection", 0.9),
             ("schema_inspection", 0.7),
             ("statistics", 0.6),
-            ("visualisation", 0.1),
+            ("visualization", 0.1),
         ]
         self.pre: Callable[[int, int], float] = lambda i, n: [0.9, 0.8, 0.7, 0.6][i % 4]
         self.post: Callable[[str], float] = lambda obs: 0.8

@@ -1,7 +1,7 @@
 """Checkpoints a run can resume from, written so that a crash never leaves a half checkpoint behind.
 
 A checkpoint is a folder ``<run>/checkpoints/step_NNNNNN`` holding accelerate's full training state
-(model, optimiser, learning-rate scheduler, RNG states: ``Accelerator.save_state``), a loadable Hugging
+(model, optimizer, learning-rate scheduler, RNG states: ``Accelerator.save_state``), a loadable Hugging
 Face checkpoint in ``model/`` (weights + tokenizer, for evaluation or ``hf:PATH``), and
 ``trainer_state.json`` (the step and whatever the trainer needs to continue its data order). It is written
 under a ``.tmp`` name and renamed into place once complete; only the newest ``keep`` are kept.

@@ -37,7 +37,7 @@ class OptimConfig(Settings):
     """AdamW settings shared by both trainers.
 
     EnvLunch §4 trains with Adam at lr 1e-6, β = (0.9, 0.98), weight decay 0.01 (our RL defaults, see
-    :meth:`RLConfig.envlunch`). DataMind does not state its optimiser; the SFT defaults (lr 1e-5, cosine with
+    :meth:`RLConfig.envlunch`). DataMind does not state its optimizer; the SFT defaults (lr 1e-5, cosine with
     3% warm-up, β = (0.9, 0.999), no weight decay, gradient clipping at 1.0) are ours, the usual full-parameter
     SFT settings of LLaMA-Factory recipes for 7B coder models.
     """
@@ -66,10 +66,10 @@ class OptimConfig(Settings):
 
 
 class RunConfig(Settings):
-    """What every training run has: the model, the run folder, batching, the optimiser, checkpoints, precision.
+    """What every training run has: the model, the run folder, batching, the optimizer, checkpoints, precision.
 
     ``micro_batch_size`` — trajectories per forward pass per device (a memory knob only: the loss is
-    normalised over the whole batch, so the result does not depend on it). ``max_length`` — tokens per
+    normalized over the whole batch, so the result does not depend on it). ``max_length`` — tokens per
     trajectory; longer ones are cut at the tail. ``end_of_turn`` — the text that ends an assistant turn in
     the chat template, when it cannot be found from the tokenizer.
     """
@@ -79,7 +79,7 @@ class RunConfig(Settings):
     micro_batch_size: int = Field(1, description="Trajectories per forward pass per device.")
     max_length: int | None = Field(16384, description="Tokens per trajectory (longer: cut at the tail).")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="AdamW settings.")
-    seed: int = Field(0, description="Random seed (data order, sampling, initialisation).")
+    seed: int = Field(0, description="Random seed (data order, sampling, initialization).")
     save_every: int = Field(500, description="Checkpoint every N steps (0: at the end).")
     keep_checkpoints: int = Field(2, description="Checkpoints kept (older ones are deleted).")
     mixed_precision: MixedPrecision = Field(
@@ -111,7 +111,7 @@ class RunConfig(Settings):
                     raise ConfigError(f"unknown key {key!r}; known keys: {', '.join(sorted(known))}")
                 if key == "optim":
                     if not isinstance(value, dict):
-                        raise ConfigError("'optim' must be a table of optimiser settings")
+                        raise ConfigError("'optim' must be a table of optimizer settings")
                     okeys = OptimConfig.model_fields
                     bad = sorted(set(value) - set(okeys))
                     if bad:
@@ -141,9 +141,9 @@ class SFTConfig(RunConfig):
 
     * ``epochs`` — DataMind sweeps 0–3 cold-start epochs (§5.4, Figure 8); we default to 3. ``max_steps``
       overrides it.
-    * ``batch_size`` — trajectories per optimiser step over all devices (ours: 32, DataMind's RL batch);
+    * ``batch_size`` — trajectories per optimizer step over all devices (ours: 32, DataMind's RL batch);
       ``micro_batch_size`` — trajectories per forward pass per device (memory knob only: the loss is
-      normalised over the whole batch, so the result does not depend on it).
+      normalized over the whole batch, so the result does not depend on it).
     * ``normalization`` — ``token`` (mean over the batch's agent tokens; ours) or ``sequence_sum`` (§4's
       formula literally), see :func:`datadojo.train.losses.sft_loss`.
     * ``max_length`` — tokens per trajectory; longer ones are cut at the tail (ours: 16384).
@@ -152,10 +152,10 @@ class SFTConfig(RunConfig):
 
     output_dir: str = _default("output_dir", "runs/sft")
     epochs: float = Field(3.0, description="Epochs over the data (DataMind §5.4 sweeps 0-3).")
-    max_steps: int | None = Field(None, description="Optimiser steps (overrides epochs).")
-    batch_size: int = Field(32, description="Trajectories per optimiser step (all devices).")
+    max_steps: int | None = Field(None, description="Optimizer steps (overrides epochs).")
+    batch_size: int = Field(32, description="Trajectories per optimizer step (all devices).")
     normalization: Literal["token", "sequence_sum"] = Field(
-        "token", description="SFT loss normalisation: mean over agent tokens, or §4's per-sequence sum."
+        "token", description="SFT loss normalization: mean over agent tokens, or §4's per-sequence sum."
     )
 
     @model_validator(mode="after")
@@ -177,7 +177,7 @@ class RLConfig(RunConfig):
     """Online RL with rollouts through the agent runtime: DataMind's mixed SFT + DAPO, or EnvLunch's GRPO.
 
     Defaults are DataMind's (§4, §5.1): ``policy_loss="dapo"`` with ε_low = 0.2 / ε_high = 0.28, groups of
-    ``group_size`` G = 4, ``tasks_per_step`` = 32 (RL batch 32) split into ``updates_per_step`` = 8 optimiser
+    ``group_size`` G = 4, ``tasks_per_step`` = 32 (RL batch 32) split into ``updates_per_step`` = 8 optimizer
     updates (mini-batch 4), dynamic sampling (keep a group only when 0 < #correct < G), void-turn masking,
     γ cosine-annealed 0.9 → 0.05 over ``gamma_steps`` (default: ``total_steps``), at most ``max_turns`` = 10
     rounds. :meth:`envlunch` gives EnvLunch §4's GRPO warm-up instead. Ours where the papers are silent:
@@ -204,7 +204,7 @@ class RLConfig(RunConfig):
     total_steps: int = Field(100, description="RL steps.")
     tasks_per_step: int = Field(32, description="Tasks rolled out per step (DataMind's RL batch: 32).")
     group_size: int = Field(4, description="Rollouts per task (G).")
-    updates_per_step: int = Field(8, description="Optimiser updates per step (each takes whole groups).")
+    updates_per_step: int = Field(8, description="Optimizer updates per step (each takes whole groups).")
     gamma_mode: Literal["cosine", "linear", "fixed"] = Field(
         "cosine", description="Schedule of γ, the SFT weight."
     )
@@ -236,7 +236,7 @@ class RLConfig(RunConfig):
         "token", description="how the SFT term is averaged: token or sequence_sum"
     )
     advantage_eps: float = Field(
-        1e-6, description="ε of the group-normalised advantage (R − mean) / (std + ε)"
+        1e-6, description="ε of the group-normalized advantage (R − mean) / (std + ε)"
     )
     max_turns: int = Field(10, description="Rounds per episode (T).")
     dialect: str = Field("datamind", description="tag protocol of the rollouts: datamind or sailor")

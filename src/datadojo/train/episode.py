@@ -1,11 +1,11 @@
 """Token-level episodes: DataDojo's ReAct loop run token-in / token-out, the one module every trainer shares.
 
-Why: a trainer that re-tokenises a multi-turn rollout from its text trains on tokens the sampler never
+Why: a trainer that re-tokenizes a multi-turn rollout from its text trains on tokens the sampler never
 produced (BPE merges across a turn boundary, a stop string cut mid-token, a template that renders a reply
 differently), and the sampler's log-probs no longer line up with the trainer's. Here the sequence *is* the
 sampler's: every generation call sends the token ids accumulated so far, the generated ids are appended
 unchanged (mask 1, with their log-probs), and only the environment's part — what closes the assistant turn
-and opens the next one around the observation — is tokenised, once, and appended with mask 0
+and opens the next one around the observation — is tokenized, once, and appended with mask 0
 (DataMind §4: "any tokens emitted by the environment are discarded when computing the objective").
 
 :class:`TokenEpisodeBackend` is a :class:`~datadojo.llm.ChatBackend` over a token generator, so

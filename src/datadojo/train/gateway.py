@@ -3,7 +3,7 @@ every completion.
 
 Why: a trainer that drives DataDojo through a plain OpenAI client (``datadojo rollout --model
 openai:NAME@GATEWAY``, an external agent framework, TRL's or verl's own HTTP path) gets text back and would
-re-tokenise it. Put this proxy between the client and vLLM / SGLang: it forwards every
+re-tokenize it. Put this proxy between the client and vLLM / SGLang: it forwards every
 ``/v1/chat/completions`` and ``/v1/completions`` request unchanged except that it asks the engine for
 log-probs and token ids (``logprobs``, ``return_token_ids``, ``return_tokens_as_token_ids`` — vLLM's names;
 engines ignore fields they do not know), passes the reply back, and appends one JSONL record per choice::

@@ -14,7 +14,7 @@ The formulas (DataMind §4, "Supervised Fine-Tuning Loss Design" … "Void Turn 
   (:func:`sft_loss`).
 * **DAPO** — :math:`\mathcal L_{DAPO} = -\mathbb E\big[\frac{1}{\sum_i|y_i|}\sum_i\sum_t
   \min(r_{i,t}\hat A_{i,t}, \mathrm{clip}(r_{i,t}, 1-\varepsilon_{low}, 1+\varepsilon_{high})\hat A_{i,t})\big]`
-  with :math:`\varepsilon_{low}=0.2`, :math:`\varepsilon_{high}=0.28`, token-level normalisation over all tokens
+  with :math:`\varepsilon_{low}=0.2`, :math:`\varepsilon_{high}=0.28`, token-level normalization over all tokens
   of the group, :math:`\hat A_i = (R_i-\mathrm{mean}(R))/\mathrm{std}(R)` over the group
   (:func:`group_advantages`), and the dynamic-sampling constraint :math:`0 < |\{y_i \text{ correct}\}| < G`
   (:func:`dynamic_sampling_keep`) (:func:`dapo_loss`).
@@ -25,7 +25,7 @@ The formulas (DataMind §4, "Supervised Fine-Tuning Loss Design" … "Void Turn 
   sampling clipped to [0.5, 1.5], a low-variance KL loss to the initial policy with coefficient 0.01 and an
   entropy coefficient of 0.001 (:func:`grpo_loss`).
 
-Normalisation, and why it is a separate step: a trainer that cannot fit a whole batch in one forward pass
+Normalization, and why it is a separate step: a trainer that cannot fit a whole batch in one forward pass
 splits it into micro-batches, but DAPO's 1/Σ|y_i| runs over the whole group. :func:`normalization_weights`
 turns a mask into per-token weights computed once over the whole batch; slicing them per micro-batch makes
 the micro-batch losses sum exactly to the full-batch loss. Every loss accepts such ``weights``; without them
@@ -87,7 +87,7 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log π(target) for each position: ``logits`` ``(B, T, V)`` already aligned with ``targets`` ``(B, T)``.
 
     For a causal LM pass ``logits[:, :-1]`` and ``input_ids[:, 1:]``. Computed as the target logit minus
-    the log-sum-exp (in float32), which avoids materialising a second ``(B, T, V)`` log-softmax tensor.
+    the log-sum-exp (in float32), which avoids materializing a second ``(B, T, V)`` log-softmax tensor.
     """
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match targets {tuple(targets.shape)}")
@@ -150,7 +150,7 @@ def normalization_weights(
     group_ids: torch.Tensor | None = None,
     total: float | None = None,
 ) -> torch.Tensor:
-    """Per-token weights ``w`` such that a loss is ``Σ_{b,t} w[b,t] · ℓ[b,t]`` under normalisation ``mode``.
+    """Per-token weights ``w`` such that a loss is ``Σ_{b,t} w[b,t] · ℓ[b,t]`` under normalization ``mode``.
 
     * ``token`` — 1 / (number of unmasked tokens in the batch): a token mean over everything (DAPO's original
       implementation, verl's ``token-mean``, our SFT default);
@@ -189,7 +189,7 @@ def normalization_weights(
             return torch.zeros_like(m)
         seq_group_tokens = group_tokens[inverse].clamp_min(1.0)
         return m / (seq_group_tokens.unsqueeze(1) * n)
-    raise ValueError(f"unknown normalisation {mode!r}; use token, group, sequence or sequence_sum")
+    raise ValueError(f"unknown normalization {mode!r}; use token, group, sequence or sequence_sum")
 
 
 # --------------------------------------------------------------------------------------------- data-side
@@ -202,9 +202,9 @@ def group_advantages(
     eps: float = 1e-6,
     unbiased: bool = True,
 ) -> torch.Tensor:
-    r"""Group-normalised advantages :math:`\hat A_i = (R_i - \mathrm{mean}_g R)/(\mathrm{std}_g R + \epsilon)`.
+    r"""Group-normalized advantages :math:`\hat A_i = (R_i - \mathrm{mean}_g R)/(\mathrm{std}_g R + \epsilon)`.
 
-    DataMind §4 (DAPO) and GRPO normalise each trajectory's scalar reward within the G trajectories sampled
+    DataMind §4 (DAPO) and GRPO normalize each trajectory's scalar reward within the G trajectories sampled
     for the same query. ``unbiased`` uses the sample standard deviation (Bessel's correction), as verl's and
     TRL's GRPO implementations do (``torch.std``); a group of one, or of equal rewards, gets advantage 0.
     """
@@ -322,7 +322,7 @@ def dapo_loss(
     normalization: Normalization = "group",
     weights: torch.Tensor | None = None,
 ) -> PolicyLossOutput:
-    r"""DAPO's clipped surrogate with decoupled clip and token-level normalisation (DataMind §4).
+    r"""DAPO's clipped surrogate with decoupled clip and token-level normalization (DataMind §4).
 
     ``advantages`` is one value per sequence (``(B,)``, from :func:`group_advantages`) or per token.
     ``group_ids`` names each sequence's query group; with the default ``normalization="group"`` the loss is

@@ -1,6 +1,6 @@
 """Per-step training metrics as JSONL (``<run>/metrics.jsonl``), appended as steps finish.
 
-One record per optimiser step (SFT) or RL step, e.g. for RL::
+One record per optimizer step (SFT) or RL step, e.g. for RL::
 
     {"step": 3, "gamma": 0.87, "sft_loss": 1.92, "policy_loss": -0.01, "loss": 1.67, "reward_mean": 0.25,
      "entropy": 2.1, "frac_groups_filtered": 0.5, "void_rate": 0.12, "clip_frac": 0.03, ...}

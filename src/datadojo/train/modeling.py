@@ -62,7 +62,7 @@ def load_model_and_tokenizer(
     """A causal LM and its tokenizer from a *local* checkpoint (never downloaded), in float32.
 
     Weights stay float32 (master weights); accelerate's mixed precision casts the compute. The tokenizer
-    must have a chat template (tokenisation with masks needs it) and gets a pad token (EOS) if it has none.
+    must have a chat template (tokenization with masks needs it) and gets a pad token (EOS) if it has none.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -115,7 +115,7 @@ class TokenBatch:
 
 
 def collate(examples: Sequence[TokenizedTrajectory], pad_id: int) -> TokenBatch:
-    """Pad tokenised trajectories on the right into one :class:`TokenBatch`."""
+    """Pad tokenized trajectories on the right into one :class:`TokenBatch`."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
     length = max(len(e.input_ids) for e in examples)

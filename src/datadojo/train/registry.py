@@ -4,7 +4,7 @@ Like TRL's ``loss_type`` and verl's ``register_policy_loss``: a loss is a functi
 :class:`PolicyInputs` bundle and the :class:`~datadojo.train.config.RLConfig`, returning a
 :class:`~datadojo.train.losses.PolicyLossOutput`. The trainer never branches on the name; it asks the
 registered :class:`LossSpec` what it needs (reference log-probs for a KL term, entropies with gradient) and
-which normalisation is its own. Built in: ``dapo`` (DataMind §4) and ``grpo`` (EnvLunch §4).
+which normalization is its own. Built in: ``dapo`` (DataMind §4) and ``grpo`` (EnvLunch §4).
 
 Register your own::
 
@@ -40,7 +40,7 @@ __all__ = [
 class PolicyInputs:
     """Per-token tensors ``(B, T)`` of one micro-batch of rollouts, aligned with the predicted tokens.
 
-    ``advantages`` is ``(B,)``; ``weights`` are the normalisation weights computed over the whole update
+    ``advantages`` is ``(B,)``; ``weights`` are the normalization weights computed over the whole update
     (:func:`~datadojo.train.losses.normalization_weights`); ``ref_logp`` / ``rollout_logp`` / ``entropy``
     are present when the loss asked for them.
     """
@@ -61,7 +61,7 @@ PolicyLossFn = Callable[[PolicyInputs, "RLConfig"], PolicyLossOutput]
 
 @dataclass(frozen=True)
 class LossSpec:
-    """A registered loss: the function, its own normalisation, and what it needs from the trainer."""
+    """A registered loss: the function, its own normalization, and what it needs from the trainer."""
 
     name: str
     fn: PolicyLossFn

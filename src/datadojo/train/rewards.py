@@ -1,6 +1,6 @@
 """Reward functions for online RL: a trajectory's scalar reward and whether it counts as correct.
 
-The RL trainer needs two numbers per rollout: the reward R_i that group-normalised advantages are made of,
+The RL trainer needs two numbers per rollout: the reward R_i that group-normalized advantages are made of,
 and whether the rollout is *correct* — DAPO's dynamic-sampling filter keeps a group only when
 0 < #correct < G, where "correct" is DataMind's is_equivalent(y, y*_i) (§4), i.e. r_answer = 1, not R > 0.
 A :data:`RewardFn` maps a batch of ``(task, trajectory)`` pairs to :class:`RewardResult` s (batched, because

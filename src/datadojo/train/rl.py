@@ -5,14 +5,14 @@ One RL step (DataMind §4, §5.1; EnvLunch §4):
 1. take the step's ``tasks_per_step`` tasks (a seeded permutation of the task file, one pass per epoch) and
    roll out ``group_size`` G episodes of each through the agent runtime and sandbox
    (:mod:`datadojo.train.rollouts`; generation and code execution overlap across episodes);
-2. score every rollout (:mod:`datadojo.train.rewards`), normalise rewards within each group into
+2. score every rollout (:mod:`datadojo.train.rewards`), normalize rewards within each group into
    advantages, and apply dynamic sampling: a group is kept for the policy term only when
    0 < #correct < G; rollouts with a void turn are masked out of every term;
-3. tokenise rollouts with the chat template (environment tokens and prompts masked) and compute their old
+3. tokenize rollouts with the chat template (environment tokens and prompts masked) and compute their old
    log-probs — and, for a KL term, the initial policy's — with the training model before any update;
-4. split the step's tasks into ``updates_per_step`` mini-batches of whole groups; for each, one optimiser
+4. split the step's tasks into ``updates_per_step`` mini-batches of whole groups; for each, one optimizer
    update on :math:`\gamma\,\mathcal L_{SFT}(\text{expert trajectories of these tasks}) + (1-\gamma)\,
-   \mathcal L_{policy}(\text{kept rollouts})`, both normalised over the whole mini-batch and accumulated
+   \mathcal L_{policy}(\text{kept rollouts})`, both normalized over the whole mini-batch and accumulated
    over micro-batches; tasks whose group was filtered out contribute the SFT term alone;
 5. copy the new weights into the in-process sampler, log the step's metrics, checkpoint.
 
@@ -327,7 +327,7 @@ class RLTrainer:
     def _update(
         self, experts: list[TokenizedTrajectory], rows: list[Rollout], gamma: float
     ) -> dict[str, float] | None:
-        """One optimiser update on a mini-batch (experts for SFT, kept rollouts for the policy term)."""
+        """One optimizer update on a mini-batch (experts for SFT, kept rollouts for the policy term)."""
         cfg, acc, model = self.config, self.accelerator, self.model
         world = acc.num_processes
         use_sft = gamma > 0 and bool(experts)
@@ -407,7 +407,7 @@ class RLTrainer:
         return out
 
     def _row_weights(self, rows: Sequence[Rollout], total: float) -> None:
-        """Each row's normalisation weights over the whole update (a group may span micro-batches)."""
+        """Each row's normalization weights over the whole update (a group may span micro-batches)."""
         width = max(len(r.example.input_ids) for r in rows) - 1  # type: ignore[union-attr]
         mask = pad_stack(
             [torch.tensor(r.example.loss_mask[1:], dtype=torch.float32) for r in rows],  # type: ignore[union-attr]

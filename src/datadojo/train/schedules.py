@@ -1,6 +1,6 @@
 r"""The SFT/RL mixing coefficient γ over training steps (DataMind §4, "Dynamic SFT+RL Objective and γ Scheduling").
 
-DataMind initialises γ at 0.9 and anneals it to 0.05 with cosine decay: early on the SFT term keeps the
+DataMind initializes γ at 0.9 and anneals it to 0.05 with cosine decay: early on the SFT term keeps the
 policy from drifting while its own rollouts are still poor; late, a small γ lets RL explore beyond the
 expert trajectories (§5.4: a large fixed γ collapses entropy, a small fixed γ drifts and collapses).
 
@@ -33,7 +33,7 @@ GammaMode = Literal["cosine", "linear", "fixed"]
 
 @dataclass(frozen=True)
 class GammaSchedule:
-    """γ as a function of the optimiser step (module docstring).
+    """γ as a function of the optimizer step (module docstring).
 
     ``start``/``end`` default to the paper's 0.9 → 0.05; ``total_steps`` is the length of the run the decay
     spans, γ reaching ``end`` at step ``total_steps − 1`` (required for ``cosine`` and ``linear``);
@@ -66,7 +66,7 @@ class GammaSchedule:
             )
 
     def __call__(self, step: int) -> float:
-        """γ at optimiser step ``step`` (0-based)."""
+        """γ at optimizer step ``step`` (0-based)."""
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
         if self.mode == "fixed":

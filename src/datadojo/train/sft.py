@@ -2,7 +2,7 @@
 
 DataMind §4: the SFT loss is next-token cross-entropy over the agent's own tokens only — interpreter output
 and prompts are masked (:mod:`datadojo.train.tokenize`) — and a trajectory with any void turn is left out
-entirely. The loss of an optimiser step is normalised over the *whole* batch (all devices, all
+entirely. The loss of an optimizer step is normalized over the *whole* batch (all devices, all
 micro-batches; :func:`datadojo.train.losses.normalization_weights`), so ``micro_batch_size`` and the number
 of GPUs change memory use, not the result.
 
@@ -80,7 +80,7 @@ def _target_tokens(example: TokenizedTrajectory) -> int:
 def prepare_sft_examples(
     trajectories: Iterable[Trajectory], tokenizer: Any, config: SFTConfig
 ) -> tuple[list[TokenizedTrajectory], dict[str, int]]:
-    """Tokenise trajectories for SFT, dropping void ones and ones with no agent token; return counts."""
+    """Tokenize trajectories for SFT, dropping void ones and ones with no agent token; return counts."""
     examples: list[TokenizedTrajectory] = []
     counts = {"void": 0, "untrainable": 0, "truncated": 0}
     for traj in trajectories:
@@ -134,7 +134,7 @@ class SFTTrainer:
         return order
 
     def _batches(self, n: int, total_steps: int) -> list[list[int]]:
-        """The example indices of each optimiser step: epochs of seeded shuffles, cut into batches."""
+        """The example indices of each optimizer step: epochs of seeded shuffles, cut into batches."""
         bs = self.config.batch_size
         per_epoch = math.ceil(n / bs)
         out: list[list[int]] = []
@@ -195,7 +195,7 @@ class SFTTrainer:
                     logp, _ = forward_logprobs(model, tb)
                     mask = tb.target_mask
                     w = normalization_weights(mask, cfg.normalization, total=denom)
-                    # DDP averages gradients over processes; the weights already normalise globally.
+                    # DDP averages gradients over processes; the weights already normalize globally.
                     loss = sft_loss(logp, mask, weights=w) * world
                 acc.backward(loss)
                 step_loss += loss.detach() / world

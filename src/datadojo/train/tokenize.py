@@ -11,8 +11,8 @@ difference is that message's text. For an assistant turn the part up to the gene
 reply: trainable up to and including the end-of-turn token (``<|im_end|>``, the tokenizer's EOS, or
 ``end_of_turn``), because the model must learn to stop; template glue after it (a newline) is masked.
 
-Each piece is tokenised on its own and the ids concatenated. That is also how the tokens arose at rollout
-time — the prompt (header included) was tokenised, and the reply was generated after it — so a token never
+Each piece is tokenized on its own and the ids concatenated. That is also how the tokens arose at rollout
+time — the prompt (header included) was tokenized, and the reply was generated after it — so a token never
 straddles a mask boundary. A template that rewrites earlier turns when later ones are added (Qwen3's drops
 past ``<think>`` blocks) is not prefix-stable; it is rejected with :class:`TemplateError`, since the tokens
 trained on would not be the tokens the model saw.
@@ -165,7 +165,7 @@ def tokenize_trajectory(
     max_length: int | None = None,
     end_of_turn: str | Sequence[str] | None = None,
 ) -> TokenizedTrajectory:
-    """Tokenise a trajectory with its prompt, masking prompts and observations (DataMind §4)."""
+    """Tokenize a trajectory with its prompt, masking prompts and observations (DataMind §4)."""
     where = f"trajectory {traj.task_id!r} (sample {traj.sample})"
     messages = trajectory_to_messages(traj)
     if not any(m.get("train") for m in messages):

@@ -2,8 +2,8 @@
 
 Nothing here downloads. The tokenizer is a byte-level BPE (the kind Qwen2.5 and Llama 3 use) trained in a
 second on DataMind-style text, with Qwen2.5's ChatML chat template (:data:`QWEN25_TEMPLATE`, the template of
-the Qwen2.5-Instruct checkpoints without its tool-calling branch), so tokenisation and loss masks are
-exercised on a real template. The model is a randomly initialised Llama built from a config of any size.
+the Qwen2.5-Instruct checkpoints without its tool-calling branch), so tokenization and loss masks are
+exercised on a real template. The model is a randomly initialized Llama built from a config of any size.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def build_toy_model(
     vocab_size: int | None = None,
     seed: int = 0,
 ) -> Any:
-    """A randomly initialised ``LlamaForCausalLM`` sized by the arguments, matched to ``tokenizer``.
+    """A randomly initialized ``LlamaForCausalLM`` sized by the arguments, matched to ``tokenizer``.
 
     ``vocab_size`` (at least the tokenizer's) pads the embedding and output layers to a realistic
     vocabulary, which dominates the memory of the logits (Qwen2.5 has 152k entries).

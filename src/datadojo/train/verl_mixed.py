@@ -10,7 +10,7 @@ from the RL term (dynamic sampling, :func:`~datadojo.train.losses.dynamic_sampli
 In verl both kinds of rows travel in one batch (the expert rows are replayed by the ``datadojo_expert`` agent
 loop, :mod:`datadojo.train.export.verl_mixed`), and verl's engine cuts each mini-batch into micro-batches and
 back-propagates each micro-batch's loss on its own. For the sum of the micro-batch losses to equal the
-mini-batch loss, each term must be normalised by its count over the *whole mini-batch on all ranks* —
+mini-batch loss, each term must be normalized by its count over the *whole mini-batch on all ranks* —
 :func:`mixed_counts` computes them once per mini-batch (verl's worker all-reduces them), and
 :func:`gamma_mixed_loss` then turns each micro-batch into its exact share, with the formulas of
 :mod:`datadojo.train.losses` (``sft_loss``, ``dapo_loss``, ``mixed_objective``) — one implementation for
@@ -18,9 +18,9 @@ mini-batch loss, each term must be normalised by its count over the *whole mini-
 gradients over ranks).
 
 Choices where the paper is silent (the same as ``datadojo train rl``): both terms are token means (the SFT
-term over expert tokens, the DAPO term over the kept rollouts' tokens, DAPO's token-level normalisation);
+term over expert tokens, the DAPO term over the kept rollouts' tokens, DAPO's token-level normalization);
 a mini-batch without expert rows contributes :math:`(1-\gamma)\mathcal L_{DAPO}` (the SFT term is 0, not
-renormalised), one whose rollouts were all filtered contributes :math:`\gamma\mathcal L_{SFT}`.
+renormalized), one whose rollouts were all filtered contributes :math:`\gamma\mathcal L_{SFT}`.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_query_checker_rejects_each_kind_with_its_reason():
 
 def test_query_ids_are_stable_and_depend_on_file_category_and_text():
     a = query_id("abc", "Counting", "How many rows?")
-    assert a == query_id("abc", "Counting", "how many rows")  # normalised text
+    assert a == query_id("abc", "Counting", "how many rows")  # normalized text
     assert (
         len({a, query_id("abd", "Counting", "How many rows?"), query_id("abc", "Ranking", "How many rows?")})
         == 3

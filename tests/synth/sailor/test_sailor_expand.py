@@ -41,7 +41,7 @@ def test_strategies_below_tau_pre_are_dropped_and_every_child_records_its_strate
     tree, stats, requests = expand_root(fake, dataset, SailorConfig(k_max=4, tau_pre=0.3, logprobs=False))
     kids = children(tree)
     assert {k.strategy for k in kids} == {"repository_inspection", "schema_inspection", "statistics"}
-    assert stats.strategies_dropped == 1  # visualisation scored 0.1 < τ_pre
+    assert stats.strategies_dropped == 1  # visualization scored 0.1 < τ_pre
     info = tree.root.extra["expansion"]
     assert [s["kept"] for s in info["strategies"]] == [True, True, True, False]
     assert info["h_prior"] == pytest.approx(1.0) and info["width"] == 3 and all(k.rho == 0.5 for k in kids)
@@ -86,7 +86,7 @@ def test_tool_identity_ignores_formatting_and_comments() -> None:
     b = "import pandas as pd   # load\n\nprint( pd.read_csv( 'x.csv' ).shape )\n"
     c = "import pandas as pd\nprint(pd.read_csv('y.csv').shape)"
     assert tool_identity(a) == tool_identity(b) != tool_identity(c)
-    assert tool_identity("def (") == tool_identity("def  (")  # unparsable: whitespace-normalised text
+    assert tool_identity("def (") == tool_identity("def  (")  # unparsable: whitespace-normalized text
 
 
 def test_diversify_merges_duplicates_and_alternates_strategies() -> None:

@@ -129,11 +129,11 @@ def test_dual_feedback_calibrates_the_backed_up_value() -> None:
     assert w.q_hat(0.1, 0.0) == pytest.approx(0.5) and tree.root.n == 1 and tree.root.w == pytest.approx(0.5)
 
 
-def test_depth_term_is_normalised() -> None:
+def test_depth_term_is_normalized() -> None:
     tree = make_tree(max_depth=4, beta=1.0)
     a = tree.add_child(tree.root, code="a")
     b = tree.add_child(a, code="b")
-    assert tree.normalised_depth(a) == 0.25 and tree.normalised_depth(b) == 0.5
+    assert tree.normalized_depth(a) == 0.25 and tree.normalized_depth(b) == 0.5
     a.executed = True
     terms = tree.uct_terms(a, b)
     assert terms["depth"] == 0.5 and terms["uct"] == pytest.approx(b.q_hat(0.1, 0.0) + 0.5)
@@ -154,7 +154,7 @@ def test_softmax_and_prior_entropy_worked_examples() -> None:
 
 
 @given(st.lists(st.floats(0, 1), min_size=2, max_size=8), st.floats(0.05, 5))
-def test_prior_entropy_is_normalised(rhos: list[float], t: float) -> None:
+def test_prior_entropy_is_normalized(rhos: list[float], t: float) -> None:
     assert 0.0 <= prior_entropy(rhos, t) <= 1.0 + 1e-12
 
 

@@ -104,7 +104,7 @@ def test_outputs_uct_audit_and_task_format(fake: FakeSailor, dataset: Path, tmp_
     assert len(executed) == 5 and all(n["status"] == "ok" for n in executed)
     # strategy→tool: every probe records its strategy; the weak one (0.1 < τ_pre) never became a node
     assert {n["strategy"] for n in executed} <= {"repository_inspection", "schema_inspection", "statistics"}
-    assert all(n["strategy"] != "visualisation" for n in nodes.values())
+    assert all(n["strategy"] != "visualization" for n in nodes.values())
     # trajectories: sailor dialect, valid, anchored to the seed, strategies recorded
     trajs = list(read_trajectories(out / "trajectories.jsonl"))
     assert trajs and all(not validate_trajectory(t) for t in trajs)

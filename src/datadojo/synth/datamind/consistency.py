@@ -2,7 +2,7 @@
 
 DataMind §3.2 (Step 3): a judge model M reads the N trajectories and returns {c, s, y} = M({y_i}) — a
 chain-of-thought critique *c*, a verdict s ∈ {0, 1} and, when s = 1, the best trajectory *y*; its criteria
-(App. I.4, as summarised in the paper): semantic equivalence of descriptive answers, numbers within 3% of
+(App. I.4, as summarized in the paper): semantic equivalence of descriptive answers, numbers within 3% of
 each other after unit conversion, completeness, and which answer "most clearly and accurately represents
 the final synthesized answer".
 
@@ -10,7 +10,7 @@ Asking the judge about three identical numbers wastes a request, so :func:`rule_
 
 * any attempt without a final answer → inconsistent (method ``rule``; the critique names the attempts);
 * every pair of answers the comparison core (:func:`datadojo.compare.core.compare_answers`, symmetric
-  mode) finds equal *and is certain about* → consistent: identical after a normalisation that keeps sign,
+  mode) finds equal *and is certain about* → consistent: identical after a normalization that keeps sign,
   decimal point, percent, exponent and identifiers (``-5``/``5``, ``1.5``/``15``, ``12.5%``/``125%``,
   ``3.14e-2``/``3.14e2``, ``Q1``/``Q3``, ``Store_12``/``Store_7`` all differ), or the same words around
   numbers that agree within ``tolerance`` (relative to the larger, default 0.03 = the paper's 3%) after
@@ -112,8 +112,8 @@ def rule_check(answers: Sequence[str | None], tolerance: float = 0.03) -> RuleOu
             if not (v.correct and v.decided):
                 return RuleOutcome(None, f"attempts {i + 1} and {j + 1}: {v.reason}; the judge decides")
             reasons.append(v.reason)
-    if all(r == "identical after normalisation" for r in reasons):
-        return RuleOutcome(True, "identical answers after normalisation")
+    if all(r == "identical after normalization" for r in reasons):
+        return RuleOutcome(True, "identical answers after normalization")
     return RuleOutcome(True, f"same words and names, numbers within {tolerance:.0%}")
 
 

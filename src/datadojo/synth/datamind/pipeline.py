@@ -210,7 +210,7 @@ async def stage_sample(
         if not tasks:
             _require(run.paths.queries, "queries")
             raise DataMindError(
-                f"{run.paths.queries}: no queries to sample (every synthesised question was rejected or no "
+                f"{run.paths.queries}: no queries to sample (every synthesized question was rejected or no "
                 f"request succeeded; see {run.paths.rejected} and the queries stage's log)"
             )
     else:

@@ -9,9 +9,9 @@ Every reply is a JSON object validated against :class:`QueryBatch` (structured o
 question is then checked (:class:`QueryChecker`) and rejected, with the reason, when it is empty or longer
 than ``max_query_chars``, names a column the file does not have (in its ``columns`` list, or back-quoted and
 not a cell value: see :func:`_backticked_columns`),
-or duplicates a question already kept for the same file — exactly after normalisation
+or duplicates a question already kept for the same file — exactly after normalization
 (:func:`datadojo.compare.text.normalize_text`) or nearly (word-set Jaccard similarity ≥ ``near_duplicate``).
-Kept questions get a stable id: a hash of the file content, the category and the normalised text.
+Kept questions get a stable id: a hash of the file content, the category and the normalized text.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ STAGE = "queries"
 
 
 class SynthQuery(BaseModel):
-    """One synthesised question and the columns it uses (exact names from the profile)."""
+    """One synthesized question and the columns it uses (exact names from the profile)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -121,7 +121,7 @@ def accepted_files(
 
 
 def query_id(file_sha: str, category: str | Sequence[str], text: str) -> str:
-    """Stable id of a question: hash of the file content, its category (or chain) and normalised text."""
+    """Stable id of a question: hash of the file content, its category (or chain) and normalized text."""
     cat = category if isinstance(category, str) else ">".join(category)
     blob = f"{file_sha}\n{cat}\n{normalize_text(text)}"
     return "dm-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -196,7 +196,7 @@ class QueryChecker:
         if not norm:
             return "empty", "the question has no words"
         if norm in self._norm:
-            return "duplicate", "same text (after normalisation) as a question already kept for this file"
+            return "duplicate", "same text (after normalization) as a question already kept for this file"
         words = _words(text)
         for other in self._sets:
             union = len(words | other)

@@ -1,7 +1,7 @@
 """The parts of ``report.html`` read from the run's files rather than the funnel: who and how, and what came out.
 
 A reader of the page must be able to answer, without opening a JSONL file: which teacher and judge made this
-run and with which settings; what the synthesised questions look like and why others were rejected; what the
+run and with which settings; what the synthesized questions look like and why others were rejected; what the
 N attempts of a query did, what the verdict was and who chose the kept one; and where the SFT sets and RL
 tasks are. Everything is bounded (:data:`SAMPLE_QUERIES`, :data:`SAMPLE_REJECTIONS`, :data:`VIEWER_QUERIES`
 queries in the trajectory viewer, observations cut to :data:`OBS_CHARS`) so the page stays small for a

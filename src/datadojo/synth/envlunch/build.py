@@ -222,7 +222,7 @@ def build_tasks(
     progress: Callable[[int, int], None] | None = None,
     executor: Executor | None = None,
 ) -> BuildReport:
-    """Synthesise ``config.n`` tasks over ``envs``; write ``out`` (JSONL) and its copies folder.
+    """Synthesize ``config.n`` tasks over ``envs``; write ``out`` (JSONL) and its copies folder.
 
     ``progress(done, total)`` is called as environments finish. Returns the report (tasks in index order).
     ``executor`` (Ray) runs the jobs on its nodes instead of ``config.workers`` forked processes; every

@@ -2,7 +2,7 @@
 
 The paper: "m ∈ [0, 1] measures agreement between two execution results and equals 1 only when they agree
 exactly; it is the overlap of row multisets for relational results and an exact comparison after
-canonicalisation for dataframe results." It does not spell the canonicalisation out; these are the rules
+canonicalization for dataframe results." It does not spell the canonicalization out; these are the rules
 (also in ``docs/envlunch.md``):
 
 **Values.** ``None``, NaN, ``NaT`` and ``pd.NA`` → ``None``; booleans → ``0``/``1``; a float that is
@@ -32,7 +32,7 @@ two 0/1 flags) while that raises the row overlap. A changed cell therefore never
 any width (sorting the columns by content alone would, once the cell changes the content order).
 
 **m.** Relational (SQL) results: multiset Jaccard overlap |A ∩ B| / |A ∪ B| of the rows (rows equal value by
-value as above), maximised over the column alignments; 1 exactly when the multisets agree, 0 when the arity
+value as above), maximized over the column alignments; 1 exactly when the multisets agree, 0 when the arity
 differs. Dataframe (pandas) results: 1 when some alignment pairs every row with an equal row, else 0.
 """
 
@@ -188,7 +188,7 @@ def _sorted_rows(rows: Sequence[tuple[Value, ...]], order: Sequence[int]) -> tup
 
 
 def canonical_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Canonical:
-    """Canonicalise a relational result (column names and raw rows, as a DB-API cursor returns them)."""
+    """Canonicalize a relational result (column names and raw rows, as a DB-API cursor returns them)."""
     crow = [tuple(canon_value(v) for v in r) for r in rows]
     arity = len(columns) if columns else (len(crow[0]) if crow else 0)
     for i, r in enumerate(crow):
@@ -304,7 +304,7 @@ def result_table(obj: Any) -> tuple[list[str], list[list[Any]]]:
 
 
 def canonical_pandas(obj: Any) -> Canonical:
-    """Canonicalise what a pandas program left as its result (scalar, Series, DataFrame, list, array)."""
+    """Canonicalize what a pandas program left as its result (scalar, Series, DataFrame, list, array)."""
     cols, rows = _shape(obj)
     return canonical_rows(cols, rows)
 
@@ -528,7 +528,7 @@ def same_result(a: Canonical, b: Canonical) -> bool:
 
 
 def row_overlap(pred: Canonical, ref: Canonical) -> float:
-    """Relational m: multiset Jaccard overlap of rows (values within the tolerance), maximised over the
+    """Relational m: multiset Jaccard overlap of rows (values within the tolerance), maximized over the
     column alignments of ``pred`` to ``ref`` (module docstring)."""
     if pred.arity != ref.arity:
         return 0.0

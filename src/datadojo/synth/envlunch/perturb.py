@@ -78,7 +78,7 @@ class CopyPlan:
 
 
 def norm_key(v: Any) -> Any:
-    """Normalise a key value for matching: integral floats become ints (SQLite compares 1 = 1.0)."""
+    """Normalize a key value for matching: integral floats become ints (SQLite compares 1 = 1.0)."""
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v

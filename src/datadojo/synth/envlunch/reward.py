@@ -3,7 +3,7 @@
     R(τ̂; τ, E'_1:K) = (1 + w · (1 − t / t_max)) · min_k m(τ̂(E'_k), τ(E'_k))
 
 with w = 0.5, t_max = 16 (SQL) / 48 (pandas), m from :mod:`.canon` (row-multiset overlap for SQL, exact
-match after canonicalisation for pandas). τ(E'_k) was computed at synthesis and is stored in the task;
+match after canonicalization for pandas). τ(E'_k) was computed at synthesis and is stored in the task;
 τ̂(E'_k) comes from running the agent's submitted program in copy k (:mod:`.executor`).
 
 **What the agent submits** (our definition; the paper says the agent "submits a recovered trajectory τ̂ in

@@ -4,7 +4,7 @@
 The solver sees what an agent sees — the environment's files (plus, for pandas tasks, the schema's foreign
 keys, which the database had) and the target o* — never the hidden program or the copies. It draws
 compositions from the very action pools synthesis uses (:mod:`.sql_actions`, :mod:`.pandas_actions`), each
-draw an independent random composition (a randomised enumeration; partial SQL results are memoised, so
+draw an independent random composition (a randomized enumeration; partial SQL results are memoized, so
 shared prefixes run once), and stops at the first whose result on E equals o* or when its budget is spent.
 
 Pruning with what o* shows: an SQL target with header ``(g, value)`` comes from a grouped operator, and its

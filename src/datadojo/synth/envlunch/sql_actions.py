@@ -3,7 +3,7 @@
 Paper: "On the SQL side, the pool has fifteen operators: ten aggregate at increasing levels of
 composition, from a grouped aggregate up to a three-table foreign-key chain or a common table expression
 compared against its own average, and five do not aggregate, such as a projection under a filter or a top-k
-ranking with a tie-break." and "They are further organised into different levels according to the number
+ranking with a tie-break." and "They are further organized into different levels according to the number
 of operators composed."
 
 Here an operator is a *shape* of query, built by a sequence of clause actions (join, filter, group +
@@ -456,7 +456,7 @@ _ACTIONS: dict[str, _Action] = {
 
 
 def _observe(ctx: SqlContext, con: sqlite3.Connection, q: SqlQuery) -> Obs:
-    """:func:`observe`, memoised per context when it has a cache (the solver re-runs the same prefixes)."""
+    """:func:`observe`, memoized per context when it has a cache (the solver re-runs the same prefixes)."""
     if ctx.obs_cache is None:
         return observe(con, q)
     sql = q.render()

@@ -186,7 +186,7 @@ def _index_foreign_keys(env: Environment, con: sqlite3.Connection) -> None:
 def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = None) -> Synthesized | str:
     """Draw one SQL trajectory; return it, or the reason it was rejected."""
     orig, copies, _ = ctx.sql  # also sets ctx.sql_varying
-    # observations memoised per environment: every draw from a table starts with the same prefixes
+    # observations memoized per environment: every draw from a table starts with the same prefixes
     actx = sa.SqlContext(ctx.env, ctx.roles, rng, ctx.config.max_target_rows, ctx.observe_cache)
     allowed = [s for s in sa.OPERATORS.values() if s.level in ctx.config.levels]
     spec = sa.OPERATORS[operator] if operator else rng.choice(allowed)
@@ -203,7 +203,7 @@ def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = N
     sql = q.render()
     cap = ctx.config.max_target_rows
     try:
-        # a target over the cap is rejected before it is canonicalised or run in the copies (on a 60 MB
+        # a target over the cap is rejected before it is canonicalized or run in the copies (on a 60 MB
         # database such a result can hold 100,000s of rows)
         names, rows, _ = sa.execute_sql(orig, sql, row_cap=cap + 1, count_rest=False)
         if len(rows) > cap:

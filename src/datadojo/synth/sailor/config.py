@@ -61,7 +61,7 @@ class SailorConfig(Settings):
     * ``calibration`` (η): when a probe has run, the post-execution judge's score s_post calibrates the value
       that is backed up: ``v = (1−η)·ρ_w + η·s_post`` (η = 0.5: the pre- and post-execution judgments count
       equally, the "dual feedback").
-    * ``max_depth`` (probes on one path) normalises the depth term: ``d_w = depth(w) / max_depth`` ∈ [0, 1].
+    * ``max_depth`` (probes on one path) normalizes the depth term: ``d_w = depth(w) / max_depth`` ∈ [0, 1].
 
     **Budgets** per (folder, seed) tree: ``max_nodes`` probes executed, ``max_depth``, ``max_requests`` LLM
     requests (policy + judges, search only), ``max_wall_s`` seconds (a safety net; tests use the others).
@@ -85,7 +85,7 @@ class SailorConfig(Settings):
     """
 
     lam: float = Field(1.0, description="λ: exploration weight of DF-FPU UCT")
-    beta: float = Field(0.1, description="β: weight of the normalised depth d_w in UCT")
+    beta: float = Field(0.1, description="β: weight of the normalized depth d_w in UCT")
     depth_term: Literal["reached", "node"] = Field(
         "reached",
         description="d_w of UCT: the deepest depth reached below w (reached; differs between siblings, so β "
@@ -103,7 +103,7 @@ class SailorConfig(Settings):
     fpu_reduction: float = Field(0.0, description="δ of the first-play value ρ + Δ − δ")
     calibration: float = Field(0.5, description="η: backed-up value (1−η)·ρ + η·post-execution score")
     max_nodes: int = Field(24, description="budget: probes executed per tree")
-    max_depth: int = Field(6, description="budget: probes on one path (normalises d_w)")
+    max_depth: int = Field(6, description="budget: probes on one path (normalizes d_w)")
     max_requests: int = Field(400, description="budget: LLM requests per tree search")
     max_wall_s: float = Field(3600.0, description="budget: seconds per tree search")
     max_strategies: int = Field(4, description="strategies proposed per expansion")

@@ -12,15 +12,15 @@ Everything here is pure (no LLM, no sandbox) so each rule is tested on its own w
   by what its siblings' observations showed; with no visited sibling yet, Δ is the constant ``fpu_bonus``.
   ``fpu_mode="constant"`` always uses ``fpu_bonus``;
 * :func:`calibrated_value` — after the probe runs, ``(1−η)·ρ_w + η·s_post`` is backed up: the pre-execution
-  judgment prioritises, the post-execution one calibrates (dual feedback);
-* d_w is the **normalised depth reached below w**: ``max depth(u)/max_depth`` over w and its executed
+  judgment prioritizes, the post-execution one calibrates (dual feedback);
+* d_w is the **normalized depth reached below w**: ``max depth(u)/max_depth`` over w and its executed
   descendants u (``depth_term="reached"``, default). The node's own depth (``depth_term="node"``, the reference
-  code's reading, there un-normalised) is the same for every child of v, so β·d_w could never change a
+  code's reading, there un-normalized) is the same for every child of v, so β·d_w could never change a
   selection; the depth reached below w differs between siblings once one of them has been followed further,
-  so β favours the branch whose trace has gone deeper (the paper's "balance breadth and depth"). Normalised
+  so β favours the branch whose trace has gone deeper (the paper's "balance breadth and depth"). Normalized
   by ``max_depth`` so that β does not dominate deep trees;
 * :func:`prior_entropy`, :func:`token_entropy`, :func:`branching_width` — ``π = softmax(ρ/T_p)``,
-  ``H_prior = −Σ π log π / log M̄_v``, the mean normalised entropy of the top-k token distributions, and a
+  ``H_prior = −Σ π log π / log M̄_v``, the mean normalized entropy of the top-k token distributions, and a
   width that widens uncertain states and narrows obvious ones.
 
 :class:`Tree` keeps the nodes of one (folder, seed) search and writes the ``tree.jsonl`` records: one
@@ -54,7 +54,7 @@ __all__ = [
 def uct_df_fpu(
     q: float, rho: float, n_parent: int, n: int, depth: float, *, lam: float, beta: float
 ) -> float:
-    """``Q̂(w) + λ·ρ_w·sqrt(log(1+N(v))/(1+N(w))) + β·d_w`` (§4.1, DF-FPU); ``depth`` is normalised d_w."""
+    """``Q̂(w) + λ·ρ_w·sqrt(log(1+N(v))/(1+N(w))) + β·d_w`` (§4.1, DF-FPU); ``depth`` is normalized d_w."""
     if n_parent < 0 or n < 0:
         raise ValueError(f"visit counts must be >= 0, got N(v)={n_parent}, N(w)={n}")
     return q + lam * rho * math.sqrt(math.log(1 + n_parent) / (1 + n)) + beta * depth
@@ -100,10 +100,10 @@ def prior_entropy(rhos: Sequence[float], temperature: float) -> float:
 
 
 def token_entropy(logprobs: Sequence[Any] | None) -> float | None:
-    """Mean normalised entropy of the per-token top-k distributions of a completion, or ``None``.
+    """Mean normalized entropy of the per-token top-k distributions of a completion, or ``None``.
 
     Each element is a :class:`~datadojo.llm.base.TokenLogprob` (``token``, ``logprob``, ``top`` = alternatives
-    as ``(token, logprob)``). For a token with k ≥ 2 alternatives, the top-k probabilities are renormalised and
+    as ``(token, logprob)``). For a token with k ≥ 2 alternatives, the top-k probabilities are renormalized and
     their entropy divided by log k; tokens without alternatives are skipped. ``None`` when no token has any
     (the server returned no log-probabilities), so callers fall back to H_prior alone.
     """
@@ -263,7 +263,7 @@ class Tree:
             out.append(self.nodes[out[-1].parent])
         return out[::-1]
 
-    def normalised_depth(self, node: Node) -> float:
+    def normalized_depth(self, node: Node) -> float:
         """depth(w) / max_depth, in [0, 1]: the node's own depth."""
         return node.depth / self.max_depth
 
@@ -280,9 +280,9 @@ class Tree:
         return deepest
 
     def depth_value(self, node: Node) -> float:
-        """d_w of UCT: the normalised depth reached below w (``depth_term="reached"``) or of w itself."""
+        """d_w of UCT: the normalized depth reached below w (``depth_term="reached"``) or of w itself."""
         if self.depth_term == "node":
-            return self.normalised_depth(node)
+            return self.normalized_depth(node)
         return self.reached_depth(node) / self.max_depth
 
     def closed(self, node: Node) -> bool:

@@ -61,7 +61,7 @@ from datadojo.synth.sailor.synthesis import (
     merge_reference,
     meta_task,
     qa_task,
-    synthesise_qa,
+    synthesize_qa,
 )
 
 __all__ = [
@@ -175,7 +175,7 @@ async def explore_unit(
     sandbox_config: SandboxConfig,
     mode: StructuredMode = "auto",
 ) -> UnitOutput:
-    """Search, extract, verify and synthesise one (folder, seed) unit; nothing is written here."""
+    """Search, extract, verify and synthesize one (folder, seed) unit; nothing is written here."""
     started = time.monotonic()
     unit = unit_key(folder, digest, seed.id)
     stats = SearchStats()
@@ -237,7 +237,7 @@ async def explore_unit(
 
     async def qa_for(i: int) -> tuple[Any, dict[str, Any]]:
         nodes = paths[i]
-        qa, why = await synthesise_qa(calls, nodes, seed, trajectories[i].final_answer or "")
+        qa, why = await synthesize_qa(calls, nodes, seed, trajectories[i].final_answer or "")
         if qa is None:
             return None, {"kept": False, "reason": why}
         check = await verifier.check_qa(nodes, qa.question, qa.answer)
@@ -368,7 +368,7 @@ def _write_unit(out: Path, result: UnitOutput, ledger: WorkLedger) -> None:
     ledger.commit(result.record["unit"], **result.record)
 
 
-def summarise(
+def summarize(
     records: Sequence[dict[str, Any]], config: SailorConfig, extra: dict[str, Any]
 ) -> dict[str, Any]:
     """``summary.json``: the config (λ, β, …) and totals over every finished unit, overall and per level."""
@@ -503,7 +503,7 @@ async def run_sailor(
         "models": {"policy": policy.model_id, "judge": judge.model_id},
         "structured_mode": mode,
     }
-    run.summary = summarise(list(finished.values()), cfg, extra)
+    run.summary = summarize(list(finished.values()), cfg, extra)
     write_json_atomic(out_dir / "summary.json", run.summary)
     funnel = Funnel()
     funnel.add("qc", run.summary["trajectories"], run.summary["kept"], run.summary["removed"])

@@ -1,4 +1,4 @@
-"""Quality control of synthesised trajectories (SciDataSailor §4.2): execution validity, step-level
+"""Quality control of synthesized trajectories (SciDataSailor §4.2): execution validity, step-level
 verification with branch removal, and re-verification of processing failures — each decision with its reason.
 
 **Execution validity** (rules, no model; :func:`execution_problem`), first failing rule wins:
@@ -228,7 +228,7 @@ class StepVerifier:
         return decide(list(results), len(nodes))
 
     async def check_qa(self, nodes: Sequence[Node], question: str, answer: str) -> FinalCheck | None:
-        """Whether a synthesised QA pair is supported by the trajectory's observations."""
+        """Whether a synthesized QA pair is supported by the trajectory's observations."""
         prompt = _QA_CHECK_INSTRUCTION.format(
             steps=render_steps(list(nodes), obs_chars=3000), question=question, answer=answer
         )

@@ -59,7 +59,7 @@ def _level_table(per_level: dict[str, dict[str, Any]]) -> str:
 
 
 def _qa_list(out: Path) -> str:
-    """The synthesised QA pairs (question, answer, evidence, the tree node holding the evidence)."""
+    """The synthesized QA pairs (question, answer, evidence, the tree node holding the evidence)."""
     path = out / "qa.jsonl"
     if not path.exists():
         return ""

@@ -45,7 +45,7 @@ STRATEGIES: dict[str, str] = {
     "statistics": "compute counts, ranges, distributions, missing values or summary statistics",
     "cross_file_integration": "join, align or compare records or identifiers across files",
     "claim_validation": "check a statement from documentation, metadata or an earlier observation against the data",
-    "visualisation": "summarise a distribution or relation as a compact text plot or binned table",
+    "visualization": "summarize a distribution or relation as a compact text plot or binned table",
     "debugging": "diagnose and work around an error or unexpected output of an earlier probe",
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGIES)
@@ -57,7 +57,7 @@ StrategyName = Literal[
     "statistics",
     "cross_file_integration",
     "claim_validation",
-    "visualisation",
+    "visualization",
     "debugging",
 ]
 Label = Literal["supported", "unsupported", "contradicted"]
@@ -145,7 +145,7 @@ def tool_identity(code: str) -> str:
     """What tool a probe uses and how: the hash of its syntax tree (formatting and comments do not count).
 
     Two probes with the same identity would run the same calls on the same arguments, so only one is kept.
-    Code that does not parse is identified by its whitespace-normalised text.
+    Code that does not parse is identified by its whitespace-normalized text.
     """
     try:
         key = ast.dump(ast.parse(code), annotate_fields=False, include_attributes=False)

@@ -35,7 +35,7 @@ __all__ = [
     "merge_reference",
     "meta_task",
     "qa_task",
-    "synthesise_qa",
+    "synthesize_qa",
     "task_id",
 ]
 
@@ -86,7 +86,7 @@ def _task(
 def meta_task(
     folder: Path, digest: str, seed: Seed, reference: str | None, unit: str, candidates: int = 0
 ) -> Task:
-    """The Meta-track task of a (folder, seed): summarise the seed intent; reference = merged answers."""
+    """The Meta-track task of a (folder, seed): summarize the seed intent; reference = merged answers."""
     return _task(
         folder, digest, seed, "meta", seed.intent, reference, {"unit": unit, "candidates": candidates}
     )
@@ -202,7 +202,7 @@ Build one question-answer pair from this exploration:
 Reply with JSON {{"evidence": [TEXT, ...], "evidence_step": N, "question": TEXT, "answer": TEXT}}."""
 
 
-async def synthesise_qa(
+async def synthesize_qa(
     calls: LLMCalls, nodes: Sequence[Node], seed: Seed, answer: str
 ) -> tuple[QAPair | None, str]:
     """One QA pair from a verified trajectory, or ``(None, why)``."""
@@ -223,7 +223,7 @@ async def synthesise_qa(
 _MERGE_SYSTEM = """You write reference answers for meta-information tasks about scientific datasets. You get several
 candidate final answers written for the same exploration request over the same dataset folder; merge them into
 one complete reference answer for later grading. Keep every concrete, checkable fact any candidate states:
-the dataset's purpose and domain; directory and file organisation; file formats; fields, columns, keys,
+the dataset's purpose and domain; directory and file organization; file formats; fields, columns, keys,
 variables and dtypes; counts, sizes and numeric ranges; provenance, licence and version notes; caveats,
 missing metadata, failed inspections and uncertainty; how the data are meant to be stored, processed and used.
 Prefer a detailed, readable answer to a short abstract. Remove only repeated wording, low-level tool traces and

@@ -4,7 +4,7 @@ TRL (1.16) offers two hooks for rollouts it does not generate itself. ``environm
 object's methods as *tool calls*: the chat template renders the tool schema, TRL parses the model's tool-call
 JSON with the tokenizer's response schema, and re-renders the conversation through the chat template after
 every tool result — DataDojo's dialects (``<code>`` / ``<answer>`` blocks, stop strings, invalid-turn
-feedback) are not tool calls, and the re-rendering is a re-tokenisation. ``rollout_func(prompts, trainer)``
+feedback) are not tool calls, and the re-rendering is a re-tokenization. ``rollout_func(prompts, trainer)``
 hands the rollout over whole and takes back ``prompt_ids``, ``completion_ids``, ``logprobs``, an ``env_mask``
 (1 = a token the policy sampled, 0 = an environment token) and any extra per-row fields, which TRL forwards
 to the reward functions. This module is that ``rollout_func``.
@@ -13,7 +13,7 @@ to the reward functions. This module is that ``rollout_func``.
 loop, dialect parsing, stop strings and one persistent sandbox per trajectory (state and files kept across
 turns), token-in / token-out: every generation call is sent the ids accumulated so far, the sampled ids come
 back unchanged with their sampler log-probs (``env_mask`` 1), and only the environment's part (the closing of
-the turn, the ``<interpreter>`` observation, the next assistant header) is tokenised, once (``env_mask`` 0).
+the turn, the ``<interpreter>`` observation, the next assistant header) is tokenized, once (``env_mask`` 0).
 TRL then trains on exactly these ids: its loss mask is ``completion_mask × env_mask``.
 
 Rewards are DataDojo's, on the real trajectory: DataMind's format / answer / length reward (§4,

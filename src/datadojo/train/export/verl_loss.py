@@ -13,7 +13,7 @@ How verl 0.9 calls a policy loss (``verl/workers/utils/losses.py:ppo_loss``, onc
 
 after filling ``config.global_batch_info`` with ``dp_size``, ``batch_num_tokens`` (valid tokens of the
 whole mini-batch, all ranks), ``global_batch_size`` (its sequences) and ``loss_scale_factor``. Each
-micro-batch's loss is backpropagated as it is, so it must already be normalised by the *global* counts:
+micro-batch's loss is backpropagated as it is, so it must already be normalized by the *global* counts:
 :func:`verl_agg_weights` reproduces verl's ``agg_loss`` for every ``loss_agg_mode`` (``token-mean``,
 ``token-sum``, ``seq-mean-token-sum``, ``seq-mean-token-sum-norm``, ``seq-mean-token-mean``), so the
 micro-batch losses add up to the mini-batch loss and gradient accumulation is scaled as verl's own losses
@@ -28,7 +28,7 @@ engine test checks this inside verl).
 verl runs the actor in Ray worker processes, so the registration must happen *there*: pass
 ``register`` as Ray's ``worker_process_setup_hook`` (see ``docs/training.md``) or import this module from a
 ``sitecustomize`` on the workers' path. What verl's batch does not carry — DataMind's per-group token
-normalisation (group ids) and the SFT term on expert trajectories — is available in ``datadojo train rl``.
+normalization (group ids) and the SFT term on expert trajectories — is available in ``datadojo train rl``.
 """
 
 from __future__ import annotations

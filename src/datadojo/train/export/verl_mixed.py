@@ -1,7 +1,7 @@
 r"""DataMind's γ·SFT + (1−γ)·DAPO inside verl (0.9): the whole-batch loss hook, an expert stream, no fork.
 
 verl's policy-loss registry (``datadojo_dapo``, :mod:`~datadojo.train.export.verl_loss`) only sees
-rollout tensors; DataMind's objective also needs expert trajectories and per-term normalisation over the
+rollout tensors; DataMind's objective also needs expert trajectories and per-term normalization over the
 mini-batch. verl's engine workers take a *whole-batch* loss instead — ``TrainingWorker.set_loss_fn(fn)``,
 called per micro-batch as ``fn(model_output=..., data=<micro-batch TensorDict>, dp_group=...)``
 (``verl/workers/engine/fsdp/transformer_impl.py:forward_step``) — and verl's v1 trainer is chosen by name
@@ -10,7 +10,7 @@ points only:
 
 * **expert stream** — :func:`export_verl_mixed` writes verl parquet rows whose ``agent_name`` is
   ``datadojo_expert`` next to the task rows; :class:`DataDojoExpertAgentLoop` replays the row's expert
-  trajectory (from DataDojo's SFT data: oracle / synthesised trajectories) as tokens — the chat template's
+  trajectory (from DataDojo's SFT data: oracle / synthesized trajectories) as tokens — the chat template's
   rendering with prompts and observations masked — instead of generating, with
   ``extra_fields["datadojo_expert"] = 1``. Expert rows thus reach the actor in the same batch as the
   rollouts, through verl's own data path.
@@ -23,7 +23,7 @@ points only:
   ``set_loss_fn`` to :func:`datadojo_mixed_loss`. The training worker (1) per step, tags each row as expert /
   void / kept by dynamic sampling (groups by verl's ``uid``, gathered over the data-parallel ranks, so a group
   split across ranks is judged whole) and (2) per mini-batch, all-reduces the two token counts the loss
-  normalises by (:func:`datadojo.train.verl_mixed.mixed_counts`).
+  normalizes by (:func:`datadojo.train.verl_mixed.mixed_counts`).
 * **loss** — :func:`datadojo_mixed_loss` is :func:`datadojo.train.verl_mixed.gamma_mixed_loss` on verl's
   tensors: each micro-batch's exact share of the mini-batch's γ·L_SFT + (1−γ)·L_DAPO.
 
