@@ -101,7 +101,9 @@ def build(
     n = config.n
     try:
         envs = load_environments(
-            sources, exclude=exclude, on_error=lambda m: console.print(f"[yellow]skipped:[/] {m}")
+            sources,
+            exclude=exclude,
+            on_error=lambda m: console.print(f"[yellow]skipped:[/] {m}", soft_wrap=True),
         )
     except (ValueError, EnvError) as exc:
         raise typer.BadParameter(str(exc)) from exc
