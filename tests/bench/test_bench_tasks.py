@@ -61,7 +61,7 @@ def test_cli_scores_a_users_task_file(tmp_path: Path) -> None:
 
     # a tolerance option, as for every loader: 121 vs 120 is outside 0.1 %
     res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds), "--json",
-                                   "-o", "rel_tol=0.001"])  # fmt: skip
+                                   "--option", "rel_tol=0.001"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["totals"]["accuracy"] == pytest.approx(0.6)
 
@@ -97,5 +97,5 @@ def test_cli_bad_task_file_exits_2_in_one_line(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds)])
     assert res.exit_code == ExitCode.BAD_INPUT and "Traceback" not in res.output
     assert res.stderr.startswith("error: ") and "no reference answer" in res.stderr
-    res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds), "-o", "tol=1"])
+    res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds), "--option", "tol=1"])
     assert res.exit_code == ExitCode.BAD_INPUT and "unknown option(s) tol" in res.output

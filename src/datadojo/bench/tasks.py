@@ -16,7 +16,7 @@ non-empty ``answer``; ``answer_kind`` is one of the matcher's kinds (``number``,
 **Scoring** (rule ``match``): :func:`datadojo.compare.matchers.match_task` — numbers within a relative
 tolerance of 3 % (DataMind §3.2/§4's judge rule, boundary included), SQuAD-normalized text, yes/no,
 order-insensitive lists, records and tables (see :mod:`datadojo.compare.matchers`). The loader options
-``rel_tol``, ``abs_tol``, ``exact_integers`` and ``ordered_lists`` (``-o rel_tol=0.01``) set
+``rel_tol``, ``abs_tol``, ``exact_integers`` and ``ordered_lists`` (``--option rel_tol=0.01``) set
 :class:`~datadojo.compare.matchers.MatchConfig`; the policy is recorded on each task
 (``extra["match_config"]``) so scoring needs nothing but the task. Each item records the rule's
 ``kind`` and whether it was certain (``decided``); totals add ``undecided``, the share of items where
