@@ -177,10 +177,9 @@ def rl(
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
     from datadojo.cli.inputs import load_tasks, load_trajectories
-    from datadojo.llm.base import SamplingParams
     from datadojo.train.config import ConfigError
-    from datadojo.train.rewards import datamind_reward_fn, make_reward_fn
-    from datadojo.train.rollouts import AgentRollouts, in_process_sampler
+    from datadojo.train.rewards import rl_reward_fn
+    from datadojo.train.rollouts import rollout_source
 
     try:
         if preset not in ("datamind", "envlunch"):
@@ -220,42 +219,14 @@ def rl(
         from datadojo.sandbox.isolation import require_confinement
 
         require_confinement("auto", allow_reduced=allow_reduced_isolation, purpose="train rl")
-        if judge:
-            from datadojo.llm import load_backend
-            from datadojo.reward import DataMindReward, LLMJudge
-
-            judge_obj = LLMJudge(load_backend(judge), cache=Path(cfg.output_dir) / "judge_cache.jsonl")
-            reward_fn = datamind_reward_fn(DataMindReward(judge=judge_obj))
-        else:
-            reward_fn = make_reward_fn(reward, tasks_path=tasks)
-        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_new_tokens)
-
-        def source(accelerator: Any) -> Any:
-            if cfg.sampler.startswith("openai:"):  # a vLLM / SGLang server, token-in / token-out
-                from transformers import AutoTokenizer
-
-                from datadojo.train.rollouts import server_rollouts
-
-                path = cfg.model[3:] if cfg.model.startswith("hf:") else cfg.model
-                return server_rollouts(cfg, AutoTokenizer.from_pretrained(path), sampling)
-            if cfg.sampler == "hf":
-                backend = in_process_sampler(cfg.model, str(accelerator.device))
-            else:
-                from datadojo.llm import load_backend
-
-                backend = load_backend(cfg.sampler)
-            return AgentRollouts(
-                backend,
-                max_turns=cfg.max_turns,
-                dialect=cfg.dialect,
-                sampling=sampling,
-                concurrency=cfg.concurrency,
-            )
+        reward_fn = rl_reward_fn(reward, judge=judge, tasks_path=tasks, cache_dir=str(cfg.output_dir))
 
         from datadojo.train.rl import RLTrainer
 
         expert_list = load_trajectories(experts, "--experts") if experts else []
-        trainer = RLTrainer(cfg, task_list, reward_fn, source, experts=expert_list)
+        trainer = RLTrainer(
+            cfg, task_list, reward_fn, lambda acc: rollout_source(cfg, acc), experts=expert_list
+        )
         try:
             summary = trainer.train(resume=not no_resume)
         finally:

@@ -32,6 +32,7 @@ __all__ = [
     "datamind_reward_fn",
     "envlunch_reward_fn",
     "make_reward_fn",
+    "rl_reward_fn",
 ]
 
 REWARD_NAMES: tuple[str, ...] = ("datamind", "envlunch")
@@ -111,3 +112,17 @@ def make_reward_fn(name: str, *, tasks_path: str | Path | None = None) -> Reward
             )
         return envlunch_reward_fn(tasks_path)
     raise UnknownNameError(f"unknown reward {name!r}; use one of {', '.join(REWARD_NAMES)}")
+
+
+def rl_reward_fn(
+    name: str, *, judge: str | None = None, tasks_path: str | Path | None = None, cache_dir: str | Path = "."
+) -> RewardFn:
+    """The reward ``train rl`` uses: DataMind's with an LLM judge (``judge`` a model spec; its verdicts cached
+    in ``cache_dir/judge_cache.jsonl``) when one is given, else :func:`make_reward_fn` by ``name``."""
+    if judge:
+        from datadojo.llm import load_backend
+        from datadojo.reward import DataMindReward, LLMJudge
+
+        judge_obj = LLMJudge(load_backend(judge), cache=Path(cache_dir) / "judge_cache.jsonl")
+        return datamind_reward_fn(DataMindReward(judge=judge_obj))
+    return make_reward_fn(name, tasks_path=tasks_path)

@@ -38,6 +38,7 @@ __all__ = [
     "in_process_sampler",
     "parse_server_spec",
     "read_groups",
+    "rollout_source",
     "server_rollouts",
 ]
 
@@ -269,4 +270,35 @@ def server_rollouts(config: Any, tokenizer: Any, sampling: SamplingParams) -> To
         weights=weights,
         max_context=config.max_length,
         model_id=config.sampler,
+    )
+
+
+def rollout_source(config: Any, accelerator: Any) -> RolloutSource:
+    """The rollout generator ``config.sampler`` names, for :class:`~datadojo.train.rl.RLTrainer`.
+
+    ``openai:MODEL@URL`` — a vLLM / SGLang server, token-in / token-out with the server's log-probs
+    (:func:`server_rollouts`); ``hf`` — the policy itself, sampled in process on the trainer's device; any
+    other model spec — a chat backend through the agent runtime (:class:`AgentRollouts`). Called by the
+    trainer once its accelerator exists (the in-process sampler needs its device).
+    """
+    sampling = SamplingParams(
+        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_new_tokens
+    )
+    if config.sampler.startswith("openai:"):
+        from transformers import AutoTokenizer
+
+        path = config.model[3:] if config.model.startswith("hf:") else config.model
+        return server_rollouts(config, AutoTokenizer.from_pretrained(path), sampling)
+    if config.sampler == "hf":
+        backend = in_process_sampler(config.model, str(accelerator.device))
+    else:
+        from datadojo.llm import load_backend
+
+        backend = load_backend(config.sampler)
+    return AgentRollouts(
+        backend,
+        max_turns=config.max_turns,
+        dialect=config.dialect,
+        sampling=sampling,
+        concurrency=config.concurrency,
     )
