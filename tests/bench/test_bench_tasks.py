@@ -97,5 +97,7 @@ def test_cli_bad_task_file_exits_2_in_one_line(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds)])
     assert res.exit_code == ExitCode.BAD_INPUT and "Traceback" not in res.output
     assert res.stderr.startswith("error: ") and "no reference answer" in res.stderr
-    res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds), "--option", "tol=1"])
+    res = CliRunner().invoke(
+        app, ["score", "tasks", "--data", str(tasks), "-p", str(preds), "--option", "tol=1"]
+    )
     assert res.exit_code == ExitCode.BAD_INPUT and "unknown option(s) tol" in res.output
