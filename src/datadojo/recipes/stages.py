@@ -214,10 +214,9 @@ def _rl_config(cfg: RecipeConfig, model: str = "", out: Path | None = None) -> t
 
 
 def _run_rl(ctx: StageContext) -> dict[str, Any]:
-    from datadojo.llm.base import SamplingParams
     from datadojo.train.rewards import make_reward_fn
     from datadojo.train.rl import RLTrainer
-    from datadojo.train.rollouts import AgentRollouts, in_process_sampler
+    from datadojo.train.rollouts import rollout_source
 
     start = ctx.dep("sft")["model_dir"]
     if not _enabled(ctx.config.stage("rl")):
@@ -226,25 +225,8 @@ def _run_rl(ctx: StageContext) -> dict[str, Any]:
     tasks = list(read_tasks(tasks_file))
     cfg, reward = _rl_config(ctx.config, start, ctx.out / "run")
     reward_fn = make_reward_fn(reward, tasks_path=tasks_file)
-    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_new_tokens)
-
-    def source(accelerator: Any) -> AgentRollouts:
-        if cfg.sampler == "hf":
-            backend = in_process_sampler(cfg.model, str(accelerator.device))
-        else:
-            from datadojo.llm import load_backend
-
-            backend = load_backend(cfg.sampler)
-        return AgentRollouts(
-            backend,
-            max_turns=cfg.max_turns,
-            dialect=cfg.dialect,
-            sampling=sampling,
-            concurrency=cfg.concurrency,
-        )
-
     experts = list(read_trajectories(ctx.dep("curation")["sft_data"])) if cfg.uses_sft else []
-    trainer = RLTrainer(cfg, tasks, reward_fn, source, experts=experts)
+    trainer = RLTrainer(cfg, tasks, reward_fn, lambda acc: rollout_source(cfg, acc), experts=experts)
     try:
         summary = trainer.train(resume=True)
     finally:
