@@ -107,3 +107,27 @@ def test_overlap_command(tmp_path: Path) -> None:
         ["corpus", "overlap", "--train", str(EXAMPLES), "--bench", str(bench), "--json", "--unit", "column"],
     )
     assert json.loads(res.output)["unit"] == "column"
+
+
+def test_scan_with_worker_processes_writes_the_records_of_one_process(tmp_path: Path) -> None:
+    def records(path: Path) -> list[str]:
+        return sorted(
+            json.dumps(r.model_dump(exclude={"seconds"}), sort_keys=True) for r in read_corpus(path)
+        )
+
+    one = runner.invoke(
+        app, ["corpus", "scan", str(EXAMPLES), "-o", str(tmp_path / "one.jsonl"), "--no-progress"]
+    )
+    assert one.exit_code == 0, one.output
+    # With the progress bar on (its refresh thread makes the workers spawn rather than fork).
+    two = runner.invoke(
+        app, ["corpus", "scan", str(EXAMPLES), "-o", str(tmp_path / "two.jsonl"), "-w", "2", "--json"]
+    )
+    assert two.exit_code == 0, two.output
+    summary = json.loads(two.output.strip().splitlines()[-1])
+    assert summary["nodes"][0]["workers"] == 2 and summary["nodes"][0]["done"] == 8
+    assert records(tmp_path / "two.jsonl") == records(tmp_path / "one.jsonl")
+    bad = runner.invoke(
+        app, ["corpus", "scan", str(EXAMPLES), "-w", "2", "--executor", "ray", "--ray-address", "x"]
+    )
+    assert bad.exit_code == 2 and "--workers is for --executor local" in bad.output

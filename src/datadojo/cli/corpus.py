@@ -82,8 +82,19 @@ def scan_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        "-w",
+        min=1,
+        help="Worker processes of this machine that read and profile files (reading is CPU-bound: "
+        "up to one per core helps; --executor local only).",
+    ),
 ) -> None:
     """Filter and profile every file under PATHS into a corpus JSONL (one record per file).
+
+    With `--workers N` the files are read and profiled by N processes of this machine; the records and
+    OUT are those of a one-process scan (duplicates are still decided here, in file order).
 
     With `--executor ray` the files are read and profiled on the cluster's nodes (one worker per CPU),
     which must see them at the same paths; the records and OUT are those of a local scan.
@@ -103,6 +114,12 @@ def scan_cmd(
         raise typer.BadParameter(str(exc)) from exc
     console = Console(stderr=True)
     remote = cli_executor(executor, ray_address, 2)
+    if workers > 1:
+        if remote is not None:
+            raise typer.BadParameter("--workers is for --executor local (Ray has one worker per CPU)")
+        from datadojo.executor import ProcessExecutor
+
+        remote = ProcessExecutor(workers)
     bar = Progress(
         TextColumn("[bold]scanning"),
         BarColumn(),

@@ -1,4 +1,5 @@
-"""Where work runs: in this process (:class:`LocalExecutor`) or on a Ray cluster (:class:`RayExecutor`).
+"""Where work runs: in this process (:class:`LocalExecutor`), on worker processes of this machine for CPU-bound
+work (:class:`ProcessExecutor`), or on a Ray cluster (:class:`RayExecutor`).
 
 See :mod:`datadojo.executor.base` for the contract and ``docs/scaling.md`` for how a stage plugs in.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from datadojo.executor.base import Executor, ExecutorError, NodeStats, Outcome, Worker, WorkerSpec
 from datadojo.executor.local import LocalExecutor
+from datadojo.executor.process import ProcessExecutor
 
 __all__ = [
     "EXECUTORS",
@@ -15,6 +17,7 @@ __all__ = [
     "LocalExecutor",
     "NodeStats",
     "Outcome",
+    "ProcessExecutor",
     "Worker",
     "WorkerSpec",
     "make_executor",
