@@ -87,39 +87,14 @@ def run_agent_loop(
     model: Any, tok: Any, episodes: int, max_new_tokens: int
 ) -> tuple[list[Any], dict[str, Any]]:
     """``episodes`` real DataDojo episodes in verl's agent-loop class (sandbox per trajectory)."""
-    import hydra
-    from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
-
+    from datadojo.testing.verl import agent_loop
     from datadojo.train.export import verl_agent
     from datadojo.train.export.verl import task_to_verl_row
     from datadojo.types import DataFile, Task
 
     verl_agent.register()
-    config = OmegaConf.create(
-        {
-            "actor_rollout_ref": {
-                "rollout": {
-                    "response_length": 4096,
-                    "prompt_length": 4096,
-                    "multi_turn": {"max_assistant_turns": 3},
-                }
-            },
-            "data": {},
-        }
-    )
     server = HFServer(model, tok, max_new_tokens)
-    loop = hydra.utils.instantiate(
-        config=_agent_loop_registry[verl_agent.AGENT_NAME],
-        trainer_config=DictConfigWrap(config=config),
-        server_manager=server,
-        tokenizer=tok,
-        processor=None,
-        hf_model_type=None,
-        dataset_cls=None,
-        data_config=DictConfigWrap(config.data),
-        tools=ToolListWrap([]),
-    )
+    loop = agent_loop(verl_agent.AGENT_NAME, tokenizer=tok, server_manager=server, max_assistant_turns=3)
     task = Task(id="bench", question="How many rows?", files=[DataFile.from_path(SALES)], answer=240)
     row = task_to_verl_row(task, 0, "train", max_turns=3)
     outs = []
@@ -272,9 +247,9 @@ def train_steps(
 
 def run_verl_bench(plan: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """The ``--engine verl`` run (``train_gpu.py`` docstring): agent loop, then both losses on one batch."""
-    from verl.workers.config import FSDPActorConfig, PolicyLossConfig
     from verl.workers.utils.losses import ppo_loss
 
+    from datadojo.testing.verl import dapo_actor_config
     from datadojo.train.export import verl_mixed
     from datadojo.train.toy import build_toy_tokenizer
 
@@ -289,19 +264,7 @@ def run_verl_bench(plan: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]
     )
     td = build_batch(spec, len(tok), rollouts)
     td["old_log_probs"] = _old_logprobs(model, td, spec["micro"])
-    config = FSDPActorConfig(
-        strategy="fsdp",
-        rollout_n=spec["group"],
-        ppo_mini_batch_size=spec["prompts"],
-        ppo_micro_batch_size_per_gpu=spec["micro"],
-        clip_ratio=0.2,
-        clip_ratio_low=0.2,
-        clip_ratio_high=0.28,
-        loss_agg_mode="token-mean",
-        entropy_coeff=0.0,
-        use_kl_loss=False,
-        policy_loss=PolicyLossConfig(loss_mode="vanilla"),
-    )
+    config = dapo_actor_config(rollout_n=spec["group"], mini_batch=spec["prompts"], micro_batch=spec["micro"])
     model.train()
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     dapo, mem_dapo = train_steps(

@@ -14,14 +14,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import hydra
 import pytest
 import torch
-from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
 from verl.trainer.ppo import core_algos
 from verl.workers.rollout.replica import TokenOutput
 
+from datadojo.testing.verl import agent_loop
 from datadojo.train.export import verl_agent
 from datadojo.train.export.verl import task_to_verl_row
 from datadojo.train.toy import build_toy_tokenizer
@@ -61,29 +59,7 @@ class Server:
 
 def _loop(server: Server, tok: Any) -> Any:
     verl_agent.register()
-    config = OmegaConf.create(
-        {
-            "actor_rollout_ref": {
-                "rollout": {
-                    "response_length": 4096,
-                    "prompt_length": 4096,
-                    "multi_turn": {"max_assistant_turns": 5},
-                }
-            },
-            "data": {},
-        }
-    )
-    return hydra.utils.instantiate(
-        config=_agent_loop_registry[verl_agent.AGENT_NAME],
-        trainer_config=DictConfigWrap(config=config),
-        server_manager=server,
-        tokenizer=tok,
-        processor=None,
-        hf_model_type=None,
-        dataset_cls=None,
-        data_config=DictConfigWrap(config.data),
-        tools=ToolListWrap([]),
-    )
+    return agent_loop(verl_agent.AGENT_NAME, tokenizer=tok, server_manager=server, max_assistant_turns=5)
 
 
 def _row() -> dict[str, Any]:

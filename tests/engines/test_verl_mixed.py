@@ -23,19 +23,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import hydra
 import pytest
 import torch
 from _fixtures import FX, MODEL, read_jsonl
 from omegaconf import OmegaConf
 from tensordict import NonTensorStack, TensorDict
 from transformers import AutoTokenizer
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.utils import prepare_micro_batches
 from verl.workers.utils.padding import left_right_2_no_padding
 
 from datadojo.jsonl import read_tasks
+from datadojo.testing.verl import agent_loop, dapo_actor_config
 from datadojo.train.export import verl_mixed
 from datadojo.train.losses import dapo_loss, mixed_objective, sft_loss
 from datadojo.train.tokenize import tokenize_trajectory
@@ -113,21 +112,7 @@ def _model_output(mb: TensorDict, leaf: torch.Tensor, rows: range) -> dict[str, 
 
 
 def _actor_config() -> Any:
-    from verl.workers.config import FSDPActorConfig, PolicyLossConfig
-
-    return FSDPActorConfig(
-        strategy="fsdp",
-        rollout_n=2,
-        ppo_mini_batch_size=4,
-        ppo_micro_batch_size_per_gpu=2,
-        clip_ratio=0.2,
-        clip_ratio_low=0.2,
-        clip_ratio_high=0.28,
-        loss_agg_mode="token-mean",
-        entropy_coeff=0.0,
-        use_kl_loss=False,
-        policy_loss=PolicyLossConfig(loss_mode="vanilla"),
-    )
+    return dapo_actor_config(rollout_n=2, mini_batch=4, micro_batch=2)
 
 
 def _through_verl(
@@ -229,20 +214,7 @@ def _oracle() -> Trajectory:
 def test_expert_agent_loop_replays_the_expert_token_for_token() -> None:
     verl_mixed.register()
     tok = AutoTokenizer.from_pretrained(MODEL)
-    config = OmegaConf.create(
-        {"actor_rollout_ref": {"rollout": {"response_length": 8192, "prompt_length": 8192}}, "data": {}}
-    )
-    loop = hydra.utils.instantiate(
-        config=_agent_loop_registry[verl_mixed.EXPERT_AGENT],
-        trainer_config=DictConfigWrap(config=config),
-        server_manager=None,
-        tokenizer=tok,
-        processor=None,
-        hf_model_type=None,
-        dataset_cls=None,
-        data_config=DictConfigWrap(config.data),
-        tools=ToolListWrap([]),
-    )
+    loop = agent_loop(verl_mixed.EXPERT_AGENT, tokenizer=tok, response_length=8192, prompt_length=8192)
     traj = _oracle()
     out = asyncio.run(loop.run({}, extra_info={"task_id": traj.task_id, "expert": traj.model_dump_json()}))
     ex = tokenize_trajectory(traj, tok)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RecordingWorker", "DIE"]
+__all__ = ["DIE", "RecordingWorker"]
 
 DIE = "die"  # the item that kills the worker process (a process lost to the OOM killer, say)
 
