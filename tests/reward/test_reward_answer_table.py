@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,6 +143,17 @@ def _qa_tasks(tmp_path: Path, references: list[str], mode: str) -> list[Task]:
     return list(SciData().load(path, qa_scoring=mode))
 
 
+async def _scored_by_lenient_judge(tasks: list[Task], answers: list[str]) -> list[Any]:
+    """SciData scores under rule+judge with a judge that says "correct" to every answer."""
+    double = DisagreeingJudge(rule=lambda cand, ref: False)
+    with ScriptedLLMServer(double) as srv:
+        backend = load_backend(f"openai:judge@{srv.base_url}")
+        verdicts = await SciData().gather_verdicts(zip(tasks, answers, strict=True), backend, concurrency=1)
+        await backend.aclose()
+    scorer = SciData().with_verdicts(verdicts)
+    return [scorer.score(t, a) for t, a in zip(tasks, answers, strict=True)]
+
+
 WRONG_NAMES = [
     ("The warmest month is January with 25.3 °C", "The warmest month is July with 25.3 °C"),
     ("Site_7 has the highest mean, 12.4 mg/L", "Site_3 has the highest mean, 12.4 mg/L"),
@@ -152,13 +164,7 @@ WRONG_NAMES = [
 async def test_a_wrong_name_is_wrong_whatever_a_lenient_judge_says(tmp_path: Path) -> None:
     tasks = _qa_tasks(tmp_path, [r for r, _ in WRONG_NAMES], "rule+judge")
     answers = [a for _, a in WRONG_NAMES]
-    double = DisagreeingJudge(rule=lambda cand, ref: False)  # a judge that accepts every answer
-    with ScriptedLLMServer(double) as srv:
-        backend = load_backend(f"openai:judge@{srv.base_url}")
-        verdicts = await SciData().gather_verdicts(zip(tasks, answers, strict=True), backend, concurrency=1)
-        await backend.aclose()
-    scorer = SciData().with_verdicts(verdicts)
-    scores = [scorer.score(t, a) for t, a in zip(tasks, answers, strict=True)]
+    scores = await _scored_by_lenient_judge(tasks, answers)
     assert [s.parts["judge"]["correct"] for s in scores] == [True, True, True]
     assert [(s.correct, s.parts["decided_by"]) for s in scores] == [(False, "rule")] * 3
     assert all("wrong entity" in s.reason for s in scores)
@@ -170,13 +176,7 @@ async def test_the_judge_decides_where_the_rule_is_not_certain(tmp_path: Path) -
     tasks = _qa_tasks(tmp_path, refs, "rule+judge")
     # the rule's guesses here are "wrong"; a judge that says "correct" must win (and would lose if the rule
     # were taken as certain)
-    double = DisagreeingJudge(rule=lambda cand, ref: False)
-    with ScriptedLLMServer(double) as srv:
-        backend = load_backend(f"openai:judge@{srv.base_url}")
-        verdicts = await SciData().gather_verdicts(zip(tasks, answers, strict=True), backend, concurrency=1)
-        await backend.aclose()
-    scorer = SciData().with_verdicts(verdicts)
-    scores = [scorer.score(t, a) for t, a in zip(tasks, answers, strict=True)]
+    scores = await _scored_by_lenient_judge(tasks, answers)
     assert [s.parts["rule"]["decisive"] for s in scores] == [False, False, False]
     assert [(s.correct, s.parts["decided_by"]) for s in scores] == [(True, "judge")] * 3
 
