@@ -45,14 +45,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from datadojo.sandbox import isolation as _isolation
 from datadojo.sandbox.isolation import (
     IsolationUnavailable,
     LaunchPlan,
     _base_env,
     _search_paths,
     bwrap_server_argv,
-    landlock_available,
-    resolve_isolation,
     unshare_available,
 )
 from datadojo.sandbox.session import SandboxError, WorkerProcess, _kill_uid
@@ -81,10 +80,10 @@ def fork_level(requested: str) -> str | None:
     bubblewrap (the safer level) and starts one interpreter per sandbox, logged once.
     """
     global _warned_no_fork
-    level = resolve_isolation(requested)
+    level = _isolation.resolve_isolation(requested)
     if level != "bwrap":
         return level
-    ok, why = landlock_available()
+    ok, why = _isolation.landlock_available()
     if ok:
         return "bwrap"
     if requested == "bwrap":
@@ -291,6 +290,10 @@ class ForkServer:
             self._sock.close()
             self._sock = None
         proc = self._proc
+        if proc is not None and self.pid is not None and self.pid != proc.pid:
+            # bubblewrap: the server is bwrap's grandchild, not ours; end it (its workers die with it)
+            # and wait until it has, through a pidfd, so that nothing of the pool outlives close().
+            await _kill_and_wait(self.pid)
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -299,6 +302,26 @@ class ForkServer:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+async def _kill_and_wait(pid: int) -> None:
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # already gone
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        exited: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(pidfd, _settle, exited)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(exited, 30.0)
+        finally:
+            loop.remove_reader(pidfd)
+    finally:
+        os.close(pidfd)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
