@@ -185,3 +185,19 @@ async def test_a_worker_killed_from_outside_is_forked_again(level: str) -> None:
         assert new != worker
         assert pool._server is not None
         assert _ppid(new) == pool._server.pid
+
+
+def test_the_fork_server_is_a_flag_of_the_commands_that_run_pools() -> None:
+    from typer.testing import CliRunner
+
+    from datadojo.bench import get_benchmark
+    from datadojo.cli.app import app
+    from datadojo.cli.eval import _sandbox
+
+    assert SandboxConfig().fork_server  # on by default (where fork_level allows it)
+    for command in (["rollout"], ["ask"], ["eval"]):
+        res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "--no-fork-server" in res.output, (command, res.output)
+    bench = get_benchmark("dabench")
+    assert _sandbox(bench, None, None, None, None, False).fork_server is False
+    assert _sandbox(bench, None, None, None, None, None) is None  # nothing given: the benchmark's own

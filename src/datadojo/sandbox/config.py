@@ -150,7 +150,8 @@ class SandboxConfig(Settings):
     ``reuse``: a :class:`~datadojo.sandbox.pool.SandboxPool` resets a sandbox after its trajectory (every
     process ended; workspace, private /tmp and kept chunks emptied) and hands it to the next one, instead of
     starting a new worker; turn it off to give every trajectory a brand-new worker.
-    ``fork_server`` (pool only): one interpreter imports ``preload`` once and forks every worker of the
+    ``fork_server`` (pool only; on by default where it keeps the level, see :func:`~datadojo.sandbox.
+    forkserver.fork_level`): one interpreter imports ``preload`` once and forks every worker of the
     pool (:mod:`datadojo.sandbox.forkserver`), so warming N sandboxes costs N forks rather than N
     interpreter starts and pandas imports, and they share those pages. Under bubblewrap that interpreter
     runs in one bubblewrap sandbox for the pool and every cell process confines itself with Landlock to
@@ -205,7 +206,7 @@ class SandboxConfig(Settings):
         description="a pool resets a finished sandbox and hands it to the next trajectory instead of starting a new worker",
     )
     fork_server: bool = Field(
-        False,
+        True,
         description="a pool forks every worker from one interpreter that imported preload once: warm-up "
         "CPU per sandbox ~2 % of a cold start, ~8x less memory, ~4x less sandbox CPU per turn; the pool's "
         "sandboxes then share one set of namespaces (kept apart by Landlock and own uids, so under bwrap "
