@@ -194,7 +194,7 @@ def test_the_fork_server_is_a_flag_of_the_commands_that_run_pools() -> None:
     from datadojo.cli.app import app
     from datadojo.cli.eval import _sandbox
 
-    assert SandboxConfig().fork_server  # on by default (where fork_level allows it)
+    assert not SandboxConfig().fork_server  # opt-in (docs/sandbox.md: /tmp, shared namespaces, ASLR)
     for command in (["rollout"], ["ask"], ["eval"]):
         res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
         assert res.exit_code == 0 and "--no-fork-server" in res.output, (command, res.output)
