@@ -2,9 +2,10 @@
 
 Usage::
 
-    python benchmarks/security.py [--levels bwrap,landlock,reduced] [--json out.json] [--policy]
+    python benchmarks/security.py [--levels bwrap,landlock,reduced,bwrap+fork] [--json out.json] [--policy]
 
-For each level that works here (``auto`` also accepted: whatever ``--isolation auto`` picks), one
+For each level that works here (``auto`` also accepted: whatever ``--isolation auto`` picks; a level with
+``+fork``, e.g. ``bwrap+fork``, runs the sandbox from a pool with ``SandboxConfig(fork_server=True)``), one
 persistent sandbox runs every probe below as a cell, **with the static policy off** (unless ``--policy``):
 the question is what the isolation level contains on its own, because a policy is a pattern check that a
 computed path or an RL policy's creativity gets past. The harness plants what the probes go for and judges
@@ -41,10 +42,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from datadojo.sandbox import Limits, PolicyConfig, Sandbox, SandboxConfig
+from datadojo.sandbox import Limits, PolicyConfig, SandboxConfig, SandboxPool
+from datadojo.sandbox.forkserver import fork_level
 from datadojo.sandbox.isolation import IsolationUnavailable, resolve_isolation
 
-LEVELS = ("bwrap", "landlock", "reduced")
+LEVELS = ("bwrap", "landlock", "reduced", "bwrap+fork")
 #: Probe name -> its family (the CI test requires every "file" and "tcp" probe contained at Landlock).
 FAMILIES = {
     "read answers (absolute path)": "file",
@@ -172,6 +174,8 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
         return not (p.outside_dir / "pwned.txt").exists()
 
     def bomb(out: str) -> bool:
+        if "[process limit:" in out:  # the worker counted the cell's processes and stopped it
+            return True
         line = next((x for x in out.splitlines() if x.startswith("forked")), "forked 200")
         return int(line.split()[1]) < 200
 
@@ -268,10 +272,14 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
 
 
 async def run_level(level: str, *, policy: bool) -> dict[str, object]:
-    """Run every probe at ``level`` (``bwrap``/``landlock``/``reduced``/``auto``); the verdicts."""
-    requested = {"reduced": "none"}.get(level, level)
+    """Run every probe at ``level`` (``bwrap``/``landlock``/``reduced``/``auto``, each optionally with
+    ``+fork``: a worker forked by a pool's fork server); the verdicts."""
+    base, fork = level.removesuffix("+fork"), level.endswith("+fork")
+    requested = {"reduced": "none"}.get(base, base)
     try:
         actual = resolve_isolation(requested)
+        if fork and fork_level(requested) is None:
+            raise IsolationUnavailable(f"no fork server at {base} here (Landlock unavailable)")
     except IsolationUnavailable as exc:
         return {"level": level, "available": False, "why": str(exc)}
     plant = Plant.make()
@@ -281,10 +289,11 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
         preload=("pandas",),
         limits=LIMITS,
         policy=PolicyConfig(enabled=policy),
+        fork_server=fork,
     )
     verdicts: dict[str, dict[str, object]] = {}
     try:
-        async with await Sandbox.create([], config) as sb:
+        async with SandboxPool(config, size=1) as pool, pool.session([]) as sb:
             for name, cell, contained in _probes(plant):
                 r = await sb.run(cell)
                 verdicts[name] = {
@@ -295,7 +304,13 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
             landlock = sb.landlock
     finally:
         plant.close()
-    return {"level": actual, "requested": level, "available": True, "landlock": landlock, "probes": verdicts}
+    return {
+        "level": actual + ("+fork" if fork else ""),
+        "requested": level,
+        "available": True,
+        "landlock": landlock,
+        "probes": verdicts,
+    }
 
 
 def _table(results: list[dict[str, object]]) -> str:
@@ -324,7 +339,9 @@ def main() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--levels", default=",".join(LEVELS), help="comma-separated: bwrap,landlock,reduced,auto"
+        "--levels",
+        default=",".join(LEVELS),
+        help="comma-separated: bwrap,landlock,reduced,auto, each optionally +fork (fork server)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the verdicts here")
     parser.add_argument("--policy", action="store_true", help="keep the static policy on (default: off)")

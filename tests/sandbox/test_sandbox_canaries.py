@@ -34,6 +34,11 @@ LEVELS = [
     pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable")),
     pytest.param("landlock", marks=pytest.mark.skipif(not LANDLOCK, reason=f"no Landlock here: {WHY_NOT}")),
     "none",
+    # a pool's fork server under bubblewrap (one bwrap for the pool, Landlock per cell)
+    pytest.param(
+        "bwrap+fork",
+        marks=pytest.mark.skipif(not (HAS_BWRAP and LANDLOCK), reason="needs bwrap and Landlock"),
+    ),
 ]
 
 
@@ -58,7 +63,14 @@ async def test_rollout_cannot_read_the_answers(
     task = Task(id="t1", question="What is the answer?", files=[DataFile.from_path(data)])
     tasks_file.write_text(json.dumps(task.to_dict()) + "\n")  # the task file the answers sit beside
     targets = [str(answers), str(home / ".netrc"), str(run / "config.toml")]
-    cfg = SandboxConfig(isolation=iso, mode="persistent", preload=(), policy=PolicyConfig(enabled=False))  # type: ignore[arg-type]
+    base, fork = iso.removesuffix("+fork"), iso.endswith("+fork")
+    cfg = SandboxConfig(
+        isolation=base,  # type: ignore[arg-type]
+        mode="persistent",
+        preload=(),
+        policy=PolicyConfig(enabled=False),
+        fork_server=fork,
+    )
     with ScriptedLLMServer(canary_reader_model(targets)) as server:
         backend = load_backend(f"openai:fake@{server.base_url}")
         summary = await run_rollouts(
@@ -66,7 +78,7 @@ async def test_rollout_cannot_read_the_answers(
         )
         await backend.aclose()
     (traj,) = list(read_trajectories(run / "trajectories.jsonl"))
-    level = "reduced" if iso == "none" else iso
+    level = "reduced" if base == "none" else base
     # The level is in every observation and in the run summary.
     observed = [t.observation for t in traj.turns if t.observation is not None]
     assert observed and all(o.isolation == level for o in observed)

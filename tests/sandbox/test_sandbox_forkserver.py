@@ -1,52 +1,93 @@
-"""The pool's fork server: every worker forked from one pre-imported interpreter, isolated as before."""
+"""The pool's fork server: every worker forked from one pre-imported interpreter, isolated as before.
+
+At the Landlock level and at the bubblewrap level (the server in one ``bwrap`` sandbox for the pool, every
+cell process confined by Landlock to its own workspace): the same confinement as a sandbox started on its
+own, checked between two sibling sandboxes of one pool. No verdict rests on the clock (waits are bounded
+polls that only end a broken test).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
 from datadojo.sandbox import PolicyConfig, SandboxConfig, SandboxPool
+from datadojo.sandbox import forkserver as forkserver_mod
 from datadojo.sandbox import isolation as isolation_mod
-from helpers.procs import alive, wait_until
+from helpers.procs import alive, pids_with_cmdline, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 LANDLOCK, WHY_NOT = isolation_mod.landlock_available()
+HAS_BWRAP = shutil.which("bwrap") is not None and isolation_mod.bwrap_available()[0]
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"Landlock unavailable: {WHY_NOT}")
+LEVELS = [
+    pytest.param("landlock", marks=needs_landlock),
+    pytest.param(
+        "bwrap", marks=[needs_landlock, pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable here")]
+    ),
+]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 OPEN = PolicyConfig(enabled=False)  # the static policy would reject the subprocess cells below
 
 
-def forked(**kw: object) -> SandboxConfig:
-    return SandboxConfig(mode="persistent", isolation="landlock", fork_server=True, policy=OPEN, **kw)  # type: ignore[arg-type]
+def forked(level: str = "landlock", **kw: object) -> SandboxConfig:
+    return SandboxConfig(mode="persistent", isolation=level, fork_server=True, policy=OPEN, **kw)  # type: ignore[arg-type]
 
 
-def test_fork_server_needs_a_level_without_bubblewrap() -> None:
-    with pytest.raises(ValueError, match="fork_server needs isolation 'landlock' or 'none'"):
-        SandboxConfig(fork_server=True)  # isolation auto may mean bubblewrap
-    with pytest.raises(ValueError, match="fork_server"):
-        SandboxConfig(fork_server=True, isolation="bwrap")
-    assert SandboxConfig(fork_server=True, isolation="none").fork_server
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-@needs_landlock
-async def test_workers_are_forked_from_one_server_with_pandas_imported_once(tmp_path: Path) -> None:
+def test_fork_server_at_bubblewrap_needs_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert SandboxConfig(fork_server=True).fork_server  # auto and bwrap are valid configurations now
+    assert SandboxConfig(fork_server=True, isolation="bwrap").fork_server
+    monkeypatch.setattr(isolation_mod, "bwrap_available", lambda: (True, ""))
+    monkeypatch.setattr(isolation_mod, "landlock_available", lambda: (False, "the kernel has no Landlock"))
+    # insisting on bubblewrap: refused, naming why (siblings would share one namespace with nothing between)
+    with pytest.raises(isolation_mod.IsolationUnavailable, match=r"needs Landlock too .*the kernel has no"):
+        forkserver_mod.fork_level("bwrap")
+    # auto keeps the safer level and forks nothing
+    assert forkserver_mod.fork_level("auto") is None
+    monkeypatch.setattr(isolation_mod, "landlock_available", lambda: (True, ""))
+    assert forkserver_mod.fork_level("auto") == forkserver_mod.fork_level("bwrap") == "bwrap"
+    monkeypatch.setattr(isolation_mod, "bwrap_available", lambda: (False, "bwrap failed here"))
+    assert forkserver_mod.fork_level("auto") == "landlock"
+
+
+async def test_a_pool_insisting_on_bwrap_refuses_to_fork_without_landlock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation_mod, "bwrap_available", lambda: (True, ""))
+    monkeypatch.setattr(isolation_mod, "landlock_available", lambda: (False, "the kernel has no Landlock"))
+    async with SandboxPool(forked("bwrap"), size=1) as pool:
+        with pytest.raises(isolation_mod.IsolationUnavailable, match="needs Landlock too"):
+            async with pool.session([]):
+                pass
+        assert pool._server is None
+
+
+@pytest.mark.parametrize("level", LEVELS)
+async def test_workers_are_forked_from_one_server_with_pandas_imported_once(
+    tmp_path: Path, level: str
+) -> None:
     shutil.copy(EXAMPLES / "sales.csv", tmp_path / "sales.csv")
-    async with SandboxPool(forked(), size=3) as pool:
+    async with SandboxPool(forked(level), size=3) as pool:
         await pool.start()
         server = pool._server
         assert server is not None and server.ready["preloaded"] == ["numpy", "pandas"]
+        assert server.isolation == level
         workers = [sb._worker.proc.pid for sb in pool._ready]  # type: ignore[union-attr]
-        # every worker is the server's child, not an interpreter of its own
+        # every worker is the server's child (pids as the host sees them), not an interpreter of its own
         for pid in workers:
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            assert ppid == server.pid
+            assert _ppid(pid) == server.pid
         async with pool.session([tmp_path / "sales.csv"]) as a, pool.session([]) as b:
             r = await a.run("import pandas as pd\ndf = pd.read_csv('sales.csv')\nprint(len(df))")
-            assert r.status == "ok" and r.isolation == "landlock", r.output
+            assert r.status == "ok" and r.isolation == level, r.output
             assert (await a.run("print(len(df) * 2)")).output.strip() == str(2 * int(r.output))
             # b is another trajectory: its own namespace and its own workspace
             nb = await b.run("print('df' in globals(), sorted(__import__('os').listdir('.')))")
@@ -59,27 +100,79 @@ async def test_workers_are_forked_from_one_server_with_pandas_imported_once(tmp_
         assert await wait_until(lambda pid=pid: not alive(pid))
 
 
-@needs_landlock
-async def test_a_cells_leftovers_are_swept_without_touching_other_sandboxes() -> None:
+@pytest.mark.parametrize("level", LEVELS)
+async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, level: str) -> None:
+    """The canaries between two siblings of one pool: network, host files, writes outside, the neighbour."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("HOST-CANARY-41c2\n")
+    secret.chmod(0o644)
+    data = tmp_path / "sales.csv"
+    shutil.copy(EXAMPLES / "sales.csv", data)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        async with (
+            SandboxPool(forked(level), size=2) as pool,
+            pool.session([data]) as a,
+            pool.session([]) as b,
+        ):
+            assert a.isolation == b.isolation == level
+            assert a.landlock and a.landlock["files"], a.landlock
+            # inputs readable, read-only
+            ok = await a.run("print(open('sales.csv').read()[:6])")
+            assert ok.status == "ok" and ok.output.strip() == "order_", ok.output
+            change = await a.run("open('sales.csv', 'a').write('x')")
+            assert change.status == "error" and "Error" in change.output, change.output
+            assert "x" not in data.read_text()[-2:]
+            # a host file outside the inputs
+            read = await a.run(f"print(open({str(secret)!r}).read())")
+            assert read.status == "error" and "HOST-CANARY" not in read.output, read.output
+            # writes outside the workspace: the pool's folder, the host's /tmp
+            root = a.workspace.parent.parent
+            for target in (root / "planted.txt", Path("/tmp") / f"planted-{os.getpid()}.txt"):
+                wrote = await a.run(f"open({str(target)!r}, 'w').write('x')")
+                assert wrote.status == "error", wrote.output
+                assert not target.exists()
+            # the sibling's workspace: neither readable nor writable
+            await a.run("open('mine.txt', 'w').write('A-PRIVATE')")
+            peek = await b.run(f"print(open({str(a.workspace / 'mine.txt')!r}).read())")
+            assert peek.status == "error" and "A-PRIVATE" not in peek.output, peek.output
+            put = await b.run(f"open({str(a.workspace / 'from_b.txt')!r}, 'w').write('x')")
+            assert put.status == "error" and not (a.workspace / "from_b.txt").exists(), put.output
+            # the network: a listener of the host, and anything beyond
+            net = await b.run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)")
+            assert net.status == "error" and "Error" in net.output, net.output
+            if a.landlock.get("tcp"):
+                assert "PermissionError" in net.output, net.output
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+async def test_a_cells_leftovers_are_swept_without_touching_other_sandboxes(level: str) -> None:
     """Forked workers have no PID namespace of their own: the sweep after one cell must spare every other
     sandbox (a worker that believed it had one would kill every process it can see but PID 1)."""
-    async with SandboxPool(forked(), size=2) as pool, pool.session([]) as a, pool.session([]) as b:
+    marker = f"{300 + os.getpid() % 1000}.{len(level)}7"  # a sleep nobody else runs
+    async with SandboxPool(forked(level), size=2) as pool, pool.session([]) as a, pool.session([]) as b:
         await a.run("state = 41")
         worker_a = a._worker.proc.pid  # type: ignore[union-attr]
         left = await b.run(
-            "import subprocess\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\nprint(p.pid)"
+            f"import subprocess\np = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\nprint(p.pid)"
         )
         assert left.status == "ok", left.output
-        pid = int(left.output.strip().splitlines()[-1])
-        assert await wait_until(lambda: not alive(pid))  # b's leftover is gone after b's cell ...
+        # b's leftover is gone after b's cell (found by its command line: its pid above is the pool's
+        # namespace's under bubblewrap) ...
+        assert await wait_until(lambda: not pids_with_cmdline(marker.encode()))
         r = await a.run("print(state + 1)")  # ... and a's kernel (its state) is untouched
         assert (r.output.strip(), r.restarted) == ("42", False)
         assert alive(worker_a)
 
 
-@needs_landlock
-async def test_a_worker_killed_from_outside_is_forked_again() -> None:
-    async with SandboxPool(forked(), size=1) as pool, pool.session([]) as sb:
+@pytest.mark.parametrize("level", LEVELS)
+async def test_a_worker_killed_from_outside_is_forked_again(level: str) -> None:
+    async with SandboxPool(forked(level), size=1) as pool, pool.session([]) as sb:
         await sb.run("x = 1")
         worker = sb._worker.proc.pid  # type: ignore[union-attr]
         os.kill(worker, 9)
@@ -91,5 +184,20 @@ async def test_a_worker_killed_from_outside_is_forked_again() -> None:
         new = sb._worker.proc.pid  # type: ignore[union-attr]
         assert new != worker
         assert pool._server is not None
-        ppid = int(Path(f"/proc/{new}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        assert ppid == pool._server.pid
+        assert _ppid(new) == pool._server.pid
+
+
+def test_the_fork_server_is_a_flag_of_the_commands_that_run_pools() -> None:
+    from typer.testing import CliRunner
+
+    from datadojo.bench import get_benchmark
+    from datadojo.cli.app import app
+    from datadojo.cli.eval import _sandbox
+
+    assert not SandboxConfig().fork_server  # opt-in (docs/sandbox.md: /tmp, shared namespaces, ASLR)
+    for command in (["rollout"], ["ask"], ["eval"]):
+        res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "--no-fork-server" in res.output, (command, res.output)
+    bench = get_benchmark("dabench")
+    assert _sandbox(bench, None, None, None, None, False).fork_server is False
+    assert _sandbox(bench, None, None, None, None, None) is None  # nothing given: the benchmark's own

@@ -81,6 +81,16 @@ def test_matrix_with_bubblewrap(tmp_path: Path) -> None:
     assert not_contained == [], result
 
 
+@pytest.mark.skipif(not (HAS_BWRAP and LANDLOCK), reason="needs bwrap and Landlock")
+def test_matrix_with_the_fork_server_under_bubblewrap(tmp_path: Path) -> None:
+    """The pool's zygote in one bwrap, each forked worker's cells confined by Landlock: every probe
+    contained, as with one bwrap per sandbox."""
+    (result,) = _matrix(tmp_path, "bwrap+fork")
+    assert result["level"] == "bwrap+fork" and result["landlock"]["files"], result
+    not_contained = [name for name, v in result["probes"].items() if not v["contained"]]
+    assert not_contained == [], result
+
+
 @pytest.mark.skipif(not LANDLOCK, reason=f"this kernel cannot run the Landlock level: {WHY_NOT}")
 def test_matrix_where_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
     auto, reduced = _matrix(tmp_path, "auto,reduced", _standins(tmp_path / "bin"))

@@ -36,7 +36,9 @@ _SAMPLING = config_default(AgentConfig, "sampling")
 # SandboxConfig in its [sandbox] table; the sampling flags change the file's [sampling] table.
 _SETTINGS = settings_options(
     SettingsGroup(AgentConfig, flags={"max_turns": ("--max-turns", "-T")}),
-    SettingsGroup(SandboxConfig, param="sandbox_config", section="sandbox", fields=("mode", "isolation")),
+    SettingsGroup(
+        SandboxConfig, param="sandbox_config", section="sandbox", fields=("mode", "isolation", "fork_server")
+    ),
 )
 _TEMPERATURE = typer.Option(
     None, "--temperature", help=f"Sampling temperature (default {_SAMPLING.temperature}, DataMind §5.1)."

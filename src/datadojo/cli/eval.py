@@ -108,9 +108,14 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     return table
 
 
-def _sandbox_override(base: Any, mode: str | None, isolation: str | None, timeout: float | None) -> Any:
-    """The benchmark's sandbox with the user's mode, isolation and per-call timeout (``None``: keep)."""
+def _sandbox_override(
+    base: Any, mode: str | None, isolation: str | None, timeout: float | None, fork_server: bool | None = None
+) -> Any:
+    """The benchmark's sandbox with the user's mode, isolation, per-call timeout and fork server
+    (``None``: keep)."""
     changes: dict[str, Any] = {}
+    if fork_server is not None:
+        changes["fork_server"] = fork_server
     if mode is not None:
         changes["mode"] = mode
     if isolation is not None:
@@ -167,6 +172,9 @@ def eval_command(
         help=f"{config_help(SandboxConfig, 'mode', default=False)} Default: the benchmark's (scidata persistent).",
     ),
     isolation: str | None = typer.Option(None, "--isolation", help=config_help(SandboxConfig, "isolation")),
+    fork_server: bool | None = typer.Option(
+        None, "--fork-server/--no-fork-server", help=config_help(SandboxConfig, "fork_server")
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -204,7 +212,7 @@ def eval_command(
             "model": model if agent == "model" else None, "judge": judge,
             "sampling": SamplingParams(**{"temperature": d.temperature, "top_p": d.top_p, **sampling}),
             "loader_options": {**settings.get("loader_options", {}), **_loader_options(option)},
-            "sandbox": _sandbox(benchmark, settings.get("sandbox"), mode, isolation, timeout),
+            "sandbox": _sandbox(benchmark, settings.get("sandbox"), mode, isolation, timeout, fork_server),
         })  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -241,16 +249,21 @@ def _downloaded(benchmark: Any) -> Path:
 
 
 def _sandbox(
-    benchmark: Any, table: Any, mode: str | None, isolation: str | None, timeout: float | None
+    benchmark: Any,
+    table: Any,
+    mode: str | None,
+    isolation: str | None,
+    timeout: float | None,
+    fork_server: bool | None = None,
 ) -> Any:
     """The benchmark's sandbox with the --config file's [sandbox] table and the flags over it (``None``:
     the benchmark's, untouched)."""
-    if not table and mode is None and isolation is None and timeout is None:
+    if not table and mode is None and isolation is None and timeout is None and fork_server is None:
         return None
     base = benchmark.sandbox_config()
     if table:
         base = base.replace(**_dict(table))
-    return _sandbox_override(base, mode, isolation, timeout)
+    return _sandbox_override(base, mode, isolation, timeout, fork_server)
 
 
 def _run_eval(cfg: EvalConfig, name: str, remote: Any) -> Any:

@@ -6,11 +6,26 @@ A :class:`~datadojo.sandbox.pool.SandboxPool` with ``SandboxConfig(fork_server=T
 then costs one interpreter start and one pandas import plus N forks, instead of N of each, and the
 workers share the imported pages copy-on-write (``benchmarks/rollout.py`` measures both).
 
-Only at the Landlock and reduced levels, where the worker and its cell processes draw every boundary
-themselves (uid, Landlock ruleset, limits, sweep); the server runs in its own network, IPC and UTS
-namespaces when ``unshare`` works, shared by the pool's workers (no network for any of them). A forked
-worker is not in a PID namespace of its own, so it sweeps by process tree (it is a child subreaper), as
-in the reduced mode without ``unshare``.
+At the Landlock and reduced levels the worker and its cell processes draw every boundary themselves
+(uid, Landlock ruleset, limits, sweep); the server runs in its own network, IPC and UTS namespaces when
+``unshare`` works, shared by the pool's workers (no network for any of them).
+
+At the bubblewrap level (``isolation="bwrap"``, or ``auto`` where bubblewrap works) the server itself
+runs inside **one** bubblewrap sandbox made for the pool: new PID, network, IPC, UTS and cgroup
+namespaces, the read-only system file tree a bubblewrap worker gets, a private ``/tmp``, and the pool's
+workspace root (:attr:`ForkServer.root`, where every sandbox of the pool gets its workspace) bound
+read-write *at its host path*. The namespaces are the pool's, not each sandbox's, so what separates two
+sandboxes of the pool is what separates them at the Landlock level: every cell process confines itself
+with Landlock to its own workspace, inputs and private temp folder (no TCP, no signals or abstract
+sockets outside its domain), runs under its own uid (as root), with every limit. That is why this
+combination needs Landlock and refuses to start without it (:func:`fork_level`) rather than leave the
+siblings in one namespace with nothing between them.
+
+A forked worker is not in a PID namespace of its own, so it sweeps by process tree (it is a child
+subreaper), as in the reduced mode without ``unshare``. Its pid as the harness sees it comes from the
+kernel, not from the server: the worker announces itself on the control socket and the harness reads the
+sender's pid from ``SCM_CREDENTIALS``, which the kernel translates into the harness's PID namespace (the
+server's own ``fork()`` result is a pid of the pool's namespace under bubblewrap).
 """
 
 from __future__ import annotations
@@ -24,15 +39,24 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from datadojo.sandbox.isolation import LaunchPlan, _base_env, _search_paths, unshare_available
+from datadojo.sandbox import isolation as _isolation
+from datadojo.sandbox.isolation import (
+    IsolationUnavailable,
+    LaunchPlan,
+    _base_env,
+    _search_paths,
+    bwrap_server_argv,
+    unshare_available,
+)
 from datadojo.sandbox.session import SandboxError, WorkerProcess, _kill_uid
 
-__all__ = ["FORK_SERVER_BOOTSTRAP", "ForkServer", "ForkedWorkerProcess"]
+__all__ = ["FORK_SERVER_BOOTSTRAP", "ForkServer", "ForkedWorkerProcess", "fork_level"]
 
 log = logging.getLogger("datadojo.sandbox")
 
@@ -43,14 +67,62 @@ FORK_SERVER_BOOTSTRAP = (
 )
 _MAX_MESSAGE = 1 << 20
 _UNSHARE = ("--net", "--ipc", "--uts")
+_UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
+_warned_no_fork = False
+
+
+def fork_level(requested: str) -> str | None:
+    """The level a pool's fork server runs at for ``isolation=requested``, or ``None``: fork nothing.
+
+    ``bwrap`` (or ``auto`` resolving to it) needs Landlock as well: the pool's sandboxes share the
+    server's namespaces, and only the per-cell Landlock ruleset keeps them apart. ``bwrap`` without
+    Landlock raises :class:`~datadojo.sandbox.isolation.IsolationUnavailable`; ``auto`` without it keeps
+    bubblewrap (the safer level) and starts one interpreter per sandbox, logged once.
+    """
+    global _warned_no_fork
+    level = _isolation.resolve_isolation(requested)
+    if level != "bwrap":
+        return level
+    ok, why = _isolation.landlock_available()
+    if ok:
+        return "bwrap"
+    if requested == "bwrap":
+        raise IsolationUnavailable(
+            f"fork_server at isolation='bwrap' needs Landlock too ({why}): the pool's sandboxes would share "
+            "one set of namespaces with nothing between them; use fork_server=False (one bubblewrap "
+            "process per sandbox) or a kernel with Landlock"
+        )
+    if not _warned_no_fork:
+        _warned_no_fork = True
+        log.warning(
+            "sandbox fork server not used: bubblewrap works but Landlock does not (%s), and forked "
+            "sandboxes need Landlock to be kept apart; every sandbox gets its own bubblewrap process",
+            why,
+        )
+    return None
 
 
 class ForkServer:
     """One pre-imported interpreter forking workers on request; ``await start()``, ``worker()``, ``close()``."""
 
-    def __init__(self, preload: tuple[str, ...], *, extra_paths: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        preload: tuple[str, ...],
+        *,
+        extra_paths: list[str] | None = None,
+        isolation: str = "landlock",
+        root: str | None = None,
+        tmp_mb: int = 64,
+    ) -> None:
+        if isolation == "bwrap" and root is None:
+            raise ValueError("a bubblewrap fork server needs the pool's workspace root")
         self.preload = tuple(preload)
         self.extra_paths = [p for p in (extra_paths or []) if os.path.isdir(p)]
+        self.isolation = isolation
+        #: bubblewrap: the folder (bound read-write at its own path) that holds every sandbox's workspace.
+        self.root = root
+        self.tmp_mb = tmp_mb
+        #: The server's pid as this process sees it (from the kernel, see the module docstring).
         self.pid: int | None = None
         self.ready: dict[str, Any] = {}
         self._proc: asyncio.subprocess.Process | None = None
@@ -67,6 +139,8 @@ class ForkServer:
         """Start the server and wait until it has imported ``preload``."""
         self._dir = Path(tempfile.mkdtemp(prefix="datadojo-forkserver-"))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Every packet then carries its sender's pid, translated by the kernel into our PID namespace.
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         argv = [
             sys.executable,
             "-I",
@@ -75,7 +149,13 @@ class ForkServer:
             FORK_SERVER_BOOTSTRAP,
             json.dumps(_search_paths(self.extra_paths)),
         ]
-        if unshare_available():
+        env = _base_env(str(self._dir), str(self._dir))
+        cwd = str(self._dir)
+        if self.isolation == "bwrap":
+            assert self.root is not None
+            argv = bwrap_server_argv(self.root, self.extra_paths, self.tmp_mb, argv)
+            env = _base_env("/", "/tmp")
+        elif unshare_available():
             argv = [str(shutil.which("unshare")), *_UNSHARE, "--", *argv]
         try:
             with open(self._dir / "server.log", "ab") as log_file:
@@ -84,26 +164,28 @@ class ForkServer:
                     stdin=child.fileno(),
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=log_file,
-                    env=_base_env(str(self._dir), str(self._dir)),
-                    cwd=str(self._dir),
+                    env=env,
+                    cwd=cwd,
                     start_new_session=True,
                 )
         finally:
             child.close()
         parent.setblocking(False)
         self._sock = parent
-        self.pid = self._proc.pid
         try:
             await self._send({"op": "hello", "preload": list(self.preload)})
-            reply = await asyncio.wait_for(self._receive(), timeout_s)
+            reply, sender = await asyncio.wait_for(self._receive(), timeout_s)
         except (TimeoutError, OSError, ValueError) as exc:
+            detail = self.log_tail()
             await self.close()
             raise SandboxError(
                 f"the sandbox fork server did not start ({type(exc).__name__}: {exc})"
+                + (f"; its log ends with:\n{detail}" if detail else "")
             ) from None
         if reply.get("op") != "ready":
             await self.close()
             raise SandboxError(f"the sandbox fork server did not start: {reply}")
+        self.pid = sender
         if reply.get("errors"):
             log.warning("sandbox fork server could not preload: %s", "; ".join(reply["errors"]))
         self.ready = reply
@@ -126,38 +208,79 @@ class ForkServer:
                 finally:
                     loop.remove_writer(self._sock)
 
-    async def _receive(self) -> dict[str, Any]:
-        assert self._sock is not None
-        data = await asyncio.get_running_loop().sock_recv(self._sock, _MAX_MESSAGE)
+    def log_tail(self) -> str:
+        """The end of the server's log (why it did not start)."""
+        try:
+            data = (self._dir / "server.log").read_bytes()[-2000:] if self._dir else b""
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace").strip()
+
+    async def _receive(self) -> tuple[dict[str, Any], int]:
+        """The next message and the pid of the process that sent it (the server or a new worker)."""
+        sock = self._sock
+        assert sock is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data, ancdata, _flags, _addr = sock.recvmsg(_MAX_MESSAGE, socket.CMSG_SPACE(_UCRED.size))
+                break
+            except BlockingIOError:
+                readable: asyncio.Future[None] = loop.create_future()
+                loop.add_reader(sock, _settle, readable)
+                try:
+                    await readable
+                finally:
+                    loop.remove_reader(sock)
         if not data:
             raise OSError("the fork server closed its socket")
-        return json.loads(data)
+        sender = next(
+            (
+                _UCRED.unpack(cdata[: _UCRED.size])[0]
+                for level, kind, cdata in ancdata
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+            ),
+            0,
+        )
+        if sender <= 0:
+            raise OSError("the fork server's message carried no sender pid")
+        return json.loads(data), sender
 
-    async def spawn(self, env: dict[str, str], cwd: str, fds: list[int]) -> int:
-        """Fork a worker with ``fds`` (request pipe, reply pipe, log); its pid."""
+    async def spawn(self, env: dict[str, str], cwd: str, fds: list[int], timeout_s: float = 120.0) -> int:
+        """Fork a worker with ``fds`` (request pipe, reply pipe, log); its pid as we see it.
+
+        The ``spawned`` message is sent by the new worker itself, so its credentials name the worker.
+        """
         async with self._lock:
             if not self.alive:
                 raise SandboxError("the sandbox fork server is not running")
             ident = next(self._ids)
             try:
                 await self._send({"op": "spawn", "id": ident, "env": env, "cwd": cwd}, fds)
-                reply = await self._receive()
-            except (OSError, ValueError) as exc:
-                raise SandboxError(f"the sandbox fork server failed ({exc})") from None
+                reply, sender = await asyncio.wait_for(self._receive(), timeout_s)
+            except (OSError, ValueError, TimeoutError) as exc:
+                raise SandboxError(f"the sandbox fork server failed ({type(exc).__name__}: {exc})") from None
         if reply.get("op") != "spawned" or reply.get("id") != ident:
             raise SandboxError(
                 f"the sandbox fork server could not fork a worker: {reply.get('message', reply)}"
             )
-        return int(reply["pid"])
+        if sender == self.pid:
+            raise SandboxError("the sandbox fork server answered for its worker")
+        return sender
 
     def worker(self, plan: LaunchPlan, log_path: Path, cell_uid: int | None) -> ForkedWorkerProcess:
         """The handle of one worker this server will fork (``await handle.start(timeout)`` forks it)."""
-        if plan.isolation == "bwrap":
+        if (plan.isolation == "bwrap") != (self.isolation == "bwrap"):
             raise SandboxError(
-                "a fork server cannot start bubblewrap sandboxes (use isolation landlock or none)"
+                f"a fork server at level {self.isolation!r} cannot start a {plan.isolation!r} sandbox"
             )
-        # Not in a PID namespace of its own: the worker must sweep its own process tree only.
+        if plan.isolation == "bwrap" and not plan.settings.get("landlock"):
+            raise SandboxError("a bubblewrap fork server's worker must confine its cells with Landlock")
+        # Not in a PID namespace of its own: the worker must sweep its own process tree only; and where
+        # its cells share a uid with the siblings' (no dedicated uid), it counts their processes itself.
         settings = {**plan.settings, "pidns": False, "forked": True}
+        if cell_uid is None:
+            settings["count_procs"] = True
         plan = LaunchPlan(argv=[], env=plan.env, cwd=plan.cwd, isolation=plan.isolation, settings=settings)
         return ForkedWorkerProcess(self, plan, log_path, cell_uid)
 
@@ -167,6 +290,10 @@ class ForkServer:
             self._sock.close()
             self._sock = None
         proc = self._proc
+        if proc is not None and self.pid is not None and self.pid != proc.pid:
+            # bubblewrap: the server is bwrap's grandchild, not ours; end it (its workers die with it)
+            # and wait until it has, through a pidfd, so that nothing of the pool outlives close().
+            await _kill_and_wait(self.pid)
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -175,6 +302,26 @@ class ForkServer:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+async def _kill_and_wait(pid: int) -> None:
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # already gone
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        exited: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(pidfd, _settle, exited)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(exited, 30.0)
+        finally:
+            loop.remove_reader(pidfd)
+    finally:
+        os.close(pidfd)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
@@ -236,7 +383,9 @@ class ForkedWorkerProcess(WorkerProcess):
         rep_r, rep_w = os.pipe()
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            pid = await self.server.spawn(self.plan.env, self.plan.cwd, [req_r, rep_w, log_fd])
+            pid = await self.server.spawn(
+                self.plan.env, self.plan.cwd, [req_r, rep_w, log_fd], self.start_timeout_s
+            )
         except BaseException:
             for fd in (req_w, rep_r):
                 os.close(fd)

@@ -63,6 +63,7 @@ __all__ = [
     "allocate_uid",
     "build_launch",
     "bwrap_available",
+    "bwrap_server_argv",
     "landlock_available",
     "landlock_paths",
     "python_paths",
@@ -388,12 +389,23 @@ def build_launch(
     settings: dict[str, Any],
     tmp_mb: int,
     extra_paths: list[str] | None = None,
+    forked: bool = False,
 ) -> LaunchPlan:
-    """The command line that starts a worker for ``workspace`` under ``isolation``."""
+    """The command line that starts a worker for ``workspace`` under ``isolation``.
+
+    ``forked``: the worker will be forked by a pool's fork server (no command line is run). Under
+    bubblewrap that server's one ``bwrap`` sandbox shows the workspace at its host path, so the plan is
+    the Landlock level's (host paths, a Landlock ruleset for every cell process) labelled ``bwrap``.
+    """
     extra = [p for p in (extra_paths or []) if os.path.isdir(p)]
     import_paths = _search_paths(extra)
     python = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(import_paths)]
     settings = dict(settings)
+    if isolation == "bwrap" and forked:
+        plan = build_launch(
+            workspace, isolation="landlock", settings=settings, tmp_mb=tmp_mb, extra_paths=extra
+        )
+        return LaunchPlan(argv=[], env=plan.env, cwd=plan.cwd, isolation="bwrap", settings=plan.settings)
     if isolation == "bwrap":
         exe = _bwrap()
         if exe is None:  # pragma: no cover - resolve_isolation checked it
@@ -426,6 +438,28 @@ def build_launch(
         level = "landlock"
         settings["landlock"] = landlock_paths(workspace, python_paths(extra))
     return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation=level, settings=settings)
+
+
+def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: list[str]) -> list[str]:
+    """The ``bwrap`` command around a pool's fork server (:mod:`datadojo.sandbox.forkserver`).
+
+    The namespaces and the read-only system tree of a bubblewrap worker, a private ``/tmp`` of
+    ``tmp_mb``, and the pool's workspace root ``root`` bound read-write at its own path: workspaces made
+    there later (one per sandbox) appear inside, at the paths the harness uses. No ``--clearenv``: the
+    server's environment is the short one the harness passes (each worker gets its own on fork).
+    """
+    exe = _bwrap()
+    if exe is None:  # pragma: no cover - resolve_isolation checked it
+        raise IsolationUnavailable("bwrap disappeared")
+    argv = [exe, *_namespace_args()]
+    argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+    argv += _filesystem_args(python_paths(extra_paths))
+    real = os.path.realpath(root)
+    for parent in reversed(Path(real).parents):
+        if str(parent) not in ("/", "/tmp", "/usr", "/etc") and not _covered(str(parent), ["/usr"]):
+            argv += ["--perms", "0755", "--dir", str(parent)]
+    argv += ["--bind", real, real, "--chdir", "/", "--", *python]
+    return argv
 
 
 def landlock_paths(workspace: Workspace, paths: list[str]) -> dict[str, list[str]]:

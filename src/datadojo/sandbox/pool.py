@@ -13,12 +13,15 @@ import asyncio
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 from datadojo.sandbox.config import SandboxConfig
-from datadojo.sandbox.forkserver import ForkServer
+from datadojo.sandbox.forkserver import ForkServer, fork_level
 from datadojo.sandbox.install import default_install_dir
 from datadojo.sandbox.session import Sandbox, SandboxError
+from datadojo.sandbox.workspace import remove_tree
 from datadojo.types import DataFile
 
 __all__ = ["SandboxPool"]
@@ -54,6 +57,8 @@ class SandboxPool:
         self._failure: BaseException | None = None
         self._server: ForkServer | None = None
         self._server_lock = asyncio.Lock()
+        self._server_level: str | None = None  # resolved on first use; "" = no fork server
+        self._root: Path | None = None  # bubblewrap fork server: the folder of every workspace
 
     @property
     def in_use(self) -> int:
@@ -99,10 +104,19 @@ class SandboxPool:
         self._wake()
 
     async def _fork_server(self) -> ForkServer | None:
-        """With ``config.fork_server``: the pool's one pre-imported interpreter, started on first use."""
+        """With ``config.fork_server``: the pool's one pre-imported interpreter, started on first use.
+
+        Its level is :func:`~datadojo.sandbox.forkserver.fork_level` of the configured isolation: under
+        bubblewrap it runs in one ``bwrap`` sandbox showing the pool's workspace root (made here, once,
+        so that a restarted server shows the same workspaces).
+        """
         if not self.config.fork_server:
             return None
         async with self._server_lock:
+            if self._server_level is None:
+                self._server_level = await asyncio.to_thread(fork_level, self.config.isolation) or ""
+            if not self._server_level:
+                return None
             if self._server is None or not self._server.alive:
                 if self._server is not None:
                     await self._server.close()
@@ -111,10 +125,27 @@ class SandboxPool:
                     if self.config.auto_install
                     else []
                 )
-                server = ForkServer(self.config.preload, extra_paths=extra)
+                root = None
+                if self._server_level == "bwrap":
+                    root = str(await asyncio.to_thread(self._workspace_root))
+                server = ForkServer(
+                    self.config.preload,
+                    extra_paths=extra,
+                    isolation=self._server_level,
+                    root=root,
+                )
                 await server.start(self.config.start_timeout_s)
                 self._server = server
             return self._server
+
+    def _workspace_root(self) -> Path:
+        if self._root is None:
+            parent = self.config.workspace_root
+            if parent is not None:
+                Path(parent).mkdir(parents=True, exist_ok=True)
+            self._root = Path(tempfile.mkdtemp(prefix="datadojo-pool-", dir=parent)).resolve()
+            os.chmod(self._root, 0o711)  # the cells' uids traverse it; no one else lists it
+        return self._root
 
     def _wake(self) -> None:
         while self._waiters:
@@ -200,6 +231,9 @@ class SandboxPool:
         if self._server is not None:
             await self._server.close()
             self._server = None
+        if self._root is not None and not self.config.keep_workspace:
+            await asyncio.to_thread(remove_tree, self._root)
+            self._root = None
 
     async def __aenter__(self) -> SandboxPool:
         return self

@@ -66,6 +66,7 @@ class WorkerProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.ready: dict[str, Any] = {}
         self.broken = False
+        self.start_timeout_s = 120.0
 
     @property
     def alive(self) -> bool:
@@ -93,6 +94,7 @@ class WorkerProcess:
             )
 
     async def start(self, timeout_s: float) -> None:
+        self.start_timeout_s = timeout_s
         await self._open()
         try:
             self._send({"op": "init", **self.plan.settings})
@@ -144,7 +146,8 @@ class WorkerProcess:
         """
         if self.proc is None:
             return
-        graceful = self.plan.isolation != "bwrap"
+        # A worker forked by a pool's fork server has no PID namespace of its own, even under bubblewrap.
+        graceful = self.plan.isolation != "bwrap" or bool(self.plan.settings.get("forked"))
         if graceful and self.proc.returncode is None and not self.broken and self.proc.stdin is not None:
             with contextlib.suppress(Exception):
                 self._send({"op": "exit"})
@@ -239,22 +242,34 @@ class Sandbox:
     async def launch(cls, config: SandboxConfig | None = None, *, fork_server: Any = None) -> Sandbox:
         """Start a sandbox with an empty workspace (what a pool keeps warm); add files later.
 
-        ``fork_server`` (a started :class:`~datadojo.sandbox.forkserver.ForkServer`, Landlock and reduced
-        levels): fork the worker from that pre-imported interpreter instead of starting one.
+        ``fork_server`` (a started :class:`~datadojo.sandbox.forkserver.ForkServer` of this level): fork
+        the worker from that pre-imported interpreter instead of starting one; under bubblewrap the
+        workspace is then made in the server's root, the one folder its bubblewrap sandbox shows.
         """
         config = config or SandboxConfig()
         isolation = await asyncio.to_thread(resolve_isolation, config.isolation)  # probes once, blocking
+        # Under a bubblewrap fork server the worker sees the host's paths (the pool's root is bound at
+        # its own path), and its cells confine themselves with Landlock as at that level.
+        host_paths = isolation == "landlock" or (isolation == "bwrap" and fork_server is not None)
+        if fork_server is not None and (isolation == "bwrap") != (fork_server.isolation == "bwrap"):
+            raise SandboxError(
+                f"this pool's fork server runs at level {fork_server.isolation!r}, not {isolation!r}"
+            )
         uid = allocate_uid()
         extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
         extra = extra if config.auto_install else []
-        if isolation != "bwrap" and uid is not None and not cells_can_drop_root(python_paths(extra)):
+        own_mounts = isolation == "bwrap" and not host_paths
+        if not own_mounts and uid is not None and not cells_can_drop_root(python_paths(extra)):
             uid = None  # the Python installation is not readable by other users: cells stay root
+        parent = config.workspace_root
+        if isolation == "bwrap" and fork_server is not None:
+            parent = fork_server.root  # the one folder the pool's bubblewrap sandbox shows
         workspace = await asyncio.to_thread(
             Workspace.create,
             placement="copy" if isolation == "reduced" else "view",
-            link_root="host" if isolation == "landlock" else None,
+            link_root="host" if host_paths else None,
             uid=uid,
-            parent=config.workspace_root,
+            parent=parent,
             keep=config.keep_workspace,
         )
         sandbox = cls(config, workspace, isolation, uid)
@@ -308,6 +323,7 @@ class Sandbox:
             settings=settings,
             tmp_mb=cfg.limits.max_file_mb,
             extra_paths=extra,
+            forked=self._fork_server is not None,
         )
         log_path = self._ws.root / "worker.log"
         worker = (
@@ -364,8 +380,10 @@ class Sandbox:
     # ------------------------------------------------------------------ running code
     @property
     def code_workspace(self) -> str:
-        """The working directory as the agent's code sees it (``/workspace`` under bubblewrap)."""
-        return WORKSPACE_MOUNT if self.isolation == "bwrap" else str(self.workspace)
+        """The working directory as the agent's code sees it (``/workspace`` under bubblewrap, unless a
+        pool's fork server forked the worker: then its host path, as at the Landlock level)."""
+        own_mounts = self.isolation == "bwrap" and self._fork_server is None
+        return WORKSPACE_MOUNT if own_mounts else str(self.workspace)
 
     async def run(
         self, code: str, *, language: Literal["python", "sql"] = "python", db: str | None = None

@@ -6,18 +6,19 @@ once, freezes the garbage collector (so no collection in a worker ever touches, 
 objects), and then forks one worker per request; a fork of the warm process costs a few milliseconds and
 its pages stay shared copy-on-write until written.
 
-Used at the Landlock and reduced levels only (:class:`datadojo.sandbox.zygote.ForkServer`): there every
-per-sandbox boundary is drawn by the worker and its cell processes themselves (the dedicated uid, the
-Landlock ruleset each cell process builds, the resource limits, the process sweep), so a worker forked
+Every per-sandbox boundary is drawn by the worker and its cell processes themselves (the dedicated uid,
+the Landlock ruleset each cell process builds, the resource limits, the process sweep), so a worker forked
 from a shared parent is set up exactly like one started on its own. The server itself never runs agent
-code. Under bubblewrap each sandbox's mount and PID namespaces are made by its own ``bwrap`` process, which
-a fork cannot share; that level keeps one interpreter per sandbox.
+code. At the bubblewrap level the server runs inside one ``bwrap`` sandbox for the whole pool (see
+:mod:`datadojo.sandbox.forkserver`): its namespaces are shared by the pool's workers, and the Landlock
+ruleset of every cell process keeps the sandboxes apart.
 
 Protocol: a ``SOCK_SEQPACKET`` socket on fd 0, one JSON message per packet. The harness sends
 ``{"op": "spawn", "id", "env", "cwd"}`` with three file descriptors attached (the worker's request pipe,
 its reply pipe, its log; the worker then reads its settings from the request pipe, as a worker started on
-its own does); the server answers ``{"op": "spawned", "id", "pid"}`` (or
-``{"op": "error", "id", "message"}``). The socket closing (the harness is gone) ends the server; every
+its own does); the *new worker* answers ``{"op": "spawned", "id", "pid"}`` itself, first thing after the
+fork, so that the harness reads its pid (in the harness's PID namespace) from the packet's
+``SCM_CREDENTIALS``; a request the server cannot serve gets ``{"op": "error", "id", "message"}``. The socket closing (the harness is gone) ends the server; every
 worker it forked dies with it (``PR_SET_PDEATHSIG``).
 """
 
@@ -96,7 +97,6 @@ def serve(ctl: socket.socket, devnull: int) -> None:
             pid = os.fork()
             if pid == 0:
                 _worker_child(ctl, fds, msg, devnull)  # never returns
-            _send(ctl, {"op": "spawned", "id": msg.get("id"), "pid": pid})
         except Exception as exc:
             with contextlib.suppress(OSError):
                 _send(ctl, {"op": "error", "id": msg.get("id"), "message": f"{type(exc).__name__}: {exc}"})
@@ -110,6 +110,10 @@ def _worker_child(ctl: socket.socket, fds: list[int], msg: dict[str, Any], devnu
     """In the forked worker: become what ``python -c BOOTSTRAP`` would have been, then serve."""
     code = 70
     try:
+        # Announce ourselves before anything that could fail: the harness waits for this packet and
+        # takes our pid from its credentials (the server's fork() result means nothing outside a PID
+        # namespace of its own).
+        _send(ctl, {"op": "spawned", "id": msg.get("id"), "pid": os.getpid()})
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the worker reaps its own cell processes
         ctl.close()
         os.setsid()
