@@ -31,6 +31,7 @@ __all__ = [
     "Outcome",
     "Worker",
     "WorkerSpec",
+    "require_spec",
 ]
 
 
@@ -163,3 +164,20 @@ class Executor(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def require_spec(model: Any, executor: Executor, role: str = "model") -> str:
+    """``model`` as the spec string a remote ``executor``'s nodes build their own backend from.
+
+    Why: a backend object (an HTTP client with its connections, a loaded checkpoint, a test's scripted
+    backend) lives in this process and cannot be sent to another machine; a spec string
+    (``openai:MODEL@URL``) can, and every node then makes its own client. Raises :class:`ExecutorError`
+    (exit 2) naming the role and the object's type when ``model`` is not a string.
+    """
+    if isinstance(model, str) and model.strip():
+        return model
+    raise ExecutorError(
+        f"--executor {executor.name}: the {role} must be given as a model spec string "
+        f"(openai:MODEL@URL), which each node loads itself; an in-process {type(model).__name__} object "
+        "cannot travel to other machines"
+    )
