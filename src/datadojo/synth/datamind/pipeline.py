@@ -257,6 +257,11 @@ async def stage_sample(
         "nodes": summary.nodes,
         "finished": summary.finished,
         "skipped": summary.skipped,
+        # the teacher's use by these episodes (on a remote executor, counted on the nodes, not here)
+        "requests": summary.turns,
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": summary.completion_tokens,
+        "failed": summary.errors,
     }
     return run.finish(usage)
 

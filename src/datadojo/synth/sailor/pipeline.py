@@ -179,6 +179,9 @@ class SailorRun:
     #: Where this invocation's units ran (``local`` / ``ray``) and the executor's per-node figures.
     executor: str = "local"
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    #: This invocation's LLM use (requests, tokens, failures), summed from the units' records: on a remote
+    #: executor the requests are sent by the nodes' clients, so this is the only count of them here.
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 async def explore_unit(
@@ -604,15 +607,14 @@ async def run_sailor(
     funnel.add("qc", run.summary["trajectories"], run.summary["kept"], run.summary["removed"])
     funnel.write(out_dir / "funnel.json")
     usage = UsageLedger(out_dir / "usage.jsonl", "sailor")
-    usage.add(
-        "policy+judge",
-        requests=sum(int(r.get("requests", 0)) for r in invocation),
-        prompt_tokens=sum(int(r.get("prompt_tokens", 0)) for r in invocation),
-        completion_tokens=sum(int(r.get("completion_tokens", 0)) for r in invocation),
-        repaired=sum(int(r.get("repaired", 0)) for r in invocation),
-        failed=sum(int(r.get("structured_failures", 0)) for r in invocation),
-        check=False,
-    )
+    run.usage = {
+        "requests": sum(int(r.get("requests", 0)) for r in invocation),
+        "prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in invocation),
+        "completion_tokens": sum(int(r.get("completion_tokens", 0)) for r in invocation),
+        "repaired": sum(int(r.get("repaired", 0)) for r in invocation),
+        "failed": sum(int(r.get("structured_failures", 0)) for r in invocation),
+    }
+    usage.add("policy+judge", **run.usage, check=False)
     usage.save()
     if report:
         from datadojo.synth.sailor.report import write_report
