@@ -363,6 +363,7 @@ async def run_rollouts(
     done = finished_keys(out)
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     summary.executor = executor.name
+    before = executor.snapshot()  # the executor may have served earlier stages: count this run's work
     closers: list[Callable[[], Any]] = []
     runner: WorkerSpec | Worker
     if executor.remote:
@@ -421,7 +422,7 @@ async def run_rollouts(
         raise
     finally:
         summary.elapsed_s = time.perf_counter() - started
-        summary.nodes = [s.to_dict() for s in executor.node_stats()]
+        summary.nodes = [s.to_dict() for s in executor.node_stats_since(before)]
         for close in closers:
             with contextlib.suppress(Exception):
                 await close()

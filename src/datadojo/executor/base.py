@@ -16,6 +16,7 @@ closure is what lets a Ray node build the same worker: it imports the installed 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import importlib
 import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -150,6 +151,36 @@ class Executor(abc.ABC):
 
     def node_stats(self) -> list[NodeStats]:
         return sorted(self.nodes.values(), key=lambda s: s.node)
+
+    def snapshot(self) -> dict[str, NodeStats]:
+        """The per-node figures now, for :meth:`node_stats_since` (an executor may serve several stages)."""
+        return {k: dataclasses.replace(v) for k, v in self.nodes.items()}
+
+    def node_stats_since(self, before: Mapping[str, NodeStats]) -> list[NodeStats]:
+        """Per-node figures of the work done since ``before`` (:meth:`snapshot`): what one stage did on an
+        executor that a recipe shares between stages. ``workers`` are those started since (a local
+        executor reuses its one: then the current count)."""
+        out = []
+        for cur in self.node_stats():
+            b = before.get(cur.node) or NodeStats(cur.node)
+            if (cur.workers, cur.done, cur.retried, cur.lost_workers) == (
+                b.workers,
+                b.done,
+                b.retried,
+                b.lost_workers,
+            ):
+                continue  # this node took no part since
+            out.append(
+                NodeStats(
+                    cur.node,
+                    workers=(cur.workers - b.workers) or cur.workers,
+                    done=cur.done - b.done,
+                    retried=cur.retried - b.retried,
+                    busy_s=cur.busy_s - b.busy_s,
+                    lost_workers=cur.lost_workers - b.lost_workers,
+                )
+            )
+        return out
 
     def _stats(self, node: str) -> NodeStats:
         if node not in self.nodes:

@@ -555,6 +555,7 @@ async def run_sailor(
     invocation: list[dict[str, Any]] = []
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     run.executor = executor.name
+    before = executor.snapshot()  # a recipe's executor serves several stages: count this run's units
     closers: list[Callable[[], Any]] = []
     worker: WorkerSpec | Worker
     if remote:
@@ -590,7 +591,7 @@ async def run_sailor(
                     on_unit(result.record)
     finally:
         ledger.close()
-        run.nodes = [n.to_dict() for n in executor.node_stats()]
+        run.nodes = [n.to_dict() for n in executor.node_stats_since(before)]
         for close in closers:
             with contextlib.suppress(Exception):
                 await close()
