@@ -130,10 +130,16 @@ def test_sailor_units_on_ray_keep_what_local_keeps_and_resume(ray_cluster, tmp_p
 
         local = go(tmp_path / "local", None)
         remote = go(tmp_path / "ray", RayExecutor(in_flight_per_worker=2))
-        again = go(tmp_path / "ray", RayExecutor(in_flight_per_worker=2))
+        # the command on the same folder, same settings: resumes, every unit committed once, no request
+        before = len(srv.requests)
+        args = ["synth", "sailor", str(folder), "--model", spec, "--out", str(tmp_path / "ray"), "--only",
+                "L0-map", "--only", "L1-fields", "--max-nodes", "5", "--max-depth", "3", "--min-depth", "2",
+                "--trajectories-per-seed", "2", "--k-max", "2", "--no-logprobs", "-j", "2", "--executor", "ray"]  # fmt: skip
+        res = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        assert "0 unit(s) explored, 2 already done" in res.output and len(srv.requests) == before
     assert (local.executor, remote.executor) == ("local", "ray")
     assert remote.units_done == 2 and sum(n["done"] for n in remote.nodes) == 2
-    assert (again.units_skipped, again.units_done) == (2, 0)  # resume: every unit committed once
     kept = comparable(tmp_path / "local" / "trajectories.jsonl", ("task_id", "sample"))
     assert kept and comparable(tmp_path / "ray" / "trajectories.jsonl", ("task_id", "sample")) == kept
 

@@ -31,7 +31,7 @@ from typing import Any
 from datadojo.agent.runner import SandboxFactory, model_name
 from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.scan import read_corpus
-from datadojo.executor import Executor, require_spec
+from datadojo.executor import Executor
 from datadojo.fs import write_json_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.runs import ProgressHook, UsageLedger, stage_progress
@@ -44,7 +44,7 @@ from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
 from datadojo.synth.datamind.report import models_file, read_models
-from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
+from datadojo.synth.datamind.sampling import agent_task, check_travel, reflection_feedback, sample_round
 from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
 from datadojo.types import Task
@@ -222,6 +222,7 @@ async def stage_sample(
     """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1), on ``run.executor``.
 
     ``teacher``: a backend, or a model spec string (what a remote executor needs: its nodes load it)."""
+    check_travel(teacher, run.executor, sandboxes)  # refused before anything is read or written
     run.check_settings("sample")
     run.record_model("teacher", teacher)
     if round_ == 0:
@@ -298,8 +299,7 @@ async def run_pipeline(
     query and composition requests, and closed at the end; the sampling rounds get the string."""
     from datadojo.llm import load_backend
 
-    if run.executor is not None and run.executor.remote:  # refuse before any request, not at sampling
-        require_spec(teacher, run.executor, "teacher")
+    check_travel(teacher, run.executor, sandboxes)  # refused before any request, not at sampling
     own = load_backend(teacher) if isinstance(teacher, str) else None
     local = own if own is not None else teacher
     assert not isinstance(local, str)

@@ -42,6 +42,7 @@ __all__ = [
     "FAILED_STOPS",
     "agent_config",
     "agent_task",
+    "check_travel",
     "describe_attempts",
     "plain_prompt",
     "reflection_feedback",
@@ -118,6 +119,22 @@ def reflection_feedback(previous: Sequence[Trajectory], critique: str, budget_ch
     )
 
 
+def check_travel(
+    teacher: ChatBackend | str, executor: Executor | None, sandboxes: SandboxFactory | None
+) -> ChatBackend | str:
+    """``teacher`` as it will be sent: unchanged locally; on a remote executor the spec string, or an
+    :class:`~datadojo.executor.ExecutorError` (exit 2) for what cannot travel (a backend object, a sandboxes
+    factory of this process). Called before a stage reads or writes anything."""
+    if executor is None or not executor.remote:
+        return teacher
+    if sandboxes is not None:
+        raise ExecutorError(
+            f"--executor {executor.name}: sampling builds its sandboxes on the nodes; a sandboxes "
+            "factory of this process cannot travel (pass sandbox_config)"
+        )
+    return require_spec(teacher, executor, "teacher")
+
+
 async def sample_round(
     tasks: Sequence[Task],
     teacher: ChatBackend | str,
@@ -137,15 +154,7 @@ async def sample_round(
     string and no ``sandboxes`` factory (an :class:`~datadojo.executor.ExecutorError`, exit 2, says so):
     every node builds its own client and a pool of ``config.concurrency`` sandboxes with ``sandbox_config``.
     """
-    remote = executor is not None and executor.remote
-    if remote:
-        assert executor is not None
-        teacher = require_spec(teacher, executor, "teacher")
-        if sandboxes is not None:
-            raise ExecutorError(
-                f"--executor {executor.name}: sampling builds its sandboxes on the nodes; a sandboxes "
-                "factory of this process cannot travel (pass sandbox_config)"
-            )
+    teacher = check_travel(teacher, executor, sandboxes)
     usage = paths.usage_ledger("sample" if round_ == 0 else "reflect")
     summary = await run_rollouts(
         tasks,
