@@ -1,6 +1,12 @@
 """Local vs Ray on this machine: the same rollout, and what each added node would bring.
 
     python benchmarks/scale.py [--tasks 500] [--concurrency 16] [--latency 0.05] [--mode persistent]
+    python benchmarks/scale.py --synth datamind [--tasks 100] ...   # a DataMind sampling round instead
+
+``--synth datamind``: ``--tasks`` queries written to two DataMind run folders, then one sampling round
+(``stage_sample``, N = 1 trajectory per query, the same loopback teacher) in each: in this process and on a
+local Ray (the round's episodes on the node, ``trajectories.jsonl`` written here). Printed: both walls, their
+ratio with Ray's start-up apart, and whether both files hold the same (task, sample, round) keys.
 
 The same ``--tasks`` episodes (5 turns each, the scripted model in a separate process at ``--latency`` per
 completion, a real sandbox pool of ``--concurrency``) run twice into two output files: in this process
@@ -62,13 +68,77 @@ async def one(
     return summary, time.perf_counter() - t0, tree_cpu() - cpu0, time.process_time() - drv0
 
 
+async def datamind_round(
+    n: int, spec: str, folder: Path, c: int, sandbox: SandboxConfig, executor: object
+) -> tuple[float, set[tuple[str, int, int]]]:
+    """One DataMind sampling round of ``n`` queries into ``folder``; its wall time and written keys."""
+    from datadojo.jsonl import write_jsonl_atomic
+    from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_sample
+
+    csv = DataFile.from_path(REPO / "examples" / "data" / "sales.csv")
+    folder.mkdir(parents=True)
+    queries = [
+        Task(id=f"dm-{i}", question=f"What is the total of x in group {i}?", files=[csv],
+             category="Aggregation", difficulty=1)
+        for i in range(n)
+    ]  # fmt: skip
+    write_jsonl_atomic(folder / "queries.jsonl", queries)
+    cfg = DataMindConfig(n_samples=1, concurrency=c, max_turns=TURNS)
+    run = DataMindRun([], folder, cfg, executor=executor, sandbox_config=sandbox)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    await stage_sample(run, spec)
+    wall = time.perf_counter() - t0
+    got = set()
+    for line in (folder / "trajectories.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        got.add((rec["task_id"], rec["sample"], rec["extra"]["round"]))
+    return wall, got
+
+
+async def synth_main(args: argparse.Namespace, sandbox: SandboxConfig, cores: int) -> None:
+    import ray
+
+    from datadojo.executor.ray_executor import RayExecutor
+
+    print(f"scale benchmark, DataMind sampling round: {args.tasks} queries x 1 sample x {TURNS} turns, latency "
+          f"{args.latency * 1000:.0f} ms, concurrency {args.concurrency}, {args.mode} sandboxes, cores {cores}, "
+          f"load {os.getloadavg()[0]:.1f}, yardstick {yardstick_ms():.3f} ms")  # fmt: skip
+    with LoopbackProcess(args.latency) as url, tempfile.TemporaryDirectory() as tmp:
+        spec = f"openai:bench@{url}?max_concurrency={args.concurrency}"
+        local_s, local_keys = await datamind_round(
+            args.tasks, spec, Path(tmp) / "local", args.concurrency, sandbox, None
+        )
+        t0 = time.perf_counter()
+        ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+        ray_start = time.perf_counter() - t0
+        try:
+            ray_s, ray_keys = await datamind_round(
+                args.tasks, spec, Path(tmp) / "ray", args.concurrency, sandbox,
+                RayExecutor(in_flight_per_worker=args.concurrency),
+            )  # fmt: skip
+        finally:
+            ray.shutdown()
+    same = local_keys == ray_keys and len(local_keys) == args.tasks
+    ratio = ray_s / local_s
+    print(f"  local: {local_s:.1f} s ({args.tasks * TURNS / local_s:.1f} turns/s)")
+    print(
+        f"  ray:   {ray_s:.1f} s ({args.tasks * TURNS / ray_s:.1f} turns/s), plus {ray_start:.1f} s to start Ray"
+    )
+    print(f"verdict: DataMind round on Ray, one node, vs local: {ratio:.2f} x wall (Ray start-up "
+          f"{ray_start:.1f} s apart); same (task, sample, round) keys: {same}")  # fmt: skip
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=500)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--mode", default="persistent", choices=["persistent", "chunked"])
+    ap.add_argument("--synth", default="none", choices=["none", "datamind"], help="a DataMind sampling round")
     args = ap.parse_args()
+    if args.synth == "datamind":
+        await synth_main(args, SandboxConfig(mode=args.mode), os.cpu_count() or 1)  # type: ignore[arg-type]
+        return
     import ray
 
     from datadojo.executor.ray_executor import RayExecutor

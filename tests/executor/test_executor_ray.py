@@ -1,5 +1,6 @@
-"""The Ray executor on a real local Ray (2 CPUs, one instance shared by the module): the same records as
-a local run for rollouts, corpus scans and warm-up builds; resume; a worker killed mid-run."""
+"""The Ray executor on a real local Ray (2 CPUs, one instance shared by the session): the same records as
+a local run for rollouts, corpus scans and warm-up builds; resume; a worker killed mid-run. The Ray instance
+is the session's ``ray_cluster`` (tests/executor/conftest.py)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,6 @@ from datadojo.executor.ray_executor import RayExecutor  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 SANDBOX = SandboxConfig(mode="persistent", preload=())
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """One local Ray for the module (starting one takes 10-20 s on 2 cores)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def reply(request: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.loop import CodeRunner, EventHook, run_agent
-from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec
+from datadojo.executor import Executor, ExecutorError, LocalExecutor, Worker, WorkerSpec, require_spec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.sandbox.result import isolation_counts
@@ -45,6 +45,7 @@ __all__ = [
     "SandboxFactory",
     "episode_worker",
     "finished_keys",
+    "model_name",
     "rollout_worker_spec",
     "run_rollouts",
 ]
@@ -52,6 +53,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SandboxFactory = Callable[[Task], AbstractAsyncContextManager[CodeRunner]]
+
+
+def model_name(model: ChatBackend | str) -> str:
+    """The model id a backend reports, or the one a spec string names (``openai:NAME@URL`` → ``NAME``;
+    ``hf:PATH`` → ``PATH``: what :func:`datadojo.llm.load_backend` would set as ``model_id``), so records
+    made from a spec on a remote executor name the model as a local run does."""
+    if not isinstance(model, str):
+        return str(getattr(model, "model_id", "") or type(model).__name__)
+    from datadojo.llm.spec import parse_model_spec
+
+    return parse_model_spec(model).model
 
 
 def finished_keys(path: str | Path) -> set[tuple[str, int]]:
@@ -319,7 +331,8 @@ async def run_rollouts(
     backends that honour seeds.
 
     ``executor``: where episodes run (default: this process). A remote one (Ray) needs ``backend`` as a
-    model spec string and no ``sandboxes``/``on_event`` (objects cannot travel): each node builds its own
+    model spec string and no ``sandboxes``/``on_event`` (objects cannot travel; else :class:`ExecutorError`,
+    exit 2): each node builds its own
     backend and a pool of ``concurrency`` sandboxes, so ``concurrency`` is per node. ``worker`` replaces
     the episode worker (:func:`rollout_worker_spec`) for callers that build their own (the oracle agent).
     Only this process writes ``out``, whatever the executor, so the resume rule is the same.
@@ -350,24 +363,20 @@ async def run_rollouts(
     done = finished_keys(out)
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     summary.executor = executor.name
+    before = executor.snapshot()  # the executor may have served earlier stages: count this run's work
     closers: list[Callable[[], Any]] = []
     runner: WorkerSpec | Worker
     if executor.remote:
         if sandboxes is not None or on_event is not None:
-            raise ValueError(
-                "a remote executor builds sandboxes on its nodes: pass sandbox_config, not sandboxes/on_event"
+            raise ExecutorError(
+                f"--executor {executor.name} builds sandboxes on its nodes and cannot call back into this "
+                "process: pass sandbox_config, not a sandboxes factory or an on_event hook"
             )
         if worker is not None:
             runner = worker
-        elif isinstance(backend, str):
-            runner = rollout_worker_spec(
-                backend, cfg, sandbox=sandbox_config, pool_size=concurrency, seed=seed
-            )
         else:
-            raise ValueError(
-                f"a remote executor ({executor.name}) needs the model as a spec string "
-                "(openai:MODEL@URL), not a backend object"
-            )
+            spec = require_spec(backend, executor, "model")
+            runner = rollout_worker_spec(spec, cfg, sandbox=sandbox_config, pool_size=concurrency, seed=seed)
     else:
         if isinstance(backend, str):
             from datadojo.llm import load_backend
@@ -413,7 +422,7 @@ async def run_rollouts(
         raise
     finally:
         summary.elapsed_s = time.perf_counter() - started
-        summary.nodes = [s.to_dict() for s in executor.node_stats()]
+        summary.nodes = [s.to_dict() for s in executor.node_stats_since(before)]
         for close in closers:
             with contextlib.suppress(Exception):
                 await close()

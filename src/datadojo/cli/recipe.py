@@ -7,6 +7,7 @@ and ends with a table of every stage and the report's paths.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def _go(
         raise error_exit(exc) from exc
     finally:
         if remote is not None:
-            remote.close()
+            asyncio.run(remote.aclose())  # stops the Ray this command started
     table = Table(title=f"{cfg.recipe} recipe in {result.out}")
     for col in ("variant", "stage", "status", "seconds"):
         table.add_column(col)

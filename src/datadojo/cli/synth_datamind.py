@@ -2,6 +2,8 @@
 
 Thin over :mod:`datadojo.synth.datamind`: parse options into a :class:`DataMindConfig`, load the teacher and
 judge backends from model specs, draw a progress bar per stage, print the funnel table at the end.
+``run`` and ``sample`` take ``--executor ray``: the sampling rounds' episodes run on the cluster's nodes
+(each builds the teacher's client from the spec and its own sandboxes); this process writes every file.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.table import Table
 
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
 from datadojo.cli._ui import count_table, error_exit, interrupted, progress_bar
 from datadojo.synth.datamind.config import DataMindConfig
@@ -48,6 +51,13 @@ _INPUTS = typer.Argument(
 _PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars.")
 _JSON = typer.Option(False, "--json", help="Print summary.json instead of the funnel table.")
 _OUT = typer.Option(..., "--out", "-o", help="Output folder (all stages read and write here).")
+_EXECUTOR = typer.Option(
+    "local",
+    "--executor",
+    help=EXECUTOR_HELP + " Here: the sampling rounds (agent episodes); queries, "
+    "composition and judging are requests sent from this process.",
+)
+_RAY = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP)
 _TEACHER = model_option("--teacher", role="Teacher model (queries, composition, trajectories).")
 _JUDGE = model_option(
     "--judge", role="Judge model for self-consistency (separate from the teacher).", envvar="DATADOJO_JUDGE"
@@ -148,14 +158,17 @@ def _execute(
     as_json: bool,
     body: Callable[[Any], Awaitable[dict[str, Any]] | dict[str, Any]],
     specs: tuple[str | None, ...] = (),
+    remote: Any = None,
 ) -> None:
-    """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel."""
+    """Build the run, load backends, run ``body(run, *backends)``, close backends, print the funnel.
+
+    ``remote``: the executor of ``--executor ray`` (closed here; its per-node table is printed)."""
     from datadojo.llm import load_backend
     from datadojo.synth.datamind import DataMindRun
 
     bars = _Bars(progress)
     try:
-        run = DataMindRun(inputs, out, config, progress=bars)
+        run = DataMindRun(inputs, out, config, progress=bars, executor=remote)
         backends = [load_backend(s) for s in specs if s]
     except OSError as exc:  # a folder that cannot be made or read: the message names it
         raise error_exit(exc) from exc
@@ -169,6 +182,8 @@ def _execute(
         finally:
             for b in backends:
                 await b.aclose()
+            if remote is not None:
+                await remote.aclose()
 
     try:
         with bars.progress:
@@ -178,6 +193,9 @@ def _execute(
     except OSError as exc:
         raise error_exit(exc) from exc
     _print_summary(summary, as_json)
+    for stage, where in run.sampled.items():
+        if where["executor"] != "local" and not as_json:
+            Console().print(node_table(where["nodes"], f"Per node ({where['executor']}): {stage}"))
 
 
 @datamind_app.command("run")
@@ -191,14 +209,18 @@ def run_cmd(
     compose: bool = typer.Option(True, "--compose/--no-compose", help="Run the easy→hard composition stage."),
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
+    executor: str = _EXECUTOR,
+    ray_address: str | None = _RAY,
 ) -> None:
     """Run every stage: queries → compose → sample → judge → reflect → filter → curate."""
     from datadojo.synth.datamind import run_pipeline
 
     specs = (require_model(teacher, "--teacher"), require_model(judge, "--judge", "DATADOJO_JUDGE"))
+    remote = cli_executor(executor, ray_address, config.concurrency)
+    # on a remote executor the sampling rounds get the teacher's spec string: the nodes load it themselves
     _execute(
         _check_inputs(inputs, True), out, config, progress, as_json,
-        lambda run, t, j: run_pipeline(run, t, j, compose=compose), specs,
+        lambda run, t, j: run_pipeline(run, specs[0] if remote else t, j, compose=compose), specs, remote,
     )  # fmt: skip
 
 
@@ -246,14 +268,21 @@ def sample_cmd(
     ),
     progress: bool = _PROGRESS,
     as_json: bool = _JSON,
+    executor: str = _EXECUTOR,
+    ray_address: str | None = _RAY,
 ) -> None:
-    """Stage 4 / 6: N trajectories per query through the agent runner."""
+    """Stage 4 / 6: N trajectories per query through the agent runner (--executor ray: on the cluster)."""
     from datadojo.synth.datamind import stage_sample
 
     config = config.replace(rounds=max(round_, 1))
-    specs = (require_model(teacher, "--teacher"),)
+    spec = require_model(teacher, "--teacher")
+    remote = cli_executor(executor, ray_address, config.concurrency)
+    if remote is not None:  # the nodes load the teacher from its spec; none is needed here
+        body: Any = lambda run: stage_sample(run, spec, round_=round_)  # noqa: E731
+        _execute([], out, config, progress, as_json, body, (), remote)
+        return
     _execute(
-        [], out, config, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), specs
+        [], out, config, progress, as_json, lambda run, t: stage_sample(run, t, round_=round_), (spec,)
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
 from datadojo.cli._ui import config_option, error_exit, interrupted, progress_bar
 from datadojo.sandbox.config import SandboxConfig
@@ -66,6 +67,13 @@ def sailor(
         "--allow-empty",
         help="Exit 0 even when no trajectory was kept (default: exit 5, NOTHING_KEPT).",
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help=EXECUTOR_HELP + " Here: each (folder, seed) unit's search runs on a node (its own clients and "
+        "sandbox; folders at the same path on every node), --concurrency units per node.",
+    ),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Explore dataset folders with MCTS and synthesize verified trajectories, QA and meta tasks."""
     from datadojo.synth.sailor import load_seeds
@@ -84,7 +92,10 @@ def sailor(
         sandbox_config = default_sandbox_config(config.exec_timeout_s, isolation)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--isolation") from exc
-    run = _explore(folders, seeds, spec, judge, out, config, sandbox_config, concurrency, structured)
+    remote = cli_executor(executor, ray_address, concurrency)
+    run = _explore(folders, seeds, spec, judge, out, config, sandbox_config, concurrency, structured, remote)
+    if remote is not None:
+        console.print(node_table(run.nodes, f"Per node ({run.executor})"))
     _show(run, out, allow_empty)
 
 
@@ -98,8 +109,11 @@ def _explore(
     sandbox_config: Any,
     concurrency: int,
     structured: str,
+    remote: Any = None,
 ) -> Any:
-    """Run :func:`~datadojo.synth.sailor.run_sailor` with a progress bar; errors end the command (one line)."""
+    """Run :func:`~datadojo.synth.sailor.run_sailor` with a progress bar; errors end the command (one line).
+
+    ``remote`` (``--executor ray``): the nodes load the models from their specs; none is loaded here."""
     from datadojo.jsonl import JsonlError
     from datadojo.llm.base import LLMError
     from datadojo.llm.spec import load_backend
@@ -107,11 +121,11 @@ def _explore(
     from datadojo.synth.sailor import run_sailor
 
     async def go() -> object:
-        policy = load_backend(spec)
-        judge_backend = load_backend(judge) if judge else policy
+        policy: Any = spec if remote else load_backend(spec)
+        judge_backend: Any = (judge if remote else load_backend(judge)) if judge else policy
         # A down server or wrong URL: one line and exit 3 at the first request, not after every request's
         # retries; an empty folder or bad seed first (exit 2: they need no server).
-        for backend in {id(b): b for b in (policy, judge_backend)}.values():
+        for backend in {id(b): b for b in (policy, judge_backend) if not isinstance(b, str)}.values():
             backend.check_before_first_request()
         total = len(folders) * len(seeds)
         with progress_bar(console) as progress:
@@ -136,12 +150,16 @@ def _explore(
                     concurrency=concurrency,
                     mode=structured,  # type: ignore[arg-type]
                     on_unit=on_unit,
+                    executor=remote,
                 )
                 progress.update(bar, completed=total)
             finally:
-                await policy.aclose()
-                if judge_backend is not policy:
+                if not isinstance(policy, str):
+                    await policy.aclose()
+                if judge_backend is not policy and not isinstance(judge_backend, str):
                     await judge_backend.aclose()
+                if remote is not None:
+                    await remote.aclose()
         return run
 
     try:

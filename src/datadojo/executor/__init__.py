@@ -6,7 +6,15 @@ See :mod:`datadojo.executor.base` for the contract and ``docs/scaling.md`` for h
 
 from __future__ import annotations
 
-from datadojo.executor.base import Executor, ExecutorError, NodeStats, Outcome, Worker, WorkerSpec
+from datadojo.executor.base import (
+    Executor,
+    ExecutorError,
+    NodeStats,
+    Outcome,
+    Worker,
+    WorkerSpec,
+    require_spec,
+)
 from datadojo.executor.local import LocalExecutor
 from datadojo.executor.process import ProcessExecutor
 
@@ -21,6 +29,7 @@ __all__ = [
     "Worker",
     "WorkerSpec",
     "make_executor",
+    "require_spec",
 ]
 
 EXECUTORS: tuple[str, ...] = ("local", "ray")

@@ -16,6 +16,7 @@ closure is what lets a Ray node build the same worker: it imports the installed 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import importlib
 import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -31,6 +32,7 @@ __all__ = [
     "Outcome",
     "Worker",
     "WorkerSpec",
+    "require_spec",
 ]
 
 
@@ -150,6 +152,36 @@ class Executor(abc.ABC):
     def node_stats(self) -> list[NodeStats]:
         return sorted(self.nodes.values(), key=lambda s: s.node)
 
+    def snapshot(self) -> dict[str, NodeStats]:
+        """The per-node figures now, for :meth:`node_stats_since` (an executor may serve several stages)."""
+        return {k: dataclasses.replace(v) for k, v in self.nodes.items()}
+
+    def node_stats_since(self, before: Mapping[str, NodeStats]) -> list[NodeStats]:
+        """Per-node figures of the work done since ``before`` (:meth:`snapshot`): what one stage did on an
+        executor that a recipe shares between stages. ``workers`` are those started since (a local
+        executor reuses its one: then the current count)."""
+        out = []
+        for cur in self.node_stats():
+            b = before.get(cur.node) or NodeStats(cur.node)
+            if (cur.workers, cur.done, cur.retried, cur.lost_workers) == (
+                b.workers,
+                b.done,
+                b.retried,
+                b.lost_workers,
+            ):
+                continue  # this node took no part since
+            out.append(
+                NodeStats(
+                    cur.node,
+                    workers=(cur.workers - b.workers) or cur.workers,
+                    done=cur.done - b.done,
+                    retried=cur.retried - b.retried,
+                    busy_s=cur.busy_s - b.busy_s,
+                    lost_workers=cur.lost_workers - b.lost_workers,
+                )
+            )
+        return out
+
     def _stats(self, node: str) -> NodeStats:
         if node not in self.nodes:
             self.nodes[node] = NodeStats(node)
@@ -163,3 +195,20 @@ class Executor(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def require_spec(model: Any, executor: Executor, role: str = "model") -> str:
+    """``model`` as the spec string a remote ``executor``'s nodes build their own backend from.
+
+    Why: a backend object (an HTTP client with its connections, a loaded checkpoint, a test's scripted
+    backend) lives in this process and cannot be sent to another machine; a spec string
+    (``openai:MODEL@URL``) can, and every node then makes its own client. Raises :class:`ExecutorError`
+    (exit 2) naming the role and the object's type when ``model`` is not a string.
+    """
+    if isinstance(model, str) and model.strip():
+        return model
+    raise ExecutorError(
+        f"--executor {executor.name}: the {role} must be given as a model spec string "
+        f"(openai:MODEL@URL), which each node loads itself; an in-process {type(model).__name__} object "
+        "cannot travel to other machines"
+    )

@@ -91,30 +91,39 @@ async def _synthesize(ctx: StageContext) -> dict[str, Any]:
     def hook(stage: str, done: int, total: int) -> None:
         ctx.progress(done, total)
 
-    run = DataMindRun(files, ctx.out, cfg, progress=hook)
+    run = DataMindRun(files, ctx.out, cfg, progress=hook, executor=ctx.executor)
+    remote = ctx.executor is not None and ctx.executor.remote
     teacher, judge = _backends(ctx.config)
+    # on --executor ray the sampling rounds run on the nodes, which load the teacher from its spec string
+    sampler: Any = ctx.config.models.teacher if remote else teacher
     try:
         await stage_queries(run, teacher)
         if ctx.config.stage("synthesis").get("compose", True):
             await stage_compose(run, teacher)
-        await stage_sample(run, teacher, round_=0)
+        await stage_sample(run, sampler, round_=0)
         await stage_judge(run, judge, round_=0)
         for r in range(1, cfg.rounds + 1):
             if not reflection_tasks(run, r):
                 break
-            await stage_sample(run, teacher, round_=r)
+            await stage_sample(run, sampler, round_=r)
             await stage_judge(run, judge, round_=r)
     finally:
         await teacher.aclose()
         if judge is not teacher:
             await judge.aclose()
-    usage = record_usage(ctx, {"teacher": teacher, "judge": judge if judge is not teacher else None})
+    counted = None
+    if remote:  # the nodes' clients sent the sampling requests; this process's teacher never saw them
+        keys = ("requests", "prompt_tokens", "completion_tokens", "failed")
+        counted = {"teacher (nodes)": {k: sum(int(v[k]) for v in run.sampled.values()) for k in keys}}
+    usage = record_usage(ctx, {"teacher": teacher, "judge": judge if judge is not teacher else None}, counted)
     return {
         "usage": usage,
         "folder": str(ctx.out),
         "queries": count_lines(run.paths.queries),
         "trajectories": count_lines(run.paths.trajectories),
         "verdicts": count_lines(run.paths.verdicts),
+        # where each sampling round ran (executor, per-node figures): the stage record says "ray" when it did
+        "sampled": {k: {"executor": v["executor"], "nodes": v["nodes"]} for k, v in run.sampled.items()},
     }
 
 
@@ -202,6 +211,7 @@ STAGES: tuple[Stage, ...] = (
         },
         code=SYNTH_CODE,
         check=_dm_config,
+        executor=True,  # the sampling rounds (agent episodes) fan out; queries and judging stay here
     ),
     Stage(
         "curation",

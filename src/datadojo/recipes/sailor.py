@@ -55,7 +55,7 @@ def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     return {"folders": [str(p) for p in folders], "files": files}
 
 
-async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
+async def _explore(ctx: StageContext) -> dict[str, Any]:
     from datadojo.llm import load_backend
     from datadojo.synth.sailor import load_seeds, run_sailor
 
@@ -63,11 +63,15 @@ async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
     if not ctx.config.models.teacher:
         raise RecipeError("synthesis: the sailor recipe needs models.teacher (the exploring policy)")
     seeds = load_seeds(only=section.get("seeds"))
-    policy = load_backend(ctx.config.models.teacher)
-    judge = load_backend(ctx.config.models.judge) if ctx.config.models.judge else None
+    remote = ctx.executor is not None and ctx.executor.remote
+    # on --executor ray every unit's search runs on a node, which loads the models from their spec strings
+    policy: Any = ctx.config.models.teacher if remote else load_backend(ctx.config.models.teacher)
+    judge: Any = None
+    if ctx.config.models.judge:
+        judge = ctx.config.models.judge if remote else load_backend(ctx.config.models.judge)
     folders = ctx.dep("corpus")["folders"]
     try:
-        await run_sailor(
+        run = await run_sailor(
             folders,
             seeds,
             policy=policy,
@@ -77,12 +81,21 @@ async def _explore(ctx: StageContext) -> dict[str, dict[str, int]]:
             concurrency=int(section.get("concurrency", 1)),
             mode=section.get("structured", "auto"),
             progress=lambda _stage, done, total: ctx.progress(done, total),
+            executor=ctx.executor,
         )
     finally:
-        await policy.aclose()
-        if judge is not None:
-            await judge.aclose()
-    return record_usage(ctx, {"policy": policy, "judge": judge})
+        if not remote:
+            await policy.aclose()
+            if judge is not None:
+                await judge.aclose()
+    if remote:  # the nodes' clients sent the requests; the units' records counted them
+        counts = {
+            k: run.usage.get(k, 0) for k in ("requests", "prompt_tokens", "completion_tokens", "failed")
+        }
+        usage = record_usage(ctx, {}, {"policy+judge (nodes)": counts})
+    else:
+        usage = record_usage(ctx, {"policy": policy, "judge": judge})
+    return {"usage": usage, "executor": run.executor, "nodes": run.nodes}
 
 
 def _sailor_out(ctx: StageContext) -> Path:
@@ -92,10 +105,10 @@ def _sailor_out(ctx: StageContext) -> Path:
 
 
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
-    usage = asyncio.run(_explore(ctx))
+    explored = asyncio.run(_explore(ctx))
     out = _sailor_out(ctx)
     manifest = {
-        "usage": usage,
+        **explored,
         "folder": str(out),
         "trajectories": count_lines(out / "trajectories.jsonl"),
         "qc": count_lines(out / "qc.jsonl"),
@@ -141,6 +154,7 @@ STAGES: tuple[Stage, ...] = (
         inputs=_inputs,
         code=("datadojo.synth.sailor", "datadojo.sandbox", "datadojo.protocol"),
         check=_sailor_config,
+        executor=True,  # each (folder, seed) unit's search runs on a node
     ),
     Stage(
         "curation",

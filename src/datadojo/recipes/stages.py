@@ -47,10 +47,16 @@ def count_lines(path: str | Path) -> int:
     return sum(1 for _ in iter_jsonl(path)) if path.exists() else 0
 
 
-def record_usage(ctx: StageContext, backends: dict[str, Any]) -> dict[str, dict[str, int]]:
+def record_usage(
+    ctx: StageContext, backends: dict[str, Any], counted: dict[str, dict[str, int]] | None = None
+) -> dict[str, dict[str, int]]:
     """Append the stage's LLM use by role to ``usage.jsonl`` in its folder, then apply the one failure policy
     (:class:`datadojo.runs.FailurePolicy`; ``[stages.X] max_failed_fraction``): a stage whose requests mostly
-    failed is not committed (exit 3), and the rerun resumes it."""
+    failed is not committed (exit 3), and the rerun resumes it.
+
+    ``counted``: use counted elsewhere, by role (``requests``, ``prompt_tokens``, ``completion_tokens``,
+    ``failed``): the requests a remote executor's nodes sent with their own clients, which this process's
+    backends never saw."""
     from datadojo.runs import FailurePolicy, UsageLedger
 
     section = ctx.config.stage(ctx.stage.name)
@@ -59,6 +65,8 @@ def record_usage(ctx: StageContext, backends: dict[str, Any]) -> dict[str, dict[
     for role, backend in backends.items():
         if backend is not None:
             ledger.add_backend(role, backend)
+    for role, counts in (counted or {}).items():
+        ledger.add(role, **counts, check=False)
     ledger.save()
     ledger.check()
     return {k: dict(v) for k, v in ledger.roles.items()}

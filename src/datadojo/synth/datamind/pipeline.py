@@ -12,6 +12,12 @@ Stages and their files in ``out`` (each resumable on its own output; a finished 
 
 and after every stage ``summary.json`` and ``report.html`` (:mod:`.funnel`). :func:`run_pipeline` runs them
 in order with up to ``config.rounds`` reflection rounds.
+
+Where the work runs: :attr:`DataMindRun.executor`. The sampling rounds (stages 4 and 6: agent episodes,
+each a sandbox and a dozen teacher turns; the heavy part) fan out on it — on Ray every node builds the
+teacher's client from its spec string and its own sandbox pool, and this process writes every line, so
+resume is unchanged. The query, composition and judge stages are single requests with no sandbox; they are
+sent from this process (their concurrency is requests in flight, ``config.concurrency``).
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datadojo.agent.runner import SandboxFactory
+from datadojo.agent.runner import SandboxFactory, model_name
 from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.scan import read_corpus
+from datadojo.executor import Executor
 from datadojo.fs import write_json_atomic
 from datadojo.llm.base import ChatBackend
 from datadojo.runs import ProgressHook, UsageLedger, stage_progress
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.datamind.compose import compose_queries
 from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import judge_round, read_verdicts, trajectories_by_round
@@ -36,7 +44,7 @@ from datadojo.synth.datamind.errors import DataMindError
 from datadojo.synth.datamind.funnel import build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
 from datadojo.synth.datamind.report import models_file, read_models
-from datadojo.synth.datamind.sampling import agent_task, reflection_feedback, sample_round
+from datadojo.synth.datamind.sampling import agent_task, check_travel, reflection_feedback, sample_round
 from datadojo.synth.datamind.store import Paths
 from datadojo.synth.datamind.taxonomy import Taxonomy, load_taxonomy
 from datadojo.types import Task
@@ -66,17 +74,26 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
 
 @dataclass
 class DataMindRun:
-    """One output folder and its settings; stages are methods of the module taking this."""
+    """One output folder and its settings; stages are methods of the module taking this.
+
+    ``executor``: where the sampling rounds run (``None``: this process; a remote one, e.g.
+    :class:`~datadojo.executor.ray_executor.RayExecutor`, needs the teacher as a model spec string).
+    ``sandbox_config``: the sandboxes of those episodes (default :class:`SandboxConfig`). ``sampled``
+    records, per sampling stage run here, where it ran (``executor``, per-node figures, episodes run).
+    """
 
     inputs: Sequence[str | Path]
     out: Path
     config: DataMindConfig = field(default_factory=DataMindConfig)
     progress: ProgressHook | None = None
+    executor: Executor | None = None
+    sandbox_config: SandboxConfig | None = None
     taxonomy: Taxonomy = field(init=False)
     paths: Paths = field(init=False)
     files: list[FileEntry] = field(init=False, default_factory=list)
     files_seen: int = field(init=False, default=0)
     curation: CurationResult | None = field(init=False, default=None)
+    sampled: dict[str, dict[str, Any]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -99,10 +116,10 @@ class DataMindRun:
     def stages_file(self) -> Path:
         return self.out / "stages.json"
 
-    def record_model(self, role: str, backend: ChatBackend) -> None:
+    def record_model(self, role: str, backend: ChatBackend | str) -> None:
         """Note the model id of ``role`` (teacher, judge) in ``models.json`` for the report and the summary."""
         models = read_models(self.paths)
-        name = str(getattr(backend, "model_id", "") or type(backend).__name__)
+        name = model_name(backend)
         if models.get(role) != name:
             write_json_atomic(models_file(self.paths), {**models, role: name})
 
@@ -200,9 +217,12 @@ def reflection_tasks(run: DataMindRun, round_: int) -> list[Task]:
 
 
 async def stage_sample(
-    run: DataMindRun, teacher: ChatBackend, *, round_: int = 0, sandboxes: SandboxFactory | None = None
+    run: DataMindRun, teacher: ChatBackend | str, *, round_: int = 0, sandboxes: SandboxFactory | None = None
 ) -> dict[str, Any]:
-    """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1)."""
+    """Stage 4 (round 0: every query) or the sampling half of reflection (round ≥ 1), on ``run.executor``.
+
+    ``teacher``: a backend, or a model spec string (what a remote executor needs: its nodes load it)."""
+    check_travel(teacher, run.executor, sandboxes)  # refused before anything is read or written
     run.check_settings("sample")
     run.record_model("teacher", teacher)
     if round_ == 0:
@@ -229,9 +249,21 @@ async def stage_sample(
         state["n"] += 1
         tick(s.skipped + state["n"], total)
 
-    _summary, usage = await sample_round(
-        tasks, teacher, run.paths, run.config, round_, sandboxes=sandboxes, on_trajectory=on_traj
-    )
+    summary, usage = await sample_round(
+        tasks, teacher, run.paths, run.config, round_, sandboxes=sandboxes,
+        sandbox_config=run.sandbox_config, executor=run.executor, on_trajectory=on_traj,
+    )  # fmt: skip
+    run.sampled[stage] = {
+        "executor": summary.executor,
+        "nodes": summary.nodes,
+        "finished": summary.finished,
+        "skipped": summary.skipped,
+        # the teacher's use by these episodes (on a remote executor, counted on the nodes, not here)
+        "requests": summary.turns,
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": summary.completion_tokens,
+        "failed": summary.errors,
+    }
     return run.finish(usage)
 
 
@@ -255,21 +287,37 @@ def stage_curate(run: DataMindRun, strategies: Sequence[str] = STRATEGIES) -> di
 
 async def run_pipeline(
     run: DataMindRun,
-    teacher: ChatBackend,
+    teacher: ChatBackend | str,
     judge: ChatBackend,
     *,
     sandboxes: SandboxFactory | None = None,
     compose: bool = True,
 ) -> dict[str, Any]:
-    """Every stage in order, with ``config.rounds`` reflection rounds; returns the summary."""
-    await stage_queries(run, teacher)
-    if compose:
-        await stage_compose(run, teacher)
-    await stage_sample(run, teacher, round_=0, sandboxes=sandboxes)
-    await stage_judge(run, judge, round_=0)
-    for r in range(1, run.config.rounds + 1):
-        if not reflection_tasks(run, r):
-            break
-        await stage_sample(run, teacher, round_=r, sandboxes=sandboxes)
-        await stage_judge(run, judge, round_=r)
+    """Every stage in order, with ``config.rounds`` reflection rounds; returns the summary.
+
+    ``teacher`` as a model spec string (needed when ``run.executor`` is remote) is loaded here for the
+    query and composition requests, and closed at the end; the sampling rounds get the string."""
+    from datadojo.llm import load_backend
+
+    check_travel(teacher, run.executor, sandboxes)  # refused before any request, not at sampling
+    own = load_backend(teacher) if isinstance(teacher, str) else None
+    local = own if own is not None else teacher
+    assert not isinstance(local, str)
+    try:
+        if own is not None:
+            own.check_before_first_request()
+        await stage_queries(run, local)
+        if compose:
+            await stage_compose(run, local)
+        sampler = teacher if run.executor is not None and run.executor.remote else local
+        await stage_sample(run, sampler, round_=0, sandboxes=sandboxes)
+        await stage_judge(run, judge, round_=0)
+        for r in range(1, run.config.rounds + 1):
+            if not reflection_tasks(run, r):
+                break
+            await stage_sample(run, sampler, round_=r, sandboxes=sandboxes)
+            await stage_judge(run, judge, round_=r)
+    finally:
+        if own is not None:
+            await own.aclose()
     return stage_curate(run)

@@ -6,7 +6,9 @@ from the expert with the category's procedural knowledge *k* in the prompt, {y_i
 critique *c* added to the prompt.
 
 Nothing here runs an episode itself: :func:`datadojo.agent.runner.run_rollouts` does (concurrency, sandbox
-pool, resume by ``(task_id, sample)``). Round r uses samples ``r·N … r·N + N − 1`` and tags each trajectory
+pool, resume by ``(task_id, sample)``), in this process or on a remote executor (``--executor ray``: each
+node builds the teacher's client from its spec string and its own sandbox pool; the round's sample numbers,
+``extra.round`` and the retry rule are applied by this process, which alone writes ``trajectories.jsonl``). Round r uses samples ``r·N … r·N + N − 1`` and tags each trajectory
 with ``extra.round = r``. *k* goes into ``Task.extra["workflow"]`` and the reflection context into
 ``Task.extra["feedback"]``; :func:`datadojo.agent.prompts.build_prompt` renders both as prompt sections.
 ``use_workflow = False`` leaves *k* out, so users can measure what it adds (the paper never did).
@@ -26,8 +28,10 @@ from typing import Any
 from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
+from datadojo.executor import Executor, ExecutorError, require_spec
 from datadojo.llm.base import ChatBackend
 from datadojo.runs import UsageLedger
+from datadojo.sandbox.config import SandboxConfig
 from datadojo.synth.datamind import prompts
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.store import Paths
@@ -38,6 +42,7 @@ __all__ = [
     "FAILED_STOPS",
     "agent_config",
     "agent_task",
+    "check_travel",
     "describe_attempts",
     "plain_prompt",
     "reflection_feedback",
@@ -114,17 +119,42 @@ def reflection_feedback(previous: Sequence[Trajectory], critique: str, budget_ch
     )
 
 
+def check_travel(
+    teacher: ChatBackend | str, executor: Executor | None, sandboxes: SandboxFactory | None
+) -> ChatBackend | str:
+    """``teacher`` as it will be sent: unchanged locally; on a remote executor the spec string, or an
+    :class:`~datadojo.executor.ExecutorError` (exit 2) for what cannot travel (a backend object, a sandboxes
+    factory of this process). Called before a stage reads or writes anything."""
+    if executor is None or not executor.remote:
+        return teacher
+    if sandboxes is not None:
+        raise ExecutorError(
+            f"--executor {executor.name}: sampling builds its sandboxes on the nodes; a sandboxes "
+            "factory of this process cannot travel (pass sandbox_config)"
+        )
+    return require_spec(teacher, executor, "teacher")
+
+
 async def sample_round(
     tasks: Sequence[Task],
-    teacher: ChatBackend,
+    teacher: ChatBackend | str,
     paths: Paths,
     config: DataMindConfig,
     round_: int,
     *,
     sandboxes: SandboxFactory | None = None,
+    sandbox_config: SandboxConfig | None = None,
+    executor: Executor | None = None,
     on_trajectory: Callable[[Trajectory, RolloutSummary], None] | None = None,
 ) -> tuple[RolloutSummary, UsageLedger]:
-    """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable)."""
+    """Sample N trajectories of every agent task for round ``round_`` into ``trajectories.jsonl`` (resumable).
+
+    ``teacher``: a backend, or a model spec string (loaded by the runner). ``executor``: where the episodes
+    run (default: this process, ``config.concurrency`` at a time). A remote one needs the teacher as a spec
+    string and no ``sandboxes`` factory (an :class:`~datadojo.executor.ExecutorError`, exit 2, says so):
+    every node builds its own client and a pool of ``config.concurrency`` sandboxes with ``sandbox_config``.
+    """
+    teacher = check_travel(teacher, executor, sandboxes)
     usage = paths.usage_ledger("sample" if round_ == 0 else "reflect")
     summary = await run_rollouts(
         tasks,
@@ -136,8 +166,10 @@ async def sample_round(
         config=agent_config(config),
         concurrency=config.concurrency,
         sandboxes=sandboxes,
+        sandbox_config=sandbox_config,
         seed=config.seed,
         on_trajectory=on_trajectory,
+        executor=executor,
         # this round's failed episodes (server or sandbox, not the teacher's answer) are sampled again
         retry_stop_reasons=FAILED_STOPS,
     )

@@ -22,11 +22,20 @@ Output folder (see ``docs/sailor.md``)::
 ``units.jsonl`` comes last; on start, lines of units without that line (a run killed mid-write) are removed by
 rewriting the file atomically, and an unterminated tail is cut, so a rerun never duplicates a line, never
 leaves a torn one and never leaves a temporary file. Only the driver writes; units run concurrently.
+
+**Where units run**: through :mod:`datadojo.executor` (``executor``). The unit of work is one (folder, seed)
+search — the tree, its sandbox, the final answers, QC and QA synthesis — run by a :class:`UnitWorker`
+(:func:`explore_unit`), which returns the unit's lines as data. Locally the worker holds this process's
+backends; on Ray (``--executor ray``) each node builds its own from the model spec strings
+(:func:`unit_worker_spec`) and opens its own sandboxes, and the lines come back here, where
+:func:`_write_unit` appends them and commits the unit, so resume and the ledgers are the same either way.
+The dataset folders must be at the same path on every node (shared storage, ``docs/scaling.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections import Counter, defaultdict
@@ -35,10 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.agent.runner import model_name
 from datadojo.bench.scidata import READERS_NOTE
 from datadojo.config import ConfigError
 from datadojo.corpus.inputs import require_data_files
 from datadojo.errors import DataDojoError
+from datadojo.executor import Executor, LocalExecutor, Worker, WorkerSpec, require_spec
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import JsonlAppender, iter_jsonl, repair_tail, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend
@@ -69,10 +80,13 @@ __all__ = [
     "NotAFolderError",
     "SailorRun",
     "UnitOutput",
+    "UnitWorker",
     "clean_unfinished",
     "run_sailor",
     "unit_key",
     "unit_of",
+    "unit_worker",
+    "unit_worker_spec",
 ]
 
 #: Output files holding per-unit lines (cleaned of unfinished units on resume).
@@ -162,6 +176,12 @@ class SailorRun:
     cleaned: dict[str, int] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    #: Where this invocation's units ran (``local`` / ``ray``) and the executor's per-node figures.
+    executor: str = "local"
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    #: This invocation's LLM use (requests, tokens, failures), summed from the units' records: on a remote
+    #: executor the requests are sent by the nodes' clients, so this is the only count of them here.
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 async def explore_unit(
@@ -322,6 +342,66 @@ async def explore_unit(
     )  # fmt: skip
 
 
+class UnitWorker:
+    """Runs one unit per item ``(folder, digest, seed)`` with :func:`explore_unit`: the unit of work of
+    :func:`run_sailor`, in this process or on a Ray node. ``closers`` are what the worker made itself."""
+
+    def __init__(
+        self,
+        policy: ChatBackend,
+        judge: ChatBackend,
+        config: SailorConfig,
+        sandbox_config: SandboxConfig,
+        mode: StructuredMode = "auto",
+        closers: tuple[Callable[[], Any], ...] = (),
+    ) -> None:
+        self.policy, self.judge = policy, judge
+        self.config, self.sandbox_config, self.mode = config, sandbox_config, mode
+        self._closers = closers
+
+    async def run(self, item: tuple[str, str, Seed]) -> UnitOutput:
+        folder, digest, seed = item
+        return await explore_unit(
+            Path(folder), digest, seed, policy=self.policy, judge=self.judge, config=self.config,
+            sandbox_config=self.sandbox_config, mode=self.mode,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        for close in self._closers:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+async def unit_worker(
+    *,
+    policy: str,
+    judge: str | None,
+    config: SailorConfig,
+    sandbox_config: SandboxConfig,
+    mode: StructuredMode = "auto",
+) -> UnitWorker:
+    """Build a :class:`UnitWorker` from picklable settings (what a Ray node calls): its own policy and judge
+    clients from their model specs (one client when the judge is the policy)."""
+    from datadojo.llm.spec import load_backend
+
+    p = load_backend(policy)
+    j = load_backend(judge) if judge and judge != policy else p
+    closers = (p.aclose,) if j is p else (p.aclose, j.aclose)
+    return UnitWorker(p, j, config, sandbox_config, mode, closers)
+
+
+def unit_worker_spec(
+    policy: str, judge: str | None, config: SailorConfig, sandbox_config: SandboxConfig, mode: StructuredMode
+) -> WorkerSpec:
+    """The :class:`~datadojo.executor.WorkerSpec` of a sailor unit: every node builds its clients from the
+    spec strings and a sandbox per unit it explores."""
+    return WorkerSpec(
+        "datadojo.synth.sailor.pipeline:unit_worker",
+        {"policy": policy, "judge": judge, "config": config, "sandbox_config": sandbox_config, "mode": mode},
+        label="sailor unit",
+    )
+
+
 def sft_record(traj: Any) -> dict[str, Any]:
     """``sft.jsonl``: the trajectory as OpenAI messages (``train`` masks) with the strategy of each assistant
     turn — the recorded action types (§4.1, "intermediate action-type supervision"); the answer turn's is None."""
@@ -418,8 +498,8 @@ async def run_sailor(
     folders: Sequence[str | Path],
     seeds: Sequence[Seed],
     *,
-    policy: ChatBackend,
-    judge: ChatBackend | None = None,
+    policy: ChatBackend | str,
+    judge: ChatBackend | str | None = None,
     out: str | Path,
     config: SailorConfig | None = None,
     sandbox_config: SandboxConfig | None = None,
@@ -428,8 +508,14 @@ async def run_sailor(
     on_unit: Callable[[dict[str, Any]], None] | None = None,
     progress: ProgressHook | None = None,
     report: bool = True,
+    executor: Executor | None = None,
 ) -> SailorRun:
     """Explore every folder with every seed (``concurrency`` units at a time), resuming finished units.
+
+    ``policy`` / ``judge``: backends, or model spec strings (loaded here and closed at the end). ``executor``:
+    where the units run (default: this process). A remote one (Ray) needs both as spec strings (else an
+    :class:`~datadojo.executor.ExecutorError`, exit 2): each node builds its own clients and sandboxes,
+    at most the executor's in-flight bound of units per node, and this process writes every line.
 
     ``progress`` is the run kit's hook (``("units", done, total)``); ``on_unit`` gets each finished unit's
     record (the CLI prints it). After the summary, the run kit's failure policy
@@ -438,6 +524,11 @@ async def run_sailor(
     """
     cfg = config or SailorConfig()
     judge = judge or policy
+    remote = executor is not None and executor.remote
+    if remote:  # refuse objects that cannot travel before anything is read or written
+        assert executor is not None
+        require_spec(policy, executor, "policy")
+        require_spec(judge, executor, "judge")
     if concurrency < 1:
         raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
     if not seeds:
@@ -459,48 +550,56 @@ async def run_sailor(
     digests = {p: await asyncio.to_thread(folder_digest, p) for p in paths}
     todo = [(p, s) for p in paths for s in seeds if unit_key(p, digests[p], s.id) not in finished]
     run = SailorRun(out_dir, len(paths) * len(seeds), len(paths) * len(seeds) - len(todo), cleaned=cleaned)
-    sem = asyncio.Semaphore(concurrency)
     hook = progress or null_progress
     hook("units", run.units_skipped, run.units_total)
     invocation: list[dict[str, Any]] = []
+    executor = executor or LocalExecutor(max_in_flight=concurrency)
+    run.executor = executor.name
+    before = executor.snapshot()  # a recipe's executor serves several stages: count this run's units
+    closers: list[Callable[[], Any]] = []
+    worker: WorkerSpec | Worker
+    if remote:
+        assert isinstance(policy, str) and isinstance(judge, str)
+        worker = unit_worker_spec(policy, judge, cfg, sandbox_config, mode)
+    else:
+        from datadojo.llm.spec import load_backend
 
-    async def one(folder: Path, seed: Seed) -> None:
-        async with sem:
-            result = await explore_unit(
-                folder,
-                digests[folder],
-                seed,
-                policy=policy,
-                judge=judge,
-                config=cfg,
-                sandbox_config=sandbox_config,
-                mode=mode,
-            )
-        _write_unit(out_dir, result, ledger)
-        finished[result.record["unit"]] = result.record
-        invocation.append(result.record)
-        run.units_done += 1
-        hook("units", run.units_skipped + run.units_done, run.units_total)
-        if on_unit is not None:
-            on_unit(result.record)
-
-    tasks = [asyncio.ensure_future(one(p, s)) for p, s in todo]
+        local_policy = load_backend(policy) if isinstance(policy, str) else policy
+        if isinstance(policy, str):
+            closers.append(local_policy.aclose)
+        if judge is policy or judge == policy:
+            local_judge = local_policy
+        else:
+            local_judge = load_backend(judge) if isinstance(judge, str) else judge
+            if isinstance(judge, str):
+                closers.append(local_judge.aclose)
+        worker = UnitWorker(local_policy, local_judge, cfg, sandbox_config, mode)
+    items = [(str(p), digests[p], s) for p, s in todo]
     try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        # one unit failed (model server down, sandbox broken) or the run was cancelled: stop the others; the
-        # units already written stay committed and a rerun resumes after them
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        # one unit failed (model server down, sandbox broken) or the run was cancelled: closing the stream
+        # cancels the others; the units already written stay committed and a rerun resumes after them
+        stream = executor.map_unordered(worker, items)
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+            async for outcome in stream:
+                result: UnitOutput = outcome.result
+                _write_unit(out_dir, result, ledger)
+                finished[result.record["unit"]] = result.record
+                invocation.append(result.record)
+                run.units_done += 1
+                hook("units", run.units_skipped + run.units_done, run.units_total)
+                if on_unit is not None:
+                    on_unit(result.record)
     finally:
         ledger.close()
+        run.nodes = [n.to_dict() for n in executor.node_stats_since(before)]
+        for close in closers:
+            with contextlib.suppress(Exception):
+                await close()
     run.elapsed_s = time.monotonic() - started
     extra = {
         "folders": [str(p.resolve()) for p in paths],
         "seeds": [s.id for s in seeds],
-        "models": {"policy": policy.model_id, "judge": judge.model_id},
+        "models": {"policy": model_name(policy), "judge": model_name(judge)},
         "structured_mode": mode,
     }
     run.summary = summarize(list(finished.values()), cfg, extra)
@@ -509,15 +608,14 @@ async def run_sailor(
     funnel.add("qc", run.summary["trajectories"], run.summary["kept"], run.summary["removed"])
     funnel.write(out_dir / "funnel.json")
     usage = UsageLedger(out_dir / "usage.jsonl", "sailor")
-    usage.add(
-        "policy+judge",
-        requests=sum(int(r.get("requests", 0)) for r in invocation),
-        prompt_tokens=sum(int(r.get("prompt_tokens", 0)) for r in invocation),
-        completion_tokens=sum(int(r.get("completion_tokens", 0)) for r in invocation),
-        repaired=sum(int(r.get("repaired", 0)) for r in invocation),
-        failed=sum(int(r.get("structured_failures", 0)) for r in invocation),
-        check=False,
-    )
+    run.usage = {
+        "requests": sum(int(r.get("requests", 0)) for r in invocation),
+        "prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in invocation),
+        "completion_tokens": sum(int(r.get("completion_tokens", 0)) for r in invocation),
+        "repaired": sum(int(r.get("repaired", 0)) for r in invocation),
+        "failed": sum(int(r.get("structured_failures", 0)) for r in invocation),
+    }
+    usage.add("policy+judge", **run.usage, check=False)
     usage.save()
     if report:
         from datadojo.synth.sailor.report import write_report
