@@ -6,7 +6,7 @@ fine-tuning) to an accuracy. For the method's curve (warm-up on) and the baselin
 * **curve-level gain** — "the mean accuracy difference between EnvLunch and the baseline across all
   training-data budgets" (§4). The training budgets are the positive ones (the paper's budgets range over
   16–2048, 8–64, …; 0 is "evaluation without downstream fine-tuning", Fig. 1), so ``n = 0`` is left out
-  unless ``include_zero`` (a setting: ``[report] gain_includes_zero``). Only budgets on both curves count.
+  unless ``include_zero``. Only budgets on both curves count.
 * **matching budget** — "the smallest baseline budget needed to match or exceed EnvLunch's accuracy,
   expressed as a multiple of the corresponding EnvLunch budget"; §5 reads it at "the accuracy achieved by
   the EnvLunch model at its smallest training budget". So the target is the method's accuracy at its
