@@ -10,8 +10,8 @@ Which figure a sweep gets follows from what was swept:
 * only **categorical** keys (curation strategies, DF-FPU on/off, branching) → grouped bars: one chart per
   checkpoint whose eval differs between variants, a group per benchmark (and the average), a bar per
   variant, values written on the bars — DataMind Fig. 4, SciDataSailor's ablations;
-* a sweep that changes the **RL stage** (a γ schedule) → also the training dynamics of each variant's RL
-  run, read from the ``metrics.jsonl`` the trainer wrote: answer reward, reward and entropy per step, and
+* a sweep that changes the **RL stage** (a γ schedule) so that at least two RL runs differ → also the
+  training dynamics of each variant's RL run, read from the ``metrics.jsonl`` the trainer wrote: answer reward, reward and entropy per step, and
   γ itself, one series per variant — DataMind Figs. 6 (answer reward) and 7 (entropy).
 """
 
@@ -272,7 +272,7 @@ def _dynamics(result: RecipeResult, vs: Sequence[Variant]) -> Figure | None:
         recs = _metrics(entry.path / "run" / "metrics.jsonl" if not path else type(entry.path)(path))
         if recs:
             logs[v.label] = recs
-    if not logs:
+    if len(logs) < 2:  # one RL run (warm-up on vs off) has nothing to compare step by step
         return None
     charts, data = [], {}
     for key, name in DYNAMICS:
