@@ -14,7 +14,6 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -155,7 +154,8 @@ def test_datamind_gamma_schedule_sweep_bars_and_training_dynamics(tmp_path: Path
         assert bars["series"][v] == [p, p]
     # the per-step curves are the trainers' own logs: γ fixed at 0.2, cosine from 0.9
     logs = {
-        v: [r for _, r in iter_jsonl(result.entries[v]["rl"].path / "run" / "metrics.jsonl")] for v in variants
+        v: [r for _, r in iter_jsonl(result.entries[v]["rl"].path / "run" / "metrics.jsonl")]
+        for v in variants
     }
     for v in variants:
         assert dyn["series"]["gamma"][v] == [[float(r["step"]), r["gamma"]] for r in logs[v]]
@@ -174,7 +174,9 @@ def test_datamind_gamma_schedule_sweep_bars_and_training_dynamics(tmp_path: Path
         for g in bar_chart.iter(f"{NS}g")
         if g.get("class") == "bar"
     }
-    assert shown == {(v, grp): f"{100 * bars['series'][v][0]:.1f}" for v in variants for grp in bars["groups"]}
+    assert shown == {
+        (v, grp): f"{100 * bars['series'][v][0]:.1f}" for v in variants for grp in bars["groups"]
+    }
     (gamma_chart,) = [s for s in svgs if _title(s).startswith("γ (SFT weight)")]
     assert _legend(gamma_chart) == variants
     assert _points(gamma_chart)[("gamma_mode=fixed", "2")] == 0.2
