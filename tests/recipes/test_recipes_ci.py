@@ -138,6 +138,8 @@ def test_envlunch_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     assert {st for (v, st), s in status.items() if v == "enabled=False" and s != "cached"} == {
         "rl",
         "eval_rl",
+        "downstream",
+        "eval_downstream",
     }
     off = _manifests_of(swept, "enabled=False")
     assert off["rl"] == {"skipped": True, "model_dir": m["sft"]["model_dir"]}

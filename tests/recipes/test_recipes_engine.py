@@ -125,7 +125,9 @@ def test_sweep_computes_shared_stages_once_and_plots(tmp_path: Path) -> None:
     }
     assert scores == {"factor=2": 0.08, "factor=5": 0.2}
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<h2>Sweep</h2>" in html and "<svg" in html and "factor=5 · + SFT" in html
+    assert "<h2>Sweep</h2>" in html and "<svg" in html
+    # a numeric key is a curve over its values: the last checkpoint's pass@1 at factor 2 and 5
+    assert 'data-series="+ SFT" data-x="5" data-y="0.2"' in html
     rows = json.loads((tmp_path / "out" / "report.json").read_text())["rows"]
     assert ["factor=5", "+ SFT", 0.2, 0.2] in rows
 

@@ -16,7 +16,7 @@ from datadojo.recipes import load_recipe, parse_sweeps, recipe_stages, variants
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
 SWEEPS = {
     "datamind": ["stages.curation.strategy=con-select,non-con", "stages.rl.gamma_mode=cosine,linear"],
-    "envlunch": ["stages.rl_tasks.labels=0,16", "stages.rl.enabled=true,false"],
+    "envlunch": ["stages.downstream.labels=0,16", "stages.rl.enabled=true,false"],
     "sailor": ["stages.synthesis.fpu_reduction=0.0,0.1", "stages.synthesis.k_max=1,3"],
 }
 runner = CliRunner()
@@ -71,3 +71,39 @@ def test_cli_ctrl_c_exits_130_and_the_rerun_resumes(tmp_path: Path, monkeypatch:
     assert res.exit_code == 130 and "rerun the same command to resume" in res.output
     plan = runner.invoke(app, ["recipe", "plan", str(path)], env={"COLUMNS": "200"})
     assert plan.exit_code == 0 and "1 stage runs to do, 1 cached" in plan.output  # corpus committed
+
+
+def _doc_studies() -> list[tuple[str, list[str]]]:
+    """The commands of docs/recipes.md "Reproducing the papers' studies": (recipe, its --sweep values)."""
+    import re
+
+    doc = (EXAMPLES.parents[1] / "docs" / "recipes.md").read_text(encoding="utf-8")
+    section = doc.split("## Reproducing the papers' studies", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for name, args in re.findall(
+        r"`datadojo recipe run examples/recipes/(\w+)\.toml ((?:--sweep \S+ ?)+)`", section
+    ):
+        out.append((name, re.findall(r"--sweep (\S+)", args)))
+    return out
+
+
+def test_the_documented_studies_plan_on_the_ci_sized_configs(tmp_path: Path, toy_ckpt: Path) -> None:
+    studies = _doc_studies()
+    assert sorted(n for n, _ in studies) == ["datamind", "datamind", "envlunch", "sailor"]
+    from datadojo.jsonl import write_jsonl_atomic
+    from datadojo.recipes import run
+    from datadojo.types import Task
+
+    labelled = tmp_path / "labelled.jsonl"
+    write_jsonl_atomic(labelled, [Task(id=f"l{i}", question="q", answer="1") for i in range(300)])
+    for i, (name, sweeps) in enumerate(studies):
+        extra = f'[stages.downstream]\nlabelled = "{labelled}"\n' if name == "envlunch" else ""
+        path = write_recipe(
+            name, tmp_path / str(i), toy_ckpt, teacher="openai:t@http://127.0.0.1:9", extra=extra
+        )
+        path.write_text(path.read_text().replace("total_steps = 1\n", "total_steps = 1\ngamma_value = 0.2\n"))
+        result = run(load_recipe(path), sweeps=parse_sweeps(sweeps), dry_run=True)
+        n = 1
+        for s in sweeps:
+            n *= len(s.split("=", 1)[1].split(","))
+        assert len({i.variant for i in result.items}) == n

@@ -1,16 +1,25 @@
 """The EnvLunch recipe (warm-up tasks with counterfactual copies): environments → warm-up task synthesis
 (§4, SQL and pandas action pools, K hidden copies each) → curation by the reference solver (programs that
 are right in every copy, rewarded by Eq. (4), become expert trajectories) → SFT on them → RL (GRPO with the
-copy-consistency reward) on the warm-up tasks, plus ``labels`` labelled tasks (Fig. 1's label budget) →
-eval of base, SFT and RL on text-to-SQL → the Table 2-shaped report.
+copy-consistency reward) on the warm-up tasks → downstream fine-tuning (GRPO) on the first ``labels``
+labelled examples (Fig. 1's label budget) → eval of base, SFT, RL and the fine-tuned model on text-to-SQL →
+the Table 2-shaped report.
 
 ``[stages.synthesis]`` holds :class:`~datadojo.synth.envlunch.config.BuildConfig` keys; ``[stages.curation]``
 :class:`~datadojo.synth.envlunch.config.SolverConfig` keys plus ``concurrency`` (sandboxes at once). Warm-up
-off (Fig. 1) is ``[stages.rl] enabled = false``; the label budget is ``[stages.rl_tasks] labels``.
+off (Fig. 1) is ``[stages.rl] enabled = false``; the label budget is ``[stages.downstream] labels`` (the
+first ``labels`` tasks of ``[stages.downstream] labelled``, a task file with answers). §4: "The two models on a
+curve see the same examples in the same order and share the seed, limits, decoding and scorer, so they
+differ only in their initial weights" — the downstream stage's settings are the same in both arms, its
+tasks are the file's first ``labels`` in file order, and the trainer's seeded permutation orders them, so
+the arms differ only in the checkpoint they start from. ``labels = 0`` is Fig. 1's 0: no downstream
+fine-tuning, the warm-up (or SFT) checkpoint evaluated as it is. (``[stages.rl_tasks] labels`` instead mixes
+labelled tasks into the warm-up RL itself.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +27,14 @@ from typing import Any
 from datadojo.jsonl import read_tasks, write_jsonl_atomic
 from datadojo.recipes.config import RecipeConfig
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
-from datadojo.recipes.stages import eval_stages, rl_stage, rl_tasks_stage, sft_stage
+from datadojo.recipes.stages import (
+    TRAIN_CODE,
+    deep_merge,
+    eval_stages,
+    rl_stage,
+    rl_tasks_stage,
+    sft_stage,
+)
 from datadojo.runs import Funnel, Rejection, RejectionWriter
 
 __all__ = ["STAGES"]
@@ -115,6 +131,134 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
     }
 
 
+# --- downstream fine-tuning on labelled examples (Fig. 1) ------------------------------------------------
+
+#: Keys of ``[stages.downstream]`` that are not :class:`~datadojo.train.config.RLConfig` fields.
+DOWNSTREAM_KEYS = ("labels", "labelled", "reward", "preset")
+
+
+def _downstream_config(cfg: RecipeConfig, model: str = "", out: Path | None = None) -> tuple[Any, str]:
+    """The downstream GRPO run: the envlunch preset (§4: "Both the warm-up and downstream fine-tuning use
+    GRPO"), then ``[stages.rl]`` (the same optimiser, limits and decoding as the warm-up), then
+    ``[stages.downstream]`` on top; the reward defaults to DataMind's tolerant answer match (labelled tasks
+    carry answers, not counterfactual copies)."""
+    from datadojo.train.config import RLConfig
+
+    rl = cfg.stage("rl")
+    for k in ("enabled", "preset", "reward"):
+        rl.pop(k, None)
+    section = cfg.stage("downstream")
+    reward = str(section.get("reward", "datamind"))
+    preset = section.get("preset", "envlunch")
+    for k in DOWNSTREAM_KEYS:
+        section.pop(k, None)
+    base = RLConfig.datamind() if preset == "datamind" else RLConfig.envlunch()
+    data = deep_merge(deep_merge({**base.model_dump(mode="python"), "dialect": "datamind"}, rl), section)
+    data.update(model=model or "student", output_dir=str(out or "run"))
+    return RLConfig.model_validate(data), reward
+
+
+def _labels(cfg: RecipeConfig) -> int:
+    raw = cfg.stage("downstream").get("labels", 0)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise RecipeError(f"[stages.downstream] labels: expected a number of examples ≥ 0, got {raw!r}")
+    return raw
+
+
+def _check_downstream(cfg: RecipeConfig) -> None:
+    if _labels(cfg) == 0:
+        return
+    if not cfg.stage("downstream").get("labelled"):
+        raise RecipeError("[stages.downstream] labels > 0 needs `labelled`, a task file with answers")
+    _downstream_config(cfg)
+
+
+def _run_downstream(ctx: StageContext) -> dict[str, Any]:
+    from datadojo.train.rewards import make_reward_fn
+    from datadojo.train.rl import RLTrainer
+    from datadojo.train.rollouts import rollout_source
+
+    start = ctx.dep("rl")["model_dir"]
+    n = _labels(ctx.config)
+    if n == 0:
+        return {"skipped": True, "model_dir": start, "labels": 0}
+    source = ctx.config.path(ctx.config.stage("downstream")["labelled"])
+    tasks = list(read_tasks(source))[:n]
+    if len(tasks) < n:
+        raise RecipeError(f"downstream: {source} holds {len(tasks)} tasks, {n} asked")
+    missing = [t.id for t in tasks if t.answer is None or str(t.answer).strip() == ""]
+    if missing:
+        raise RecipeError(f"downstream: {source}: task {missing[0]} has no answer to reward against")
+    path = ctx.out / "labelled.jsonl"
+    write_jsonl_atomic(path, tasks)
+    cfg, reward = _downstream_config(ctx.config, start, ctx.out / "run")
+    trainer = RLTrainer(
+        cfg, tasks, make_reward_fn(reward, tasks_path=path), lambda acc: rollout_source(cfg, acc)
+    )
+    try:
+        summary = trainer.train(resume=True)
+    finally:
+        trainer.source.close()
+    return {
+        "skipped": False,
+        "model_dir": summary.model_dir,
+        "from": start,
+        "labels": n,
+        "tasks": str(path),
+        "task_ids": [t.id for t in tasks],
+        "reward": reward,
+        "steps": summary.steps,
+        "metrics": str(Path(summary.run_dir) / "metrics.jsonl"),
+    }
+
+
+def downstream_stage() -> Stage:
+    def inputs(cfg: RecipeConfig) -> list[Path]:
+        lab = cfg.stage("downstream").get("labelled")
+        return [cfg.path(lab)] if lab and _labels(cfg) else []
+
+    def settings(cfg: RecipeConfig) -> dict[str, Any]:
+        if _labels(cfg) == 0:  # nothing trained: every other downstream setting is moot
+            return {"labels": 0}
+        rl = {k: v for k, v in cfg.stage("rl").items() if k != "enabled"}
+        return {"downstream": cfg.stage("downstream"), "rl": rl}
+
+    return Stage(
+        "downstream",
+        "fine-tune on the first N labelled examples",
+        _run_downstream,
+        deps=("rl",),
+        settings=settings,
+        inputs=inputs,
+        code=(*TRAIN_CODE, "datadojo.reward", "datadojo.agent"),
+        check=_check_downstream,
+    )
+
+
+def eval_downstream_stage(eval_rl: Stage) -> Stage:
+    """Eval of the fine-tuned checkpoint; with no downstream training (``labels = 0``) the checkpoint is the
+    RL one, already evaluated under the same settings, so its results are taken over instead of rerun."""
+    fine_tuned = eval_rl.run
+
+    def run(ctx: StageContext) -> dict[str, Any]:
+        if ctx.dep("downstream").get("skipped"):
+            prior = ctx.dep("eval_rl")
+            return {**prior, "checkpoint": "downstream", "skipped_training": True, "taken_from": "eval_rl"}
+        ctx.upstream = {**ctx.upstream, "rl": ctx.upstream["downstream"]}
+        out = fine_tuned(ctx)
+        return {**out, "checkpoint": "downstream"}
+
+    return dataclasses.replace(
+        eval_rl,
+        name="eval_downstream",
+        title="eval the fine-tuned checkpoint",
+        run=run,
+        deps=("downstream", "eval_rl"),
+    )
+
+
+_EVALS = eval_stages()
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         "corpus",
@@ -144,5 +288,7 @@ STAGES: tuple[Stage, ...] = (
     sft_stage(),
     rl_tasks_stage(),
     rl_stage(),
-    *eval_stages(),
+    *_EVALS,
+    downstream_stage(),
+    eval_downstream_stage(_EVALS[-1]),
 )

@@ -1,8 +1,7 @@
 """The recipe report: every checkpoint (base, SFT, RL) of every variant on every benchmark, in the shape of
 the papers' main tables (DataMind Table 1, EnvLunch Table 2, SciDataSailor Table 3: a row per model, a
-column per benchmark, pass@1 in percent, and the average), as ``report.md`` and ``report.html``, with
-one bar chart per benchmark when the run is a sweep (DataMind Fig. 4 curation strategies, Figs. 6–7 γ
-schedules, EnvLunch Fig. 1 label budgets: a bar per variant and checkpoint).
+column per benchmark, pass@1 in percent, and the average), as ``report.md`` and ``report.html``; a sweep
+adds the papers' figures (:mod:`datadojo.recipes.figures`).
 """
 
 from __future__ import annotations
@@ -11,24 +10,19 @@ import html
 from pathlib import Path
 from typing import Any
 
-from datadojo.eval.report import bar_chart_svg, html_page, html_table
+from datadojo.eval.report import html_page, html_table
 from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.recipes.engine import RecipeResult, Variant
+from datadojo.recipes.figures import CHECKPOINTS, sweep_figures
+from datadojo.recipes.figures import score as _score
 
 __all__ = ["CHECKPOINTS", "report_rows", "write_report"]
 
-CHECKPOINTS = (("eval_base", "base"), ("eval_sft", "+ SFT"), ("eval_rl", "+ RL"))
 PAPER = {
     "datamind": "DataMind (Table 1 shape: pass@1 per benchmark, averaged)",
     "envlunch": "EnvLunch (Table 2 shape: execution accuracy per benchmark)",
     "sailor": "SciDataSailor (Table 3 shape: accuracy per benchmark)",
 }
-
-
-def _score(res: dict[str, Any]) -> float | None:
-    m = res.get("metrics") or {}
-    v = m.get("pass@1")
-    return float(v) if isinstance(v, int | float) else None
 
 
 def report_rows(result: RecipeResult, vs: list[Variant]) -> tuple[list[str], list[list[Any]]]:
@@ -74,24 +68,29 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
     md += ["| " + " | ".join(str(c) for c in r) + " |" for r in shown]
     md += ["", "## Stages", "", "| variant | stage | status | seconds | key |", "|---|---|---|---|---|"]
     md += ["| " + " | ".join(r) + " |" for r in stage_rows]
-    charts = []
-    if len(vs) > 1:
-        for j, title in enumerate(header[2:-1]):
-            items = [(f"{r[0]} · {r[1]}", float(r[2 + j] or 0.0)) for r in rows]
-            charts.append(
-                bar_chart_svg(items, title=f"{title}: pass@1 per variant and checkpoint", width=640)
-            )
+    figures = sweep_figures(result, vs) if len(vs) > 1 else []
+    for fig in figures:
+        md += ["", f"## {fig.title}", "", *fig.markdown]
     body = [
         f"<h1>{html.escape(PAPER[recipe])}</h1>",
         "<p>pass@1 (%) of each checkpoint on each benchmark.</p>",
         html_table(header, shown, num_from=2),
-        *(f"<h2>Sweep</h2>{c}" if i == 0 else c for i, c in enumerate(charts)),
+        *(["<h2>Sweep</h2>"] if figures else []),
+        *(f"<h3>{html.escape(fig.title)}</h3>{fig.html}" for fig in figures),
         "<h2>Stages</h2>",
         html_table(["variant", "stage", "status", "seconds", "key"], stage_rows, num_from=3),
     ]
     paths = {
         "md": write_text_atomic(out / "report.md", "\n".join(md) + "\n"),
         "html": write_text_atomic(out / "report.html", html_page(f"Recipe: {recipe}", "\n".join(body))),
-        "json": write_json_atomic(out / "report.json", {"recipe": recipe, "header": header, "rows": rows}),
+        "json": write_json_atomic(
+            out / "report.json",
+            {
+                "recipe": recipe,
+                "header": header,
+                "rows": rows,
+                "figures": [fig.data for fig in figures],
+            },
+        ),
     }
     return paths
