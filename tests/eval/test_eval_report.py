@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 from datadojo.bench.dabench import DABench, gold_response
 from datadojo.cli.app import app
 from datadojo.eval.harness import EvalConfig, run_eval
-from datadojo.eval.report import bar_chart_svg, histogram_svg, load_run, render_markdown, write_report
+from datadojo.eval.report import load_run, render_markdown, write_report
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.llm.testing import ScriptedLLMServer
+from datadojo.runs.charts import bar_chart_svg, histogram_svg
 from datadojo.sandbox.result import ExecResult
 from datadojo.types import Task
 

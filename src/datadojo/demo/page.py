@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.demo.result import DemoResult
-from datadojo.eval.report import _CSS, _e, _pct, _table
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl
+from datadojo.runs.html import CSS as _CSS
+from datadojo.runs.html import escape as _e
+from datadojo.runs.html import pct as _pct
+from datadojo.runs.html import table_html as _table
 
 __all__ = ["render_page", "write_page"]
 

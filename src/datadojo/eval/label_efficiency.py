@@ -115,6 +115,9 @@ class MatchingBudget:
             return f"never (>{self.max_multiple:g}×)"
         return f"{self.multiple:g}×"
 
+    def __str__(self) -> str:
+        return self.label
+
 
 def matching_budget(treatment: Curve, baseline: Curve, *, eps: float = 1e-12) -> MatchingBudget:
     """The smallest baseline budget whose mean accuracy reaches the treatment's at its smallest budget."""

@@ -10,12 +10,11 @@ see :mod:`datadojo.eval.harness`), so ``datadojo report DIR`` can rebuild the re
 
 * :func:`write_report` — read a run folder, write ``report.html`` and ``report.md`` (temp file + rename);
 * :func:`render_html`, :func:`render_markdown` — the same from data in memory;
-* :func:`bar_chart_svg`, :func:`histogram_svg` — the inline plots.
+* the inline plots and the page's tables come from :mod:`datadojo.runs.charts` and :mod:`datadojo.runs.html`.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -24,45 +23,29 @@ from typing import Any
 
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl, read_trajectories
+from datadojo.runs.charts import bar_chart_svg, histogram_svg
+from datadojo.runs.html import CSS as _CSS
+from datadojo.runs.html import escape as _e
+from datadojo.runs.html import pct as _pct
+from datadojo.runs.html import table_html as _table
 from datadojo.sandbox.result import reduced_isolation_banner
 from datadojo.types import Trajectory
 
 __all__ = [
     "COUNT_TOTALS",
-    "bar_chart_svg",
     "behaviour_rows",
     "decision_rows",
-    "histogram_svg",
-    "html_page",
-    "html_table",
     "load_run",
     "official_value",
     "render_html",
     "render_markdown",
     "write_report",
-    "write_text_atomic",
 ]
 
 #: Trajectories shown in the HTML viewer (failed trials first); the rest are counted, not shown.
 MAX_TRAJECTORIES = 1000
 #: Longest text of one thought / code / observation shown in the viewer.
 MAX_BLOCK_CHARS = 6000
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
-color:#1d2330;padding:0 1rem}
-h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d8dce5;padding-bottom:.2rem}
-table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d8dce5;padding:.25rem .6rem;text-align:left}
-td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f2f4f8}
-.muted{color:#6b7385}.ok{color:#137333}.bad{color:#b3261e}
-.plots{display:flex;flex-wrap:wrap;gap:1.5rem}
-details.traj{border:1px solid #d8dce5;border-radius:6px;margin:.4rem 0;padding:.3rem .6rem}
-details.traj>summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9rem}
-details.turn{margin:.4rem 0 .4rem 1rem;border-left:3px solid #d8dce5;padding-left:.6rem}
-pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;white-space:pre-wrap;word-break:break-word;margin:.3rem 0}
-pre.code{background:#eef3fb}pre.obs{background:#fbf8ee}pre.obs.error{background:#fbeeee}pre.answer{background:#eefbf0}
-.label{font-size:.8rem;text-transform:uppercase;letter-spacing:.04em;color:#6b7385;margin-top:.4rem}
-"""
 
 
 # --- inputs -------------------------------------------------------------------------------------------
@@ -107,10 +90,6 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]],
 # --- formatting helpers --------------------------------------------------------------------------------
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def _rule_label(summary: dict[str, Any]) -> str:
     """``name: title`` of the scoring rule a summary was computed with (older summaries: unknown)."""
     rule = summary.get("rule") or {}
@@ -124,10 +103,6 @@ def _totals_heading(summary: dict[str, Any]) -> str:
         if rule
         else "Totals (averaged over trials)"
     )
-
-
-def _pct(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v) * 100:.2f}%"
 
 
 def _num(v: Any, digits: int = 2) -> str:
@@ -226,107 +201,6 @@ def decision_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{_pct(share)} ({d.get('undecided', 0)})",
         ),
     ]
-
-
-# --- plots ----------------------------------------------------------------------------------------------
-
-
-def bar_chart_svg(
-    items: Sequence[tuple[str, float]],
-    *,
-    title: str,
-    max_value: float = 1.0,
-    percent: bool = True,
-    width: int = 520,
-) -> str:
-    """A horizontal bar chart (label, value) as inline SVG; values are clipped to ``[0, max_value]``."""
-    label_w, row_h, top = 170, 20, 28
-    bar_w = width - label_w - 70
-    height = top + row_h * max(1, len(items)) + 8
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
-        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
-    ]
-    if not items:
-        parts.append(f'<text x="0" y="{top + 14}" font-size="12" fill="#6b7385">no data</text>')
-    for i, (label, value) in enumerate(items):
-        y = top + i * row_h
-        frac = 0.0 if max_value <= 0 else min(max(value / max_value, 0.0), 1.0)
-        short = label if len(label) <= 26 else label[:25] + "…"
-        shown = f"{value * 100:.1f}%" if percent else f"{value:g}"
-        parts.append(
-            f"<g><title>{_e(label)}: {_e(shown)}</title>"
-            f'<text x="{label_w - 6}" y="{y + 14}" font-size="12" text-anchor="end">{_e(short)}</text>'
-            f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row_h - 6}" fill="#eef0f4"/>'
-            f'<rect x="{label_w}" y="{y + 3}" width="{frac * bar_w:.1f}" height="{row_h - 6}" fill="#3b6fd8"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="12">{_e(shown)}</text></g>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def histogram_svg(values: Sequence[int], *, title: str, width: int = 420, height: int = 200) -> str:
-    """A histogram of small non-negative integers (e.g. turns per trial) as inline SVG, one bar per value."""
-    counts = Counter(int(v) for v in values)
-    lo, hi = (min(counts), max(counts)) if counts else (0, 0)
-    bins = list(range(lo, hi + 1))
-    top, bottom, left = 28, 24, 30
-    plot_h = height - top - bottom
-    slot = min((width - left - 10) / max(1, len(bins)), 48.0)
-    peak = max(counts.values(), default=1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
-        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#6b7385"/>',
-        f'<text x="{left - 4}" y="{top + 10}" font-size="11" text-anchor="end">{peak}</text>',
-    ]
-    if not counts:
-        parts.append(f'<text x="{left}" y="{top + 20}" font-size="12" fill="#6b7385">no data</text>')
-    for i, b in enumerate(bins):
-        c = counts.get(b, 0)
-        h = plot_h * c / peak if peak else 0
-        x = left + i * slot
-        parts.append(
-            f"<g><title>{b}: {c}</title>"
-            f'<rect x="{x + 2:.1f}" y="{top + plot_h - h:.1f}" width="{max(slot - 4, 1):.1f}" height="{h:.1f}" '
-            f'fill="#3b6fd8"/>'
-            f'<text x="{x + slot / 2:.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{b}</text></g>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-# --- HTML -----------------------------------------------------------------------------------------------
-
-
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, table_id: str = "", num_from: int = 1
-) -> str:
-    """Rows are already-escaped HTML cells; columns from ``num_from`` on are right-aligned numbers."""
-    tid = f' id="{table_id}"' if table_id else ""
-    out = [f"<table{tid}><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
-    for r in rows:
-        cells = "".join(
-            f'<td class="num">{c}</td>' if i >= num_from else f"<td>{c}</td>" for i, c in enumerate(r)
-        )
-        out.append(f"<tr>{cells}</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, num_from: int = 1) -> str:
-    """A table in the report's style from plain values (escaped here); for other stages' pages."""
-    return _table(header, [[_e(c) for c in r] for r in rows], num_from=num_from)
-
-
-def html_page(title: str, body: str) -> str:
-    """A self-contained page in the report's style (inline CSS, no script) around ``body`` HTML."""
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-        f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>"
-    )
 
 
 def _question(traj: Trajectory | None) -> str:

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datadojo.eval.report import html_table
 from datadojo.jsonl import iter_jsonl
 from datadojo.recipes.curves import curve_gain, matching_budget
 from datadojo.recipes.engine import RecipeResult, Variant
 from datadojo.runs.charts import grouped_bar_chart_svg, line_chart_svg
+from datadojo.runs.html import html_table
 
 __all__ = ["CHECKPOINTS", "DYNAMICS", "Figure", "score", "sweep_figures"]
 

@@ -10,11 +10,11 @@ import html
 from pathlib import Path
 from typing import Any
 
-from datadojo.eval.report import html_page, html_table
 from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.recipes.engine import RecipeResult, Variant
 from datadojo.recipes.figures import CHECKPOINTS, sweep_figures
 from datadojo.recipes.figures import score as _score
+from datadojo.runs.html import html_page, html_table
 
 __all__ = ["CHECKPOINTS", "report_rows", "write_report"]
 

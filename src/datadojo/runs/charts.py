@@ -9,22 +9,28 @@ the right coordinates.
   label budget, DataMind Figs. 6–7's reward and entropy over training steps). The x-axis is logarithmic
   when the positive x values span at least two decades (label budgets 8…2048); a 0 on a log axis (EnvLunch:
   "0 denotes evaluation without downstream fine-tuning") sits at the left edge with its own tick.
+* :func:`bar_chart_svg` — horizontal bars (label, value): the eval report's per-category scores, the funnels.
+* :func:`histogram_svg` — counts of small integers (turns per trial).
 * :func:`grouped_bar_chart_svg` — one group per category (a benchmark), one bar per series (a variant),
   each bar labelled with its value (DataMind Fig. 4's curation strategies, SciDataSailor's ablations).
 """
 
 from __future__ import annotations
 
-import html
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from datadojo.runs.html import escape as _e
 
 __all__ = [
     "COLORS",
     "LAYOUT",
     "Axis",
+    "bar_chart_svg",
     "grouped_bar_chart_svg",
+    "histogram_svg",
     "line_chart_svg",
     "nice_ticks",
     "x_axis_for",
@@ -39,10 +45,6 @@ LAYOUT = {"left": 60, "right": 170, "top": 34, "bottom": 46}
 ZERO_GAP = 0.1
 
 Point = tuple[float, float | None]
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _fmt(v: float) -> str:
@@ -305,5 +307,72 @@ def grouped_bar_chart_svg(
                 f'text-anchor="middle">{shown}</text></g>'
             )
     parts += _legend(list(series), right + 14, top, line=False)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def bar_chart_svg(
+    items: Sequence[tuple[str, float]],
+    *,
+    title: str,
+    max_value: float = 1.0,
+    percent: bool = True,
+    width: int = 520,
+) -> str:
+    """A horizontal bar chart (label, value) as inline SVG; values are clipped to ``[0, max_value]``."""
+    label_w, row_h, top = 170, 20, 28
+    bar_w = width - label_w - 70
+    height = top + row_h * max(1, len(items)) + 8
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
+    ]
+    if not items:
+        parts.append(f'<text x="0" y="{top + 14}" font-size="12" fill="#6b7385">no data</text>')
+    for i, (label, value) in enumerate(items):
+        y = top + i * row_h
+        frac = 0.0 if max_value <= 0 else min(max(value / max_value, 0.0), 1.0)
+        short = label if len(label) <= 26 else label[:25] + "…"
+        shown = f"{value * 100:.1f}%" if percent else f"{value:g}"
+        parts.append(
+            f"<g><title>{_e(label)}: {_e(shown)}</title>"
+            f'<text x="{label_w - 6}" y="{y + 14}" font-size="12" text-anchor="end">{_e(short)}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row_h - 6}" fill="#eef0f4"/>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{frac * bar_w:.1f}" height="{row_h - 6}" fill="#3b6fd8"/>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="12">{_e(shown)}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def histogram_svg(values: Sequence[int], *, title: str, width: int = 420, height: int = 200) -> str:
+    """A histogram of small non-negative integers (e.g. turns per trial) as inline SVG, one bar per value."""
+    counts = Counter(int(v) for v in values)
+    lo, hi = (min(counts), max(counts)) if counts else (0, 0)
+    bins = list(range(lo, hi + 1))
+    top, bottom, left = 28, 24, 30
+    plot_h = height - top - bottom
+    slot = min((width - left - 10) / max(1, len(bins)), 48.0)
+    peak = max(counts.values(), default=1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text x="0" y="16" font-size="13" font-weight="bold">{_e(title)}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#6b7385"/>',
+        f'<text x="{left - 4}" y="{top + 10}" font-size="11" text-anchor="end">{peak}</text>',
+    ]
+    if not counts:
+        parts.append(f'<text x="{left}" y="{top + 20}" font-size="12" fill="#6b7385">no data</text>')
+    for i, b in enumerate(bins):
+        c = counts.get(b, 0)
+        h = plot_h * c / peak if peak else 0
+        x = left + i * slot
+        parts.append(
+            f"<g><title>{b}: {c}</title>"
+            f'<rect x="{x + 2:.1f}" y="{top + plot_h - h:.1f}" width="{max(slot - 4, 1):.1f}" height="{h:.1f}" '
+            f'fill="#3b6fd8"/>'
+            f'<text x="{x + slot / 2:.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{b}</text></g>'
+        )
     parts.append("</svg>")
     return "".join(parts)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from datadojo.eval.report import bar_chart_svg, html_page, html_table, write_text_atomic
-from datadojo.fs import write_json_atomic
+from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.jsonl import iter_jsonl
+from datadojo.runs.charts import bar_chart_svg
+from datadojo.runs.html import html_page, html_table
 from datadojo.synth.datamind.config import STRATEGIES
 from datadojo.synth.datamind.consistency import read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.curation import CurationResult

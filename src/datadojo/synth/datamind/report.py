@@ -16,8 +16,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from datadojo.eval.report import html_table
 from datadojo.jsonl import iter_jsonl
+from datadojo.runs.html import html_table
 from datadojo.synth.datamind.consistency import read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.queries import load_queries
 from datadojo.synth.datamind.store import Paths
