@@ -24,7 +24,7 @@ def reply(request: dict[str, Any]) -> str:
 
 
 def _serve(latency: float, conn: Any) -> None:
-    from datadojo.llm.testing import ScriptedLLMServer
+    from datadojo.testing.server import ScriptedLLMServer
 
     with ScriptedLLMServer(reply, latency_s=latency) as server:
         conn.send(server.base_url)

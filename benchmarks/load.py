@@ -38,9 +38,9 @@ from pathlib import Path
 from datadojo.agent import AgentConfig, run_rollouts
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import Limits, SandboxConfig, SandboxPool
 from datadojo.sandbox.worker import live_descendants
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
 
 LIMITS = Limits(cpu_s=2.0, wall_s=5.0, memory_mb=512, max_procs=32, max_output_bytes=200_000)

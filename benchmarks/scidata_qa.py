@@ -27,8 +27,8 @@ import time
 
 from datadojo.compare.judge import JudgeItem
 from datadojo.llm import load_backend
-from datadojo.llm.testing import Reply, ScriptedLLMServer
 from datadojo.reward import LLMJudge, match_answer, match_scientific
+from datadojo.testing.server import Reply, ScriptedLLMServer
 
 
 def _pairs(n: int, seed: int = 0) -> list[tuple[str, str, bool]]:

@@ -5,7 +5,7 @@
 Runs the real pipeline (:func:`datadojo.synth.datamind.run_pipeline`: corpus scan, query synthesis with
 structured output, composition, sampling through the agent runner, the consistency pre-check and judge,
 reflection, filters, curation) over ``--files`` generated CSV files. The teacher and the judge are
-:class:`~datadojo.llm.testing.ScriptedLLMServer` instances in a **separate process**, so the CPU time measured
+:class:`~datadojo.testing.server.ScriptedLLMServer` instances in a **separate process**, so the CPU time measured
 here is the harness's alone. Every completion takes exactly ``--latency`` seconds at the server; one question
 in eight gets differently worded answers, so the judge is asked about those. Episodes answer in one turn and
 code cells go to a no-op runner: the figure is the synthesis harness, not sandbox execution.
@@ -72,7 +72,7 @@ def _script(req: dict[str, Any]) -> str:
 
 def serve(latency: float) -> None:
     """Server process: start the loopback server, print its URL, run until stdin closes."""
-    from datadojo.llm.testing import ScriptedLLMServer
+    from datadojo.testing.server import ScriptedLLMServer
 
     with ScriptedLLMServer(_script, latency_s=latency) as srv:
         print(srv.base_url, flush=True)

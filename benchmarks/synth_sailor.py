@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 SCIREPOS = Path(__file__).resolve().parent.parent / ".." / "shared" / "data" / "scirepos"
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from datadojo.llm.testing import ScriptedLLMServer
+from datadojo.testing.server import ScriptedLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "openai:MODEL@http://localhost:8000/v1"

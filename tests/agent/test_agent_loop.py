@@ -12,8 +12,8 @@ import pytest
 from datadojo.agent import AgentConfig, run_agent
 from datadojo.llm import load_backend
 from datadojo.llm.base import SamplingParams
-from datadojo.llm.testing import Reply, ScriptedLLMServer, Status
 from datadojo.sandbox import Sandbox, SandboxConfig
+from datadojo.testing.server import Reply, ScriptedLLMServer, Status
 from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 from datadojo.agent import AgentConfig, finished_keys, run_rollouts
 from datadojo.jsonl import append_jsonl, read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import Hang, ScriptedLLMServer, Status
+from datadojo.testing.server import Hang, ScriptedLLMServer, Status
 from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from datadojo.cli.app import app
 from datadojo.errors import ExitCode
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import Drop, Reply, ScriptedLLMServer, Status
+from datadojo.testing.server import Drop, Reply, ScriptedLLMServer, Status
 from datadojo.types import Task
 
 pytestmark = pytest.mark.timeout(300)

@@ -12,7 +12,7 @@ from datadojo.bench.judged import JudgeFailure, verdict_key
 from datadojo.bench.scidata import HEAD_CHARS, READERS_NOTE, TAIL_CHARS, SciData, task_files
 from datadojo.compare.judge_prompts import JUDGE_RUBRICS
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
+from datadojo.testing.server import ScriptedLLMServer
 
 
 def _record(i: int, track: str, folder: str = "repo", level: str = "L1", **over: object) -> dict:

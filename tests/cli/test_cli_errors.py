@@ -12,7 +12,7 @@ import datadojo.train.export.llamafactory as llamafactory
 from datadojo.bench.registry import get_benchmark, get_source
 from datadojo.cli.app import app
 from datadojo.errors import DataDojoError, UnknownNameError
-from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.testing.server import ScriptedLLMServer, Status
 from datadojo.train.registry import get_policy_loss
 from datadojo.types import Trajectory
 

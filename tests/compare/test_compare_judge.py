@@ -18,7 +18,7 @@ from datadojo.compare.judge import (
 from datadojo.compare.judge_prompts import get_rubric
 from datadojo.llm import load_backend
 from datadojo.llm.structured import json_schema_for
-from datadojo.llm.testing import ScriptedLLMServer
+from datadojo.testing.server import ScriptedLLMServer
 
 # --- through the server ------------------------------------------------------------------------------
 

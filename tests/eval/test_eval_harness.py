@@ -21,8 +21,8 @@ from datadojo.cli.app import app
 from datadojo.eval.harness import EvalConfig, EvalError, default_ks, predicted_answer, run_eval
 from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Action, Observation, Task, Trajectory, Turn
 
 N_TRIALS = 3
@@ -296,7 +296,7 @@ class _DownFor:
         self.model, self.question, self.down = model, question, True
 
     def __call__(self, req: dict):
-        from datadojo.llm.testing import Status
+        from datadojo.testing.server import Status
 
         if self.down and req["messages"][1]["content"] == self.question:
             return Status(503)

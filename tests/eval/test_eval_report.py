@@ -17,9 +17,9 @@ from datadojo.eval.harness import EvalConfig, run_eval
 from datadojo.eval.report import load_run, render_markdown, write_report
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.runs.charts import bar_chart_svg, histogram_svg
 from datadojo.sandbox.result import ExecResult
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
 
 MARKER = "REPORT_MARKER_4711"

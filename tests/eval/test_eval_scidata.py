@@ -23,8 +23,8 @@ from datadojo.cli.app import app
 from datadojo.eval.harness import EvalConfig, run_eval
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
 
 pytestmark = pytest.mark.timeout(240)

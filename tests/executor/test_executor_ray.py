@@ -19,9 +19,9 @@ from datadojo.cli.app import app
 from datadojo.corpus import ScanConfig, scan_corpus
 from datadojo.executor import ExecutorError, LocalExecutor, WorkerSpec
 from datadojo.jsonl import iter_jsonl, read_tasks
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import SandboxConfig
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'datadojo[ray]')")

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import SandboxConfig
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_judge, stage_queries
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing import datamind_teacher
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'datadojo[ray]')")
 from datadojo.executor.ray_executor import RayExecutor

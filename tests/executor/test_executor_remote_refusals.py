@@ -14,11 +14,11 @@ from datadojo.errors import DataDojoError, ExitCode
 from datadojo.executor import ExecutorError
 from datadojo.executor.ray_executor import RayExecutor
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline, stage_sample
 from datadojo.synth.sailor import load_seeds, run_sailor
 from datadojo.testing import datamind_teacher
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

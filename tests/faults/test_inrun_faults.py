@@ -21,8 +21,8 @@ import pytest
 from datadojo.agent import AgentConfig, run_rollouts
 from datadojo.jsonl import append_jsonl, read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import Sandbox, SandboxConfig, SandboxPool
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 from helpers.procs import leftover_descendants, live_descendants
 

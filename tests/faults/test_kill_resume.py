@@ -17,7 +17,7 @@ import pytest
 from faultlib import FaultRun, kill_plans
 
 from datadojo.jsonl import append_jsonl
-from datadojo.llm.testing import ScriptedLLMServer
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.train.toy import synthetic_trajectory
 from datadojo.types import DataFile, Task
 from helpers.digests import file_digest, tree_digest

@@ -11,7 +11,7 @@ import pytest
 from datadojo.llm import LLMError, OpenAIBackend, load_backend
 from datadojo.llm.base import approx_message_tokens, approx_token_count
 from datadojo.llm.openai_backend import _retry_after
-from datadojo.llm.testing import Drop, Hang, Malformed, Reply, ScriptedLLMServer, Status
+from datadojo.testing.server import Drop, Hang, Malformed, Reply, ScriptedLLMServer, Status
 
 MSGS = [{"role": "system", "content": "You analyse data."}, {"role": "user", "content": "How many rows?"}]
 AGENT_STOP = ["</code>", "</answer>", "<interpreter>"]

@@ -11,7 +11,7 @@ import pytest
 from datadojo.llm import load_backend, parse_model_spec
 from datadojo.llm.base import LLMError
 from datadojo.llm.replicas import ReplicaSet, split_base_urls
-from datadojo.llm.testing import Drop, Reply, ScriptedLLMServer, Status
+from datadojo.testing.server import Drop, Reply, ScriptedLLMServer, Status
 
 
 def closed_port_url() -> str:

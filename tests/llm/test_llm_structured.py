@@ -18,7 +18,7 @@ from datadojo.llm.structured import (
     parse_structured,
     response_format_for,
 )
-from datadojo.llm.testing import Reply, ScriptedLLMServer, Status
+from datadojo.testing.server import Reply, ScriptedLLMServer, Status
 
 MSGS = [
     {"role": "system", "content": "You write queries."},

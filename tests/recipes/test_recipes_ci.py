@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.recipes import load_recipe, run
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 CHECKPOINT_OF = {"eval_base": None, "eval_sft": "sft", "eval_rl": "rl"}
 

@@ -19,7 +19,9 @@ def test_curve_level_gain_is_the_mean_difference_over_the_training_budgets() -> 
 def test_matching_budget_is_a_multiple_of_the_smallest_method_budget() -> None:
     # target: the method's accuracy at its smallest budget 8 (0.50); the baseline first reaches it at 32 → 4×
     m = matching_budget(METHOD, BASELINE)
-    assert m is not None and m.multiple == 4 and m.target == 0.50 and m.baseline_budget == 32 and str(m) == "4×"
+    assert (
+        m is not None and m.multiple == 4 and m.target == 0.50 and m.baseline_budget == 32 and str(m) == "4×"
+    )
     # never reached within the evaluated range: "never (>4×)"
     never = matching_budget(METHOD, {8: 0.35, 16: 0.42, 32: 0.45})
     assert never is not None and never.multiple is None and str(never) == "never (>4×)"

@@ -22,9 +22,9 @@ pytest.importorskip("torch")
 from recipe_fakes import EXAMPLES, judge, teacher, write_recipe
 
 from datadojo.jsonl import iter_jsonl, read_tasks, write_jsonl_atomic
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.recipes import load_recipe, parse_sweeps, run
 from datadojo.recipes.curves import curve_gain, matching_budget
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 
 NS = "{http://www.w3.org/2000/svg}"

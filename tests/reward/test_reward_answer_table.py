@@ -21,13 +21,13 @@ from datadojo.compare.scientific import ScientificConfig, match_scientific
 from datadojo.eval.harness import decided_by_counts
 from datadojo.eval.report import render_html, render_markdown
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.reward import default_answer_check
 from datadojo.runs import UsageLedger
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.consistency import judge_one, rule_check
 from datadojo.testing.answers import ANSWER_PAIRS, TOLERANCE, AnswerPair
 from datadojo.testing.judge import DisagreeingJudge
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Action, Task, Trajectory, Turn
 
 

@@ -172,7 +172,7 @@ def test_apply_merges_rewards_into_a_copy() -> None:
 
 async def test_ascore_asks_the_judge() -> None:
     from datadojo.llm import load_backend
-    from datadojo.llm.testing import ScriptedLLMServer
+    from datadojo.testing.server import ScriptedLLMServer
 
     task = Task(id="t1", question="Which region sells most?", answer={"region": "North"})
     with ScriptedLLMServer(['{"score": 1, "reason": "same region"}']) as server:

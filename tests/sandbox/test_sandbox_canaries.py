@@ -19,11 +19,11 @@ from datadojo.cli.app import app
 from datadojo.eval.report import render_markdown
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import PolicyConfig, SandboxConfig
 from datadojo.sandbox import isolation as isolation_mod
 from datadojo.sandbox.result import isolation_counts, reduced_isolation_banner
 from datadojo.testing.sandbox import canary_reader_model
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 
 pytestmark = pytest.mark.timeout(180)

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from datadojo.agent import run_rollouts
 from datadojo.cli.app import app
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox import PolicyConfig, Sandbox, SandboxConfig
 from datadojo.sandbox import isolation as isolation_mod
 from datadojo.testing.sandbox import LISTING_PROBES, walk_first_model
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,7 +1,7 @@
 """LLM backends behind one small protocol (see :mod:`datadojo.llm.base` and ``docs/llm.md``).
 
 ``load_backend("openai:MODEL@http://localhost:8000/v1")`` or ``load_backend("hf:/path/to/ckpt")`` gives a
-:class:`ChatBackend`; the loopback test server lives in :mod:`datadojo.llm.testing` and the transformers
+:class:`ChatBackend`; the loopback test server lives in :mod:`datadojo.testing.server` and the transformers
 backend in :mod:`datadojo.llm.hf_backend` (imported lazily: it needs torch).
 """
 

@@ -1,9 +1,9 @@
-"""A judge double that disagrees with the rule, for the loopback server (:mod:`datadojo.llm.testing`).
+"""A judge double that disagrees with the rule, for the loopback server (:mod:`datadojo.testing.server`).
 
 Why: a combination of rule and judge (``qa_scoring=rule+judge``, ``DataMindReward(rule_first=True)``, the
 DataMind consistency stage) is only tested when the two disagree — with a judge that agrees, a rule's
 verdict overriding the judge's is invisible. :class:`DisagreeingJudge` is a script for
-:class:`~datadojo.llm.testing.ScriptedLLMServer`: it reads the reference and the candidate out of the
+:class:`~datadojo.testing.server.ScriptedLLMServer`: it reads the reference and the candidate out of the
 judge prompt (the DataMind and SciDataSailor rubrics of :mod:`datadojo.compare.judge_prompts`), asks
 ``rule(candidate, reference)`` and answers the opposite score. With ``careful=True`` it answers the
 careful grader's verdict of :data:`datadojo.testing.answers.ANSWER_PAIRS` for pairs in that table (a judge
@@ -30,7 +30,7 @@ _PAIR = re.compile(
 
 
 class DisagreeingJudge:
-    """A :class:`~datadojo.llm.testing.ScriptedLLMServer` script (module docstring)."""
+    """A :class:`~datadojo.testing.server.ScriptedLLMServer` script (module docstring)."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ repository probes use ``rglob`` and ``glob``, and :meth:`WalkingSailor.files_see
 the probes' observations named (from the request history), so a test can assert that the first probe saw
 every file of the folder.
 
-Serve it with :class:`datadojo.llm.testing.ScriptedLLMServer` (``ScriptedLLMServer(WalkingSailor())``).
+Serve it with :class:`datadojo.testing.server.ScriptedLLMServer` (``ScriptedLLMServer(WalkingSailor())``).
 """
 
 from __future__ import annotations

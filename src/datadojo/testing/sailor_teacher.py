@@ -1,6 +1,6 @@
 """A scripted stand-in for the policy and the judges of ``synth sailor``, for tests and benchmarks.
 
-Serve it with :class:`datadojo.llm.testing.ScriptedLLMServer` (``ScriptedLLMServer(FakeSailor())``).
+Serve it with :class:`datadojo.testing.server.ScriptedLLMServer` (``ScriptedLLMServer(FakeSailor())``).
 
 It answers by what the request asks for: the JSON Schema name in ``response_format`` (StrategyPlan, Probe,
 PreJudgement, PostJudgement, StepVerdict, FinalCheck, QAPair) or, for plain completions, the final-answer
@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from datadojo.llm.testing import Hang, Reply
+from datadojo.testing.server import Hang, Reply
 
 __all__ = ["PROBES", "FakeSailor", "schema_name"]
 

@@ -7,7 +7,7 @@ showed mounted folders as symlinks that ``os.walk`` does not descend (issue 21, 
 
 * :data:`LISTING_PROBES` — cells that list every file below the working directory in one of the common
   ways (``os.walk``, ``rglob``, ``glob``, ``os.scandir``), printing one sorted relative path per line.
-* :func:`walk_first_model` — a script for :class:`datadojo.llm.testing.ScriptedLLMServer`: the first turn
+* :func:`walk_first_model` — a script for :class:`datadojo.testing.server.ScriptedLLMServer`: the first turn
   is the ``os.walk('.')`` probe, the answer is how many files it saw.
 * :func:`canary_reader_model` — a script whose cells try to read given absolute paths (a task file's
   reference answers, a token under ``$HOME``) through computed paths and answer with what they found.

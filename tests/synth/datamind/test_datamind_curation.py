@@ -18,11 +18,11 @@ import pytest
 
 from datadojo.jsonl import iter_jsonl, write_jsonl_atomic
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun
 from datadojo.synth.datamind.pipeline import stage_curate, stage_judge, stage_sample
 from datadojo.testing import datamind as adv
 from datadojo.testing.datamind_teacher import fake_sandboxes
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Trajectory
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer, Status
 from datadojo.runs import UsageLedger
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, load_taxonomy, stage_queries
 from datadojo.synth.datamind.consistency import judge_one
 from datadojo.testing.datamind_teacher import teacher
+from datadojo.testing.server import ScriptedLLMServer, Status
 from datadojo.types import Action, Task, Trajectory, Turn
 
 CFG = DataMindConfig(concurrency=1, near_duplicate=0.95)

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from datadojo.cli.app import app
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline
 from datadojo.testing.datamind_teacher import fake_sandboxes, judge, teacher
+from datadojo.testing.server import ScriptedLLMServer
 
 
 def _lines(path: Path) -> list[dict]:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, run_pipeline
 from datadojo.testing.datamind_teacher import judge, teacher
+from datadojo.testing.server import ScriptedLLMServer
 
 
 def _teacher(req: dict) -> str:

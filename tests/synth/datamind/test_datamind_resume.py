@@ -13,9 +13,9 @@ from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm import load_backend
-from datadojo.llm.testing import Reply, ScriptedLLMServer
 from datadojo.synth.datamind import DataMindConfig, DataMindRun, stage_queries, stage_sample
 from datadojo.testing.datamind_teacher import fake_sandboxes, teacher
+from datadojo.testing.server import Reply, ScriptedLLMServer
 
 REPO = Path(__file__).resolve().parents[3]
 CFG = DataMindConfig(chains_per_file=0, concurrency=2, near_duplicate=0.95)

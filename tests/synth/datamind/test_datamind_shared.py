@@ -9,12 +9,12 @@ from datadojo.agent.prompts import build_prompt, load_template
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import get_dialect
 from datadojo.runs.html import html_page, html_table
 from datadojo.synth.datamind import DataMindConfig, load_taxonomy
 from datadojo.synth.datamind.sampling import agent_task
 from datadojo.testing.datamind_teacher import agent_reply, fake_sandboxes
+from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import DataFile, Task
 
 

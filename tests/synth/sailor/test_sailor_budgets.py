@@ -8,12 +8,12 @@ from pathlib import Path
 from sailor_helpers import make_explorer
 
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.sandbox.result import ExecResult
 from datadojo.synth.sailor import SailorConfig
 from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 
 class EchoEnv:

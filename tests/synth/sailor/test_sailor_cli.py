@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from datadojo.cli.app import app
-from datadojo.llm.testing import ScriptedLLMServer, Status
+from datadojo.testing.server import ScriptedLLMServer, Status
 
 runner = CliRunner()
 

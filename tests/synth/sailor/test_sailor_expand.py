@@ -10,12 +10,12 @@ import pytest
 from sailor_helpers import make_explorer
 
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig
 from datadojo.synth.sailor.explore import SearchStats
 from datadojo.synth.sailor.mcts import Tree
 from datadojo.synth.sailor.strategies import Candidate, diversify, tool_identity
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 
 def expand_root(fake: FakeSailor, dataset: Path, config: SailorConfig) -> tuple[Tree, SearchStats, list]:

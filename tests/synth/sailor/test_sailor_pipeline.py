@@ -11,10 +11,10 @@ from pathlib import Path
 from datadojo.bench.scidata import READERS_NOTE
 from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import validate_trajectory
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor, uct_df_fpu
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 SMALL = SailorConfig(max_nodes=5, max_depth=3, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False)
 

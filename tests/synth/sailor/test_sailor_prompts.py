@@ -13,10 +13,10 @@ from datadojo.bench.scidata import SciData
 from datadojo.eval.harness import EvalConfig
 from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.protocol import get_dialect
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 SMALL = SailorConfig(max_nodes=4, max_depth=3, min_depth=2, trajectories_per_seed=2, k_max=2, logprobs=False)
 

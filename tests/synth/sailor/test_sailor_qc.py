@@ -8,13 +8,13 @@ import json
 import pytest
 
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds
 from datadojo.synth.sailor.explore import LLMCalls, SearchStats
 from datadojo.synth.sailor.mcts import Node, Tree
 from datadojo.synth.sailor.qc import QC_REASONS, StepVerifier, execution_problem
 from datadojo.synth.sailor.synthesis import build_trajectory, meta_task
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 CFG = SailorConfig(min_depth=2, min_substantive_chars=10, substantive_score=0.5)
 SEED = load_seeds(only=["L1-statistics"])[0]

@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl, read_tasks
-from datadojo.llm.testing import Hang, ScriptedLLMServer
 from datadojo.synth.sailor.pipeline import OUTPUT_FILES, clean_unfinished
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import Hang, ScriptedLLMServer
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 ARGS = ["--only", "L0-map", "--only", "L1-fields", "--max-nodes", "3", "--max-depth", "2", "--min-depth", "1",

@@ -11,9 +11,9 @@ import pytest
 
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing.sailor_teacher import FakeSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 pytestmark = pytest.mark.requires_data("scirepos")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm.spec import load_backend
-from datadojo.llm.testing import ScriptedLLMServer
 from datadojo.synth.sailor import SailorConfig, load_seeds, run_sailor
 from datadojo.testing.sailor import FIRST_PROBE, WalkingSailor
+from datadojo.testing.server import ScriptedLLMServer
 
 # Before the sandbox mounted data folders as real read-only trees (issue 21, defect 3), the data folder was a
 # symlink in the workspace and os.walk('.') did not follow it, so this first probe printed nothing.

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from datadojo.llm.base import approx_message_tokens, approx_token_count, approx_tokenize
-from datadojo.llm.testing import Drop, Hang, Malformed, Reply, ScriptedLLMServer, Status
+from datadojo.testing.server import Drop, Hang, Malformed, Reply, ScriptedLLMServer, Status
 
 MSGS = [{"role": "user", "content": "How many rows?"}]
 
