@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import random
 import shutil
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.executor import Executor, WorkerSpec
+from datadojo.executor import Executor, ProcessExecutor, WorkerSpec
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.runs import Funnel
 from datadojo.synth.envlunch.config import BuildConfig
@@ -107,13 +106,6 @@ def load_environments(
     return envs
 
 
-# Worker state: set in the parent before forking, so workers share the loaded environments.
-_ENVS: list[Environment] = []
-_CONF: BuildConfig | None = None
-_STAGE: Path | None = None
-_REL_ROOT = ""
-
-
 @dataclass
 class _Job:
     env_index: int
@@ -134,15 +126,10 @@ class _JobResult:
     draws: int
 
 
-def _run_job(job: _Job) -> _JobResult:
-    assert _CONF is not None and _STAGE is not None
-    return _run_job_in(_ENVS[job.env_index], _CONF, _STAGE, _REL_ROOT, job)
-
-
 class BuildWorker:
-    """Runs build jobs where an executor puts them (a Ray node): environments are loaded again there,
-    from their source files, on first use; the copies are written to ``stage``, which must be on storage
-    the driver sees (the output's folder)."""
+    """Runs build jobs where an executor puts them (a worker process of this machine, a Ray node):
+    environments are loaded again there, from their source files, on first use; the copies are written to
+    ``stage``, which must be on storage the driver sees (the output's folder)."""
 
     def __init__(
         self, sources: list[tuple[str, str]], config: BuildConfig, stage: str, rel_root: str
@@ -225,11 +212,12 @@ def build_tasks(
     """Synthesize ``config.n`` tasks over ``envs``; write ``out`` (JSONL) and its copies folder.
 
     ``progress(done, total)`` is called as environments finish. Returns the report (tasks in index order).
-    ``executor`` (Ray) runs the jobs on its nodes instead of ``config.workers`` forked processes; every
+    ``executor`` (Ray) runs the jobs on its nodes; without one, ``config.workers > 1`` runs them on that
+    many worker processes (:class:`~datadojo.executor.ProcessExecutor`, each loading the environments it
+    is given once), and 1 runs them here. Every
     draw depends only on the seed and the task index, so the tasks are the same. The nodes must see the
     environments' source files and the output's folder at the same paths (shared storage).
     """
-    global _ENVS, _CONF, _STAGE, _REL_ROOT
     start = time.perf_counter()
     out = Path(out)
     root = copies_root(out)
@@ -242,15 +230,15 @@ def build_tasks(
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    _ENVS, _CONF, _STAGE, _REL_ROOT = envs, config, stage, root.name
     written: set[tuple[int, str]] = set()
     seen: dict[tuple[int, str], set[str]] = {}
     results: dict[int, Task] = {}
     rejections: Counter[str] = Counter()
     draws = 0
     pending = list(range(config.n))
-    ctx_mp = multiprocessing.get_context("fork")
-    pool = ctx_mp.Pool(config.workers) if config.workers > 1 and executor is None else None
+    own = executor is None and config.workers > 1
+    if own:
+        executor = ProcessExecutor(config.workers)
     sources = [(str(env.source), env.env_id) for env in envs]
     try:
         for rnd in range(config.max_rounds):
@@ -277,7 +265,7 @@ def build_tasks(
                 )
                 it: Iterable[_JobResult] = _run_on(executor, spec, jobs)
             else:
-                it = pool.imap_unordered(_run_job, jobs) if pool is not None else map(_run_job, jobs)
+                it = (_run_job_in(envs[j.env_index], config, stage, root.name, j) for j in jobs)
             for res in it:
                 key = (res.env_index, res.backend)
                 for index, task, program in res.tasks:
@@ -292,17 +280,12 @@ def build_tasks(
                     progress(len(results), config.n)
             pending.sort()
     except BaseException:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-            pool = None
         shutil.rmtree(stage, ignore_errors=True)
         raise
     finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
-        _ENVS, _CONF, _STAGE = [], None, None
+        if own:
+            assert isinstance(executor, ProcessExecutor)
+            executor.close()
     tasks = [results[i] for i in sorted(results)]
     write_jsonl_atomic(out, tasks)
     if root.exists():
