@@ -21,9 +21,9 @@ SRC = ROOT / "src" / "datadojo"
 #: Import name → distribution name where they differ (lower-cased, ``-`` as ``_``).
 DIST_OF = {"netCDF4": "netcdf4"}
 #: Imported only inside ``try: … except ImportError`` (or behind a check that names the install line) for an
-#: engine that is not an extra: verl and TRL (with its ``datasets``) are tested in their own pinned
+#: engine that is not an extra: verl (with its ``hydra``, ``omegaconf``) and TRL (with its ``datasets``) are tested in their own pinned
 #: environments (scripts/engine_tests.sh, docs/training.md "Engines tested").
-GUARDED = {"verl", "trl", "datasets"}
+GUARDED = {"verl", "trl", "datasets", "hydra", "omegaconf"}
 
 
 def _dist(requirement: str) -> str:

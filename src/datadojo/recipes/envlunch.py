@@ -139,7 +139,7 @@ DOWNSTREAM_KEYS = ("labels", "labelled", "reward", "preset")
 
 def _downstream_config(cfg: RecipeConfig, model: str = "", out: Path | None = None) -> tuple[Any, str]:
     """The downstream GRPO run: the envlunch preset (§4: "Both the warm-up and downstream fine-tuning use
-    GRPO"), then ``[stages.rl]`` (the same optimiser, limits and decoding as the warm-up), then
+    GRPO"), then ``[stages.rl]`` (the same optimizer, limits and decoding as the warm-up), then
     ``[stages.downstream]`` on top; the reward defaults to DataMind's tolerant answer match (labelled tasks
     carry answers, not counterfactual copies)."""
     from datadojo.train.config import RLConfig
