@@ -82,11 +82,13 @@ def _setting(key: str, value: Any) -> str:
     return f"{parts[-1]}={value}"
 
 
-def _pct(v: float | None) -> str:
+def pct(v: float | None) -> str:
+    """A score as a percentage with one decimal, as the report's tables show it (``None``: –)."""
     return "–" if v is None else f"{100 * v:.1f}"
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """The lines of a Markdown table."""
     return [
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -94,7 +96,8 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     ]
 
 
-def _benchmarks(result: RecipeResult, vs: Sequence[Variant]) -> list[str]:
+def benchmark_titles(result: RecipeResult, vs: Sequence[Variant]) -> list[str]:
+    """Every benchmark any checkpoint of ``vs`` was evaluated on, in first-seen order."""
     titles: list[str] = []
     for v in vs:
         for stage, _ in CHECKPOINTS:
@@ -121,7 +124,7 @@ def sweep_figures(result: RecipeResult, vs: Sequence[Variant]) -> list[Figure]:
     if len(vs) < 2:
         return []
     keys = list(vs[0].values)
-    titles = _benchmarks(result, vs)
+    titles = benchmark_titles(result, vs)
     checkpoints = [
         (st, label) for st, label in CHECKPOINTS if all(st in result.entries.get(v.label, {}) for v in vs)
     ]
@@ -172,12 +175,12 @@ def _curves(
             )
         )
     points = [
-        [bench, arm, f"{x:g}", _pct(y)]
+        [bench, arm, f"{x:g}", pct(y)]
         for bench, per_arm in curves.items()
         for arm, c in per_arm.items()
         for x, y in sorted(c.items())
     ]
-    md = _md_table([_short(xkey) + " →", "arm", "x", "pass@1 (%)"], points)
+    md = markdown_table([_short(xkey) + " →", "arm", "x", "pass@1 (%)"], points)
     data: dict[str, Any] = {
         "kind": "curves",
         "x": xkey,
@@ -197,8 +200,8 @@ def _curves(
             rows.append(
                 [
                     bench,
-                    _pct(sum(m[n] for n in shared) / len(shared)) if shared else "–",
-                    _pct(sum(b[n] for n in shared) / len(shared)) if shared else "–",
+                    pct(sum(m[n] for n in shared) / len(shared)) if shared else "–",
+                    pct(sum(b[n] for n in shared) / len(shared)) if shared else "–",
                     "–" if gain is None else f"{100 * gain:+.1f}",
                     "–" if match is None else str(match),
                 ]
@@ -215,7 +218,7 @@ def _curves(
             f"smallest budget, as a multiple of it. Method: {html.escape(method)}; baseline: "
             f"{html.escape(baseline)}.</p>{html_table(header, rows, num_from=1)}</div>"
         )
-        md += ["", "Curve-level gain and matching budget (EnvLunch §4):", "", *_md_table(header, rows)]
+        md += ["", "Curve-level gain and matching budget (EnvLunch §4):", "", *markdown_table(header, rows)]
     body = (
         '<div class="figure" style="display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start">'
         + "".join(charts)
@@ -241,7 +244,7 @@ def _bars(
             series[v.label] = [*scores, sum(known) / len(known) if known else None]
         groups = [*titles, "average"]
         svg = grouped_bar_chart_svg(groups, series, title=f"{label}: pass@1 per benchmark and variant")
-        md = _md_table(["variant", *groups], [[v, *(_pct(x) for x in s)] for v, s in series.items()])
+        md = markdown_table(["variant", *groups], [[v, *(pct(x) for x in s)] for v, s in series.items()])
         data = {"kind": "bars", "checkpoint": stage, "groups": groups, "series": series}
         out.append(Figure(f"{label}: pass@1 per variant (DataMind Fig. 4 shape)", svg, md, data))
     return out

@@ -12,7 +12,7 @@ from typing import Any
 
 from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.recipes.engine import RecipeResult, Variant
-from datadojo.recipes.figures import CHECKPOINTS, sweep_figures
+from datadojo.recipes.figures import CHECKPOINTS, benchmark_titles, markdown_table, pct, sweep_figures
 from datadojo.recipes.figures import score as _score
 from datadojo.runs.html import html_page, html_table
 
@@ -27,13 +27,7 @@ PAPER = {
 
 def report_rows(result: RecipeResult, vs: list[Variant]) -> tuple[list[str], list[list[Any]]]:
     """Header and rows: variant, checkpoint, one pass@1 per benchmark, the average, tasks per benchmark."""
-    titles: list[str] = []
-    for v in vs:
-        for stage, _ in CHECKPOINTS:
-            entry = result.entries.get(v.label, {}).get(stage)
-            for t in (entry.manifest.get("results") or {}) if entry else {}:
-                if t not in titles:
-                    titles.append(t)
+    titles = benchmark_titles(result, vs)
     header = ["variant", "checkpoint", *titles, "average"]
     rows = []
     for v in vs:
@@ -49,25 +43,18 @@ def report_rows(result: RecipeResult, vs: list[Variant]) -> tuple[list[str], lis
     return header, rows
 
 
-def _pct(v: Any) -> str:
-    return "–" if v is None else f"{100 * v:.1f}"
-
-
 def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[str, Path]:
     """Write ``OUT/report.md``, ``OUT/report.html`` and ``OUT/report.json``; return their paths."""
     out = result.out
     header, rows = report_rows(result, vs)
-    shown = [[r[0], r[1], *(_pct(x) for x in r[2:])] for r in rows]
+    shown = [[r[0], r[1], *(pct(x) for x in r[2:])] for r in rows]
     stage_rows = [
         [i.variant, i.stage, i.status, f"{result.elapsed.get((i.variant, i.stage), 0.0):.1f}", i.key[:12]]
         for i in result.items
     ]
     md = [f"# Recipe report: {PAPER[recipe]}", "", "pass@1 (%) of each checkpoint.", ""]
-    md.append("| " + " | ".join(header) + " |")
-    md.append("|" + "---|" * len(header))
-    md += ["| " + " | ".join(str(c) for c in r) + " |" for r in shown]
-    md += ["", "## Stages", "", "| variant | stage | status | seconds | key |", "|---|---|---|---|---|"]
-    md += ["| " + " | ".join(r) + " |" for r in stage_rows]
+    md += markdown_table(header, shown)
+    md += ["", "## Stages", "", *markdown_table(["variant", "stage", "status", "seconds", "key"], stage_rows)]
     figures = sweep_figures(result, vs) if len(vs) > 1 else []
     for fig in figures:
         md += ["", f"## {fig.title}", "", *fig.markdown]
