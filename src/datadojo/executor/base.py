@@ -149,6 +149,15 @@ class Executor(abc.ABC):
     def map_unordered(self, worker: WorkerSpec | Worker, items: Iterable[Any]) -> AsyncIterator[Outcome]:
         """Run every item; yield an :class:`Outcome` per item as it finishes."""
 
+    def _spec(self, worker: WorkerSpec | Worker, *, to: str) -> WorkerSpec:
+        """``worker`` as a :class:`WorkerSpec`, or the error saying a ready object cannot travel ``to``."""
+        if not isinstance(worker, WorkerSpec):
+            raise ExecutorError(
+                f"the {self.name} executor needs a WorkerSpec (an importable factory and picklable arguments): "
+                f"a ready {type(worker).__name__} object cannot be sent to {to}"
+            )
+        return worker
+
     def node_stats(self) -> list[NodeStats]:
         return sorted(self.nodes.values(), key=lambda s: s.node)
 

@@ -119,11 +119,7 @@ class ProcessExecutor(Executor):
     async def map_unordered(
         self, worker: WorkerSpec | Worker, items: Iterable[Any]
     ) -> AsyncIterator[Outcome]:
-        if not isinstance(worker, WorkerSpec):
-            raise ExecutorError(
-                "the process executor needs a WorkerSpec (an importable factory and picklable arguments): "
-                f"a ready {type(worker).__name__} object cannot be sent to another process"
-            )
+        worker = self._spec(worker, to="another process")
         if not worker.cpu_bound:
             raise ExecutorError(
                 f"{worker.label}: the process executor runs CPU-bound work one item at a time per process; "

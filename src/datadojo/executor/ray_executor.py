@@ -186,11 +186,7 @@ class RayExecutor(Executor):
     async def map_unordered(
         self, worker: WorkerSpec | Worker, items: Iterable[Any]
     ) -> AsyncIterator[Outcome]:
-        if not isinstance(worker, WorkerSpec):
-            raise ExecutorError(
-                "the Ray executor needs a WorkerSpec (an importable factory and picklable arguments): "
-                f"a ready {type(worker).__name__} object cannot be sent to other machines"
-            )
+        worker = self._spec(worker, to="other machines")
         ray = self.connect()
         lost_errors = tuple(
             getattr(ray.exceptions, name)
