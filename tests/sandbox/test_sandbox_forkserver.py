@@ -92,9 +92,11 @@ async def test_workers_are_forked_from_one_server_with_pandas_imported_once(
             # b is another trajectory: its own namespace and its own workspace
             nb = await b.run("print('df' in globals(), sorted(__import__('os').listdir('.')))")
             assert nb.output.strip() == "False []"
-            # and Landlock keeps it out of a's workspace
+            # and it cannot reach a's workspace: under bubblewrap b's own mount namespace does not even
+            # show it; at the Landlock level the ruleset denies it
             peek = await b.run(f"open({str(a.workspace / 'sales.csv')!r}).read()")
-            assert peek.status == "error" and "PermissionError" in peek.output
+            denied = "FileNotFoundError" if level == "bwrap" else "PermissionError"
+            assert peek.status == "error" and denied in peek.output, peek.output
     assert not alive(server.pid)
     for pid in workers:
         assert await wait_until(lambda pid=pid: not alive(pid))
@@ -129,12 +131,23 @@ async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, l
             # a host file outside the inputs
             read = await a.run(f"print(open({str(secret)!r}).read())")
             assert read.status == "error" and "HOST-CANARY" not in read.output, read.output
-            # writes outside the workspace: the pool's folder, the host's /tmp
+            # writes outside the workspace: the pool's folder, the sandbox's own folder, the host's /tmp
             root = a.workspace.parent.parent
-            for target in (root / "planted.txt", Path("/tmp") / f"planted-{os.getpid()}.txt"):
+            for target in (root / "planted.txt", a.workspace.parent / "planted.txt"):
                 wrote = await a.run(f"open({str(target)!r}, 'w').write('x')")
-                assert wrote.status == "error", wrote.output
+                assert wrote.status == "error", (target, wrote.output)
                 assert not target.exists()
+            host_tmp = Path("/tmp") / f"planted-{os.getpid()}.txt"
+            wrote = await a.run(
+                f"open({str(host_tmp)!r}, 'w').write('x')\nprint(open({str(host_tmp)!r}).read())"
+            )
+            assert not host_tmp.exists()
+            if level == "bwrap":  # its own private /tmp, as a sandbox started on its own has
+                assert wrote.status == "ok" and wrote.output == "x\n", wrote.output
+                gone = await b.run(f"import os\nprint(os.path.exists({str(host_tmp)!r}))")
+                assert gone.output == "False\n", gone.output  # not the sibling's /tmp either
+            else:  # the Landlock level: the host's /tmp, denied (TMPDIR is the sandbox's temp folder)
+                assert wrote.status == "error", wrote.output
             # the sibling's workspace: neither readable nor writable
             await a.run("open('mine.txt', 'w').write('A-PRIVATE')")
             peek = await b.run(f"print(open({str(a.workspace / 'mine.txt')!r}).read())")
@@ -194,7 +207,7 @@ def test_the_fork_server_is_a_flag_of_the_commands_that_run_pools() -> None:
     from datadojo.cli.app import app
     from datadojo.cli.eval import _sandbox
 
-    assert not SandboxConfig().fork_server  # opt-in (docs/sandbox.md: /tmp, shared namespaces, ASLR)
+    assert SandboxConfig().fork_server  # the default since workers get their own /tmp (docs/sandbox.md)
     for command in (["rollout"], ["ask"], ["eval"]):
         res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
         assert res.exit_code == 0 and "--no-fork-server" in res.output, (command, res.output)

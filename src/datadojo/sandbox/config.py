@@ -206,7 +206,7 @@ class SandboxConfig(Settings):
         description="a pool resets a finished sandbox and hands it to the next trajectory instead of starting a new worker",
     )
     fork_server: bool = Field(
-        False,
+        True,
         description="a pool forks every worker from one interpreter that imported preload once: warm-up "
         "CPU per sandbox ~2 % of a cold start, ~8x less memory, ~4x less sandbox CPU per turn; the pool's "
         "sandboxes then share one set of namespaces (kept apart by Landlock and own uids, so under bwrap "

@@ -94,7 +94,7 @@ def fork_level(requested: str) -> str | None:
         )
     if not _warned_no_fork:
         _warned_no_fork = True
-        log.warning(
+        log.info(  # info, not a warning: the fork server is on by default, and this is the safe fallback
             "sandbox fork server not used: bubblewrap works but Landlock does not (%s), and forked "
             "sandboxes need Landlock to be kept apart; every sandbox gets its own bubblewrap process",
             why,
@@ -246,17 +246,28 @@ class ForkServer:
             raise OSError("the fork server's message carried no sender pid")
         return json.loads(data), sender
 
-    async def spawn(self, env: dict[str, str], cwd: str, fds: list[int], timeout_s: float = 120.0) -> int:
+    async def spawn(
+        self,
+        env: dict[str, str],
+        cwd: str,
+        fds: list[int],
+        timeout_s: float = 120.0,
+        *,
+        private_tmp: dict[str, Any] | None = None,
+    ) -> int:
         """Fork a worker with ``fds`` (request pipe, reply pipe, log); its pid as we see it.
 
         The ``spawned`` message is sent by the new worker itself, so its credentials name the worker.
+        ``private_tmp`` (bubblewrap): the worker's own ``/tmp`` size and folder, for
+        :func:`datadojo.sandbox.worker.namespaces.enter_own_namespaces`.
         """
         async with self._lock:
             if not self.alive:
                 raise SandboxError("the sandbox fork server is not running")
             ident = next(self._ids)
             try:
-                await self._send({"op": "spawn", "id": ident, "env": env, "cwd": cwd}, fds)
+                message = {"op": "spawn", "id": ident, "env": env, "cwd": cwd, "private_tmp": private_tmp}
+                await self._send(message, fds)
                 reply, sender = await asyncio.wait_for(self._receive(), timeout_s)
             except (OSError, ValueError, TimeoutError) as exc:
                 raise SandboxError(f"the sandbox fork server failed ({type(exc).__name__}: {exc})") from None
@@ -384,7 +395,11 @@ class ForkedWorkerProcess(WorkerProcess):
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             pid = await self.server.spawn(
-                self.plan.env, self.plan.cwd, [req_r, rep_w, log_fd], self.start_timeout_s
+                self.plan.env,
+                self.plan.cwd,
+                [req_r, rep_w, log_fd],
+                self.start_timeout_s,
+                private_tmp=self.plan.settings.get("private_tmp_of"),
             )
         except BaseException:
             for fd in (req_w, rep_r):

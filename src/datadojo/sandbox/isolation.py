@@ -97,6 +97,12 @@ _ETC_FILES = (
 _TOP_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 _CAPS_KEPT = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+#: Added for a pool's bubblewrap fork server, which never runs agent code. Every worker it forks drops the
+#: first three after making its own namespaces (datadojo.sandbox.worker.namespaces); it keeps
+#: CAP_SYS_PTRACE, without which it could not read the children lists of its cells (another uid, not
+#: dumpable) to sweep what a cell left running: it has no PID namespace of its own to scan instead. The
+#: cells have no capability at all (their own uid).
+_FORK_SERVER_CAPS = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE")
 #: Reduced mode under root: the worker becomes PID 1 of new PID, mount (with its own /proc), network, IPC
 #: and UTS namespaces; the file system stays the host's.
 _UNSHARE_ARGS = ("--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts")
@@ -405,7 +411,19 @@ def build_launch(
         plan = build_launch(
             workspace, isolation="landlock", settings=settings, tmp_mb=tmp_mb, extra_paths=extra
         )
-        return LaunchPlan(argv=[], env=plan.env, cwd=plan.cwd, isolation="bwrap", settings=plan.settings)
+        # The worker makes its own mount namespace with a private /tmp of tmp_mb (as a bubblewrap worker
+        # of its own has; see datadojo.sandbox.worker.namespaces), which its cells may write.
+        env = {**plan.env, "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
+        forked_settings = dict(plan.settings)
+        paths = forked_settings["landlock"]
+        forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp"]}
+        forked_settings["private_tmp"] = True
+        forked_settings["private_tmp_of"] = {
+            "tmp_mb": tmp_mb,
+            "sandbox_root": str(workspace.root),
+            "workspace": str(workspace.path),
+        }
+        return LaunchPlan(argv=[], env=env, cwd=plan.cwd, isolation="bwrap", settings=forked_settings)
     if isolation == "bwrap":
         exe = _bwrap()
         if exe is None:  # pragma: no cover - resolve_isolation checked it
@@ -451,7 +469,11 @@ def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: li
     exe = _bwrap()
     if exe is None:  # pragma: no cover - resolve_isolation checked it
         raise IsolationUnavailable("bwrap disappeared")
+    # See _FORK_SERVER_CAPS: each forked worker makes its own mount, IPC and network namespaces (a private
+    # /tmp, its own loopback) and drops all but CAP_SYS_PTRACE before it reads its settings.
     argv = [exe, *_namespace_args()]
+    for cap in _FORK_SERVER_CAPS:
+        argv += ["--cap-add", cap]
     argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
     argv += _filesystem_args(python_paths(extra_paths))
     real = os.path.realpath(root)

@@ -258,7 +258,9 @@ class Sandbox:
         uid = allocate_uid()
         extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
         extra = extra if config.auto_install else []
-        own_mounts = isolation == "bwrap" and not host_paths
+        # Under bubblewrap (a sandbox's own, or the pool's fork server's) the Python tree is bound with
+        # traversable parents, so cells can always run under their own uid.
+        own_mounts = isolation == "bwrap"
         if not own_mounts and uid is not None and not cells_can_drop_root(python_paths(extra)):
             uid = None  # the Python installation is not readable by other users: cells stay root
         parent = config.workspace_root

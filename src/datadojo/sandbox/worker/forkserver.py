@@ -14,7 +14,8 @@ code. At the bubblewrap level the server runs inside one ``bwrap`` sandbox for t
 ruleset of every cell process keeps the sandboxes apart.
 
 Protocol: a ``SOCK_SEQPACKET`` socket on fd 0, one JSON message per packet. The harness sends
-``{"op": "spawn", "id", "env", "cwd"}`` with three file descriptors attached (the worker's request pipe,
+``{"op": "spawn", "id", "env", "cwd", "private_tmp"}`` (the last only under bubblewrap: see
+:mod:`.namespaces`) with three file descriptors attached (the worker's request pipe,
 its reply pipe, its log; the worker then reads its settings from the request pipe, as a worker started on
 its own does); the *new worker* answers ``{"op": "spawned", "id", "pid"}`` itself, first thing after the
 fork, so that the harness reads its pid (in the harness's PID namespace) from the packet's
@@ -37,6 +38,7 @@ from typing import Any
 
 from datadojo.sandbox.protocol import read_frame_fd
 from datadojo.sandbox.worker.execution import warm_up
+from datadojo.sandbox.worker.namespaces import PrivateTmp, enter_own_namespaces
 from datadojo.sandbox.worker.procfs import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 from datadojo.sandbox.worker.zygote import run_worker
 
@@ -125,9 +127,14 @@ def _worker_child(ctl: socket.socket, fds: list[int], msg: dict[str, Any], devnu
         os.close(log)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in msg["env"].items()})
+        tmp_keep: list[str] = []
+        if msg.get("private_tmp"):
+            # Bubblewrap fork server: own mount and IPC namespaces, a private /tmp, CAP_SYS_ADMIN dropped.
+            tmp_keep = enter_own_namespaces(PrivateTmp(**msg["private_tmp"]))
         os.chdir(str(msg["cwd"]))
         settings = read_frame_fd(proto_in)  # the same first frame a worker started on its own reads
         if settings is not None:
+            settings["tmp_keep"] = tmp_keep
             run_worker(settings, proto_in, proto_out, devnull)
         code = 0
     except BaseException:

@@ -203,11 +203,14 @@ def end_own_processes() -> None:
         try:
             pids = all_pids()
         except PermissionError:  # Landlock: only our own /proc entry is readable
-            pids = own_children()
-        for p in pids:
-            st = proc_stat(p)
-            if p != me and st is not None and st[0] not in ("Z", "X") and (st[1] == me or st[3] == me):
-                victims.append(p)
+            # Our children by definition (their own /proc entries are not readable: no stat to check);
+            # one that is a zombie already is reaped below.
+            victims = [p for p in own_children() if p != me]
+        else:
+            for p in pids:
+                st = proc_stat(p)
+                if p != me and st is not None and st[0] not in ("Z", "X") and (st[1] == me or st[3] == me):
+                    victims.append(p)
         for p in victims:
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)

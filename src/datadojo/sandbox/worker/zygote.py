@@ -242,6 +242,9 @@ class Zygote:
         """
         if not self.settings.get("private_tmp"):
             return
+        # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
+        # path under /tmp): never walked into.
+        keep = set(self.settings.get("tmp_keep") or ())
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -251,6 +254,8 @@ class Zygote:
                     os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
                     os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
                 for name in os.listdir("/tmp"):
+                    if name in keep:
+                        continue
                     path = os.path.join("/tmp", name)
                     if os.path.isdir(path) and not os.path.islink(path):
                         shutil.rmtree(path, ignore_errors=True)

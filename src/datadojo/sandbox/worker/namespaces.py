@@ -1,0 +1,243 @@
+"""A forked worker's own mount, IPC and network namespaces under a bubblewrap fork server (private ``/tmp``).
+
+A worker started on its own under bubblewrap gets a private, size-limited ``/tmp`` (a tmpfs of its own
+bubblewrap sandbox). A worker forked by the pool's fork server shares the server's one bubblewrap sandbox
+with its siblings, so without this module their ``/tmp`` would be one folder (and absolute ``/tmp/...``
+paths were denied by Landlock instead). Here the worker, right after the fork and before it reads its
+settings or runs anything of the agent's, makes its own mount, IPC and network namespaces:
+
+1. ``unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET)``, ``lo`` up (as bubblewrap does), then every
+   mount private (nothing propagates back);
+2. the mounts beneath ``/tmp`` that it must keep (the pool's workspace folder and any Python path that
+   lives under ``/tmp``, e.g. a virtual environment made there) are opened as ``O_PATH`` handles;
+3. a fresh tmpfs of ``tmp_mb`` MiB (mode 1777) is mounted on ``/tmp``;
+4. the kept mounts are bound back at their paths, with their read-only flag; of the pool's workspace
+   folder only this sandbox's own folder comes back (the siblings' folders are not even visible), bound
+   read-only but for its ``workspace`` and ``tmp`` folders (the cells may write all of ``/tmp``, so
+   read-only mounts, not Landlock, keep ``../``, the worker's log and the hard-linked inputs unwritable);
+5. ``CAP_SYS_ADMIN``, ``CAP_NET_ADMIN`` (and ``CAP_SETPCAP``, which the bounding-set drop needs) are
+   dropped from every capability set, the bounding set included, so neither the worker nor anything it
+   forks can mount or configure a network again: the worker is left with what a bubblewrap worker of its
+   own has.
+
+The server is given these three capabilities for this alone (:func:`datadojo.sandbox.isolation.bwrap_server_argv`);
+it never runs agent code. The System V IPC objects of one sandbox are invisible to its siblings from step 1
+on (Landlock does not cover them), and so is a UDP or TCP socket on its loopback. Only the standard
+library: this runs in the forked worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+__all__ = ["PrivateTmp", "enter_own_namespaces", "mounts_below"]
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWNET = 0x40000000
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_LOWER = 3
+_CAP_SETPCAP = 8
+_CAP_NET_ADMIN = 12
+_CAP_SYS_ADMIN = 21
+#: What the fork server holds for this module alone and every worker drops (SETPCAP last: it allows the
+#: bounding-set drop).
+_DROPPED = (_CAP_SYS_ADMIN, _CAP_NET_ADMIN, _CAP_SETPCAP)
+_FLAGS = {"ro": _MS_RDONLY, "nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+@dataclass(frozen=True)
+class PrivateTmp:
+    """What the harness asks of a forked worker: its ``/tmp`` size and its own folder in the pool's root."""
+
+    tmp_mb: int
+    sandbox_root: str
+    workspace: str
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unescape(field: str) -> str:
+    """Mount points in ``/proc/self/mountinfo`` escape space, tab, newline and backslash as ``\\ooo``."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 4 <= len(field) and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mounts_below(top: str, mountinfo: str) -> list[tuple[str, int]]:
+    """The outermost mount points strictly beneath ``top`` and their flags (``MS_RDONLY`` …), in order.
+
+    A mount beneath another listed one comes back with it (the bind is recursive), so only the outermost
+    are returned.
+    """
+    found: list[tuple[str, int]] = []
+    prefix = top.rstrip("/") + "/"
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        point = _unescape(fields[4])
+        if not point.startswith(prefix):
+            continue
+        flags = 0
+        for option in fields[5].split(","):
+            flags |= _FLAGS.get(option, 0)
+        found.append((point, flags))
+    outer = [
+        (p, f) for p, f in found if not any(p != q and p.startswith(q.rstrip("/") + "/") for q, _ in found)
+    ]
+    seen: set[str] = set()
+    out = []
+    for p, f in outer:  # a path mounted twice: the last mount is the one visible
+        if p in seen:
+            out = [(q, g) for q, g in out if q != p]
+        seen.add(p)
+        out.append((p, f))
+    return out
+
+
+def _bind(libc: ctypes.CDLL, fd: int, target: str, flags: int) -> None:
+    _check(
+        libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
+        f"bind {target}",
+    )
+    if flags & _MS_RDONLY:
+        remount = _MS_REMOUNT | _MS_BIND | (flags & (_MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC))
+        _check(libc.mount(None, target.encode(), None, remount, None), f"remount {target} read-only")
+
+
+def _make_mount_point(path: str, is_dir: bool) -> None:
+    parent = os.path.dirname(path)
+    os.makedirs(parent, mode=0o711, exist_ok=True)
+    if is_dir:
+        os.makedirs(path, mode=0o711, exist_ok=True)
+    elif not os.path.exists(path):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+
+def _loopback_up() -> None:
+    """Bring ``lo`` of the new network namespace up (as bubblewrap does for a worker of its own)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", _IFF_UP))
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Drop :data:`_DROPPED` from every capability set, the bounding set first."""
+    for cap in _DROPPED:
+        _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+    header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
+    mask = 0xFFFFFFFF
+    for cap in _DROPPED:
+        mask &= ~(1 << cap)
+    data[0].effective &= mask
+    data[0].permitted &= mask
+    data[0].inheritable &= mask
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+    for cap in _DROPPED:  # gone with inheritable anyway; said for the reader
+        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, cap, 0, 0)
+
+
+def _seal_sandbox_root(libc: ctypes.CDLL, want: PrivateTmp) -> None:
+    """This sandbox's folder read-only but for its workspace and temp folder (the inputs stay read-only).
+
+    The cells may write all of the private ``/tmp``, and the sandbox's folder may lie beneath it (the
+    pool's folder is in the system temp folder by default), where Landlock's grant of ``/tmp`` covers it
+    too; read-only mounts, not the ruleset, then keep ``../``, the worker's log and the hard-linked inputs
+    unwritable, wherever the folder lies.
+    """
+    root = want.sandbox_root.rstrip("/")
+    writable = [p for p in (want.workspace, f"{root}/tmp") if p and os.path.isdir(p)]
+    fds = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in [root, *writable]]
+    try:
+        _bind(libc, fds[0], root, _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        for fd, path in zip(fds[1:], writable, strict=True):
+            _bind(libc, fd, path, 0)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def enter_own_namespaces(want: PrivateTmp) -> list[str]:
+    """Steps 1-5 of the module docstring; the names of ``/tmp``'s entries that hold bound-back mounts.
+
+    Raises :class:`OSError` naming the step that failed (the worker then exits and the harness reports
+    its log).
+    """
+    libc = _libc()
+    _check(
+        libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET),
+        "unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET)",
+    )
+    _loopback_up()
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        below = mounts_below("/tmp", fh.read())
+    root = want.sandbox_root.rstrip("/")
+    keep: list[tuple[str, int, int, bool]] = []  # (path, fd, flags, is_dir)
+    try:
+        for point, flags in below:
+            if root.startswith(point.rstrip("/") + "/") or root == point:
+                point = root  # the pool's folder: of it, this sandbox's own folder alone
+            fd = os.open(point, os.O_PATH | os.O_CLOEXEC)  # opened in the new namespace (bind needs that)
+            keep.append((point, fd, flags, os.path.isdir(point)))
+        size = max(1, want.tmp_mb) * 1024 * 1024
+        _check(
+            libc.mount(
+                b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size},mode=1777".encode()
+            ),
+            "mount a private tmpfs on /tmp",
+        )
+        for point, fd, flags, is_dir in keep:
+            _make_mount_point(point, is_dir)
+            _bind(libc, fd, point, flags)
+    finally:
+        for _point, fd, _flags, _is_dir in keep:
+            os.close(fd)
+    _seal_sandbox_root(libc, want)
+    _drop_capabilities(libc)
+    return sorted({p[len("/tmp/") :].split("/", 1)[0] for p, _fd, _flags, _is_dir in keep})
