@@ -15,7 +15,8 @@ The draw, done in SQL on the file (rows that are not kept are never read into Py
 2. the rows of a large table that a whole table references are kept (a whole child keeps its parents);
 3. large tables are visited children first (a table that references others before the tables it
    references; in a cycle, the table with the fewest unvisited children first, then by name). Each is
-   filled up to ``cap`` rows with a seeded draw among the rows not yet kept (rowids drawn by a NumPy
+   filled up to ``cap`` rows (after following its self-references from the rows it must keep) with a
+   seeded draw among the rows not yet kept (rowids drawn by a NumPy
    generator seeded from ``stable_int(seed, env_id, table)``, never ``ORDER BY RANDOM()``), and the parent
    rows its kept rows reference are kept — even past the cap;
 4. references are followed to a fixed point, which closes chains, self-references and mutual keys: every
@@ -147,6 +148,18 @@ class _Sampler:
         picked = rng.choice(ids, size=min(want, len(ids)), replace=False)
         self._add(table, picked.tolist())
 
+    def _close_self(self, table: str) -> None:
+        """Keep the rows that ``table``'s kept rows reference through its self-references (before a fill,
+        so that a chain the children need counts towards the cap)."""
+        own = [fk for fk in self.fks if fk.table == fk.ref_table == table]
+        frontier = set(self.pending[table]) if own else set()
+        while frontier:
+            found: set[int] = set()
+            for fk in own:
+                found |= self._referenced(fk, frontier)
+            frontier = found - self.keep[table]
+            self._add(table, frontier)
+
     def _propagate(self, table: str) -> None:
         batch, self.pending[table] = self.pending[table], set()
         if not batch:
@@ -165,6 +178,7 @@ class _Sampler:
                 self._add(fk.ref_table, self._referenced(fk, None))
         order = children_first(self.big, [fk for fk in self.fks if fk.table in self.keep])
         for t in order:
+            self._close_self(t)
             self._fill(t)
             self._propagate(t)
         while any(self.pending.values()):  # cycles and self-references
