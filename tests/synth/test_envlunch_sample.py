@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from datadojo.jsonl import read_tasks
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
 from datadojo.synth.envlunch.canon import canonical_from_json, same_result
-from datadojo.synth.envlunch.environment import Environment, load_environment, load_sqlite
+from datadojo.synth.envlunch.environment import Environment, load_environment, load_sqlite, stable_int
 from datadojo.synth.envlunch.executor import InProcessExecutor, Job
 from datadojo.synth.envlunch.perturb import norm_key, sqlite_copy
 from datadojo.synth.envlunch.reward import score_programs
@@ -189,15 +189,18 @@ def test_self_reference_and_cycle_are_closed(graph_db: Path) -> None:
 def test_the_draw_depends_on_the_seed_only(graph_db: Path) -> None:
     columns = {t: d.columns for t, d in load_sqlite(graph_db).tables.items()}
     fks = load_sqlite(graph_db).foreign_keys
-    a = sample_database(graph_db, columns, fks, CAP, 7, "graph")
-    b = sample_database(graph_db, columns, fks, CAP, 7, "graph")
-    c = sample_database(graph_db, columns, fks, CAP, 8, "graph")
+    a = sample_database(graph_db, columns, fks, CAP, lambda t: stable_int(7, "graph", t))
+    b = sample_database(graph_db, columns, fks, CAP, lambda t: stable_int(7, "graph", t))
+    c = sample_database(graph_db, columns, fks, CAP, lambda t: stable_int(8, "graph", t))
     assert a is not None and b is not None and c is not None
     assert {t: v.tolist() for t, v in a.keep.items()} == {t: v.tolist() for t, v in b.keep.items()}
     assert a.image == b.image
     assert a.keep["item"].tolist() != c.keep["item"].tolist()
     # nothing over the cap: no sample
-    assert sample_database(graph_db, columns, fks, 10_000, 7, "graph") is None
+    assert sample_database(graph_db, columns, fks, 10_000, lambda t: 0) is None
+    # the loader seeds each table's draw from (seed, env_id, table)
+    env = load_sqlite(graph_db, sample_rows=CAP, seed=7, env_id="graph")
+    assert env.image == a.image
 
 
 def test_sample_rows_zero_and_a_high_cap_give_whole_tables(graph_db: Path) -> None:

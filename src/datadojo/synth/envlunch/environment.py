@@ -284,9 +284,8 @@ def _load_sqlite(path: Path, env_id: str, sample_rows: int, seed: int) -> Enviro
         from datadojo.synth.envlunch.sample import sample_database
 
         try:
-            got = sample_database(
-                path, {t: d.columns for t, d in tables.items()}, fks, sample_rows, seed, env_id
-            )
+            columns = {t: d.columns for t, d in tables.items()}
+            got = sample_database(path, columns, fks, sample_rows, lambda t: stable_int(seed, env_id, t))
         except sqlite3.Error as exc:
             got = None
             warnings.append(f"{path}: cannot be sampled ({exc}); tables loaded whole")

@@ -33,21 +33,34 @@ loader keep the whole database, with a warning.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 from urllib.parse import quote
 
 import numpy as np
 
 from datadojo.corpus.sqlite_reader import quote_ident
-from datadojo.synth.envlunch.environment import SchemaForeignKey, stable_int
 
-__all__ = ["DatabaseSample", "children_first", "sample_database"]
+__all__ = ["DatabaseSample", "ForeignKey", "children_first", "sample_database"]
 
 _q = quote_ident
 _IDS = "temp._datadojo_sample_ids"
+
+
+class ForeignKey(Protocol):
+    """``table(columns) REFERENCES ref_table(ref_columns)`` (:class:`.environment.SchemaForeignKey`; this
+    module is below the environment loader, which calls it)."""
+
+    @property
+    def table(self) -> str: ...
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+    @property
+    def ref_table(self) -> str: ...
+    @property
+    def ref_columns(self) -> tuple[str, ...]: ...
 
 
 @dataclass
@@ -59,7 +72,7 @@ class DatabaseSample:
     keep: dict[str, np.ndarray]
 
 
-def children_first(tables: Iterable[str], fks: list[SchemaForeignKey]) -> list[str]:
+def children_first(tables: Iterable[str], fks: Sequence[ForeignKey]) -> list[str]:
     """``tables`` ordered so that a table comes before the tables it references (self-references aside).
 
     In a cycle, the table with the fewest children not yet placed comes first, ties broken by name.
@@ -80,17 +93,15 @@ class _Sampler:
         self,
         con: sqlite3.Connection,
         columns: dict[str, list[str]],
-        fks: list[SchemaForeignKey],
+        fks: Sequence[ForeignKey],
         cap: int,
-        seed: int,
-        env_id: str,
+        table_seed: Callable[[str], int],
     ) -> None:
         self.con = con
         self.columns = columns
         self.fks = fks
         self.cap = cap
-        self.seed = seed
-        self.env_id = env_id
+        self.table_seed = table_seed
         self.counts: dict[str, tuple[int, int | None, int | None]] = {}
         self.has_rowid: dict[str, bool] = {}
         for t in columns:
@@ -113,7 +124,7 @@ class _Sampler:
         self.con.execute(f"DELETE FROM {_IDS}")
         self.con.executemany(f"INSERT OR IGNORE INTO {_IDS} VALUES (?)", ((int(i),) for i in ids))
 
-    def _referenced(self, fk: SchemaForeignKey, child_ids: set[int] | None) -> set[int]:
+    def _referenced(self, fk: ForeignKey, child_ids: set[int] | None) -> set[int]:
         """Rowids of ``fk.ref_table`` rows that the given rows of ``fk.table`` (all, for ``None``) reference."""
         ccols = ", ".join(f"c.{_q(c)}" for c in fk.columns)
         pcols = ", ".join(f"p.{_q(c)}" for c in fk.ref_columns)
@@ -144,7 +155,7 @@ class _Sampler:
         ids = self._rowids(table)
         if self.keep[table]:
             ids = ids[~np.isin(ids, np.fromiter(self.keep[table], dtype=np.int64))]
-        rng = np.random.default_rng(stable_int(self.seed, self.env_id, table))
+        rng = np.random.default_rng(self.table_seed(table))
         picked = rng.choice(ids, size=min(want, len(ids)), replace=False)
         self._add(table, picked.tolist())
 
@@ -229,22 +240,22 @@ def _attach(path: Path) -> sqlite3.Connection:
 def sample_database(
     path: str | Path,
     columns: dict[str, list[str]],
-    fks: list[SchemaForeignKey],
+    fks: Sequence[ForeignKey],
     cap: int,
-    seed: int,
-    env_id: Any,
+    table_seed: Callable[[str], int],
 ) -> DatabaseSample | None:
     """The sample of the database at ``path`` (module doc), or ``None`` when no table has over ``cap`` rows.
 
     ``columns`` are the tables to keep (every ordinary table) with their column names (``PRAGMA
-    table_info``); ``fks`` the resolved foreign keys. Raises :class:`sqlite3.Error` when the schema cannot
-    be rebuilt in a fresh database.
+    table_info``); ``fks`` the resolved foreign keys; ``table_seed(table)`` seeds a table's draw (the loader
+    gives ``stable_int(seed, env_id, table)``). Raises :class:`sqlite3.Error` when the schema cannot be
+    rebuilt in a fresh database.
     """
     if cap <= 0:
         raise ValueError(f"cap must be > 0, got {cap}")
     con = _attach(Path(path))
     try:
-        sampler = _Sampler(con, columns, fks, cap, seed, env_id)
+        sampler = _Sampler(con, columns, fks, cap, table_seed)
         keep = sampler.run()
         if not keep:
             return None
