@@ -12,9 +12,12 @@ tasks are spread over environments and backends is not specified; ours (document
   until one passes the §3 filter and is not a duplicate (same program) of a task already kept there;
 * task indices that found none are drawn again (new environment) in the next round, up to ``max_rounds``.
 
-Every draw depends only on the seed and the task index, so the output is the same for any number of
-worker processes. Workers are forked processes, each handling whole environments (so an environment's
-copies are built once); they write that environment's files themselves.
+Environments are loaded as ``sample_rows`` says (tables over it cut to a referentially consistent sample
+drawn from the seed, :mod:`.sample`; 0 keeps them whole, as in the paper), by the driver and again by each
+worker from the source file, so both see the same sample. Every draw depends only on the seed and the task
+index, so the output is the same for any number of worker processes. Workers are forked processes, each
+handling whole environments (so an environment's copies are built once); they write that environment's
+files themselves.
 
 Next to ``OUT.jsonl`` the build writes ``OUT.funnel.json`` (:class:`datadojo.runs.Funnel`): the draws, the
 tasks kept and the §3 filter's rejection reasons, so the funnel is on disk for the CLI, the demo and the

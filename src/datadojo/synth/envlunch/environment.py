@@ -1,4 +1,4 @@
-"""Environments for EnvLunch: a database (or a table) loaded whole, with its keys.
+"""Environments for EnvLunch: a database (or a table) loaded whole or as a consistent sample, with its keys.
 
 EnvLunch §3 ("Action Pool Construction") writes E for "a database instance together with its tables". An
 environment here is exactly that, held in memory so that synthesis can execute thousands of partial
@@ -10,6 +10,11 @@ trajectories against it without touching the disk:
   that a counterfactual copy can delete exactly the rows it dropped (:mod:`.perturb`);
 * a CSV / TSV / Parquet / Excel / JSON table becomes a one-table environment without keys (it can feed the
   pandas backend only, since the SQL backend needs a database file).
+
+With ``sample_rows > 0`` (a build's ``BuildConfig.sample_rows``) a table with more rows is cut, as it is
+read, to a seeded sample that keeps every foreign key resolvable (:mod:`.sample`); the environment *is*
+that sample — synthesis, the copies and the agent's files all use it — and says so in
+:attr:`Environment.sampled`.
 
 Values stay as SQLite returned them (``int``, ``float``, ``str``, ``bytes``, ``None``): the SQL side must
 compare keys exactly as SQLite stores them, and pandas would turn an integer column with a NULL into floats.
