@@ -43,13 +43,13 @@ import numpy as np
 
 from datadojo.corpus.sqlite_reader import quote_ident
 
-__all__ = ["DatabaseSample", "ForeignKey", "children_first", "sample_database"]
+__all__ = ["DatabaseSample", "ForeignKeyLike", "children_first", "sample_database"]
 
 _q = quote_ident
 _IDS = "temp._datadojo_sample_ids"
 
 
-class ForeignKey(Protocol):
+class ForeignKeyLike(Protocol):
     """``table(columns) REFERENCES ref_table(ref_columns)`` (:class:`.environment.SchemaForeignKey`; this
     module is below the environment loader, which calls it)."""
 
@@ -72,7 +72,7 @@ class DatabaseSample:
     keep: dict[str, np.ndarray]
 
 
-def children_first(tables: Iterable[str], fks: Sequence[ForeignKey]) -> list[str]:
+def children_first(tables: Iterable[str], fks: Sequence[ForeignKeyLike]) -> list[str]:
     """``tables`` ordered so that a table comes before the tables it references (self-references aside).
 
     In a cycle, the table with the fewest children not yet placed comes first, ties broken by name.
@@ -93,7 +93,7 @@ class _Sampler:
         self,
         con: sqlite3.Connection,
         columns: dict[str, list[str]],
-        fks: Sequence[ForeignKey],
+        fks: Sequence[ForeignKeyLike],
         cap: int,
         table_seed: Callable[[str], int],
     ) -> None:
@@ -124,7 +124,7 @@ class _Sampler:
         self.con.execute(f"DELETE FROM {_IDS}")
         self.con.executemany(f"INSERT OR IGNORE INTO {_IDS} VALUES (?)", ((int(i),) for i in ids))
 
-    def _referenced(self, fk: ForeignKey, child_ids: set[int] | None) -> set[int]:
+    def _referenced(self, fk: ForeignKeyLike, child_ids: set[int] | None) -> set[int]:
         """Rowids of ``fk.ref_table`` rows that the given rows of ``fk.table`` (all, for ``None``) reference."""
         ccols = ", ".join(f"c.{_q(c)}" for c in fk.columns)
         pcols = ", ".join(f"p.{_q(c)}" for c in fk.ref_columns)
@@ -240,7 +240,7 @@ def _attach(path: Path) -> sqlite3.Connection:
 def sample_database(
     path: str | Path,
     columns: dict[str, list[str]],
-    fks: Sequence[ForeignKey],
+    fks: Sequence[ForeignKeyLike],
     cap: int,
     table_seed: Callable[[str], int],
 ) -> DatabaseSample | None:
