@@ -42,6 +42,7 @@ CASES: list[tuple[tuple[str, ...], str, type[Settings], str, bool]] = [
     (("warmup", "build"), "--n", BuildConfig, "n", True),
     (("warmup", "build"), "--sql-fraction", BuildConfig, "sql_fraction", True),
     (("warmup", "build"), "--workers", BuildConfig, "workers", False),  # the CLI uses 2 of 2 cores
+    (("warmup", "build"), "--sample-rows", BuildConfig, "sample_rows", True),
     (("warmup", "solve"), "--max-candidates", SolverConfig, "max_candidates", True),
     (("warmup", "solve"), "--time-limit", SolverConfig, "time_limit_s", True),
     (("synth", "datamind", "run"), "-n", DataMindConfig, "n_samples", True),

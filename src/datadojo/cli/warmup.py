@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -99,17 +100,21 @@ def build(
     from datadojo.synth.envlunch.environment import EnvError
 
     n = config.n
+    start = time.perf_counter()
     try:
         envs = load_environments(
             sources,
             exclude=exclude,
             on_error=lambda m: console.print(f"[yellow]skipped:[/] {m}", soft_wrap=True),
+            sample_rows=config.sample_rows,
+            seed=config.seed,
         )
     except (ValueError, EnvError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     if not envs:
         raise typer.BadParameter("no readable environment among the sources")
-    console.print(f"{len(envs)} environments loaded")
+    load_s = time.perf_counter() - start
+    console.print(f"{len(envs)} environments loaded in {load_s:.1f} s")
     remote = cli_executor(executor, ray_address, 2)
     with on_executor(remote, console), progress_bar(console) as prog:
         bar = prog.add_task("synthesizing", total=n)
@@ -123,12 +128,12 @@ def build(
             )
         except EnvError as exc:
             raise typer.BadParameter(str(exc)) from exc
-    _show_build(report)
+    _show_build(report, load_s)
     if remote is not None:
         console.print(node_table([s.to_dict() for s in remote.node_stats()], "Per node (ray)"))
 
 
-def _show_build(report: Any) -> None:
+def _show_build(report: Any, load_s: float = 0.0) -> None:
     tasks = report.tasks
     by_level: dict[tuple[str, int], int] = defaultdict(int)
     for t in tasks:
@@ -158,11 +163,16 @@ def _show_build(report: Any) -> None:
     )
     rej = ", ".join(f"{k} {v}" for k, v in report.rejections.most_common())
     console.print(f"draws {report.draws}; rejected: {rej or 'none'}")
-    rate = len(tasks) / report.seconds if report.seconds else 0.0
+    total = load_s + report.seconds
+    rate = len(tasks) / total if total else 0.0
     console.print(
-        f"[bold]{len(tasks)} tasks[/] from {report.envs_used}/{report.n_envs} environments in {report.seconds:.1f} s "
-        f"({rate:.1f} tasks/s) → {report.out} (copies: {report.copies})"
+        f"[bold]{len(tasks)} tasks[/] from {report.envs_used}/{report.n_envs} environments in {total:.1f} s "
+        f"(load {load_s:.1f} s + build {report.seconds:.1f} s; {rate:.1f} tasks/s) → {report.out} "
+        f"(copies: {report.copies})"
     )
+    sampled = report.sample_text()
+    if sampled:
+        console.print(f"{sampled} (--sample-rows 0: whole tables)", soft_wrap=True)
     if report.missing:
         console.print(
             f"[yellow]{report.missing} tasks could not be made (environments too small or too few)[/]"

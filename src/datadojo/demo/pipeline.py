@@ -256,14 +256,20 @@ class _Stages:
         tasks_path = self.out / "warmup" / "tasks.jsonl"
         tasks_path.parent.mkdir(parents=True, exist_ok=True)
         problems: list[str] = []
-        envs = load_environments([ex.path(s) for s in WARMUP_SOURCES], on_error=problems.append)
+        conf = BuildConfig(n=n, seed=self.cfg.seed, workers=self.cfg.workers)
+        envs = load_environments(
+            [ex.path(s) for s in WARMUP_SOURCES],
+            on_error=problems.append,
+            sample_rows=conf.sample_rows,
+            seed=conf.seed,
+        )
         if problems or not envs:
             raise DemoError("build: " + ("; ".join(problems) or "no environment loaded"))
         try:
             report = build_tasks(
                 envs,
                 tasks_path,
-                BuildConfig(n=n, seed=self.cfg.seed, workers=self.cfg.workers),
+                conf,
                 progress=lambda done, total: self.progress("build", done, total),
             )
         except EnvError as exc:

@@ -44,11 +44,11 @@ def _inputs(cfg: RecipeConfig) -> list[Path]:
     return [cfg.path(p) for p in cfg.inputs]
 
 
-def _environments(cfg: RecipeConfig) -> list[Any]:
+def _environments(cfg: RecipeConfig, sample_rows: int = 0, seed: int = 0) -> list[Any]:
     from datadojo.synth.envlunch.build import load_environments
 
     problems: list[str] = []
-    envs = load_environments(_inputs(cfg), on_error=problems.append)
+    envs = load_environments(_inputs(cfg), on_error=problems.append, sample_rows=sample_rows, seed=seed)
     if problems:
         raise RecipeError("corpus: " + "; ".join(problems))
     if not envs:
@@ -66,7 +66,8 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
 
     conf = BuildConfig.model_validate(ctx.config.stage("synthesis"))
     out = ctx.out / "tasks.jsonl"
-    report = build_tasks(_environments(ctx.config), out, conf, progress=ctx.progress, executor=ctx.executor)
+    envs = _environments(ctx.config, conf.sample_rows, conf.seed)
+    report = build_tasks(envs, out, conf, progress=ctx.progress, executor=ctx.executor)
     if not report.tasks:
         raise RecipeError(f"synthesis: no warm-up task could be built ({dict(report.rejections)})")
     return {
@@ -76,6 +77,7 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
         "rejections": dict(report.rejections),
         "missing": report.missing,
         "funnel": str(report.funnel),
+        "sampled": {e: {t: list(v) for t, v in tables.items()} for e, tables in report.sampled.items()},
     }
 
 

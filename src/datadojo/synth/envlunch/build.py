@@ -12,9 +12,12 @@ tasks are spread over environments and backends is not specified; ours (document
   until one passes the §3 filter and is not a duplicate (same program) of a task already kept there;
 * task indices that found none are drawn again (new environment) in the next round, up to ``max_rounds``.
 
-Every draw depends only on the seed and the task index, so the output is the same for any number of
-worker processes. Workers are forked processes, each handling whole environments (so an environment's
-copies are built once); they write that environment's files themselves.
+Environments are loaded as ``sample_rows`` says (tables over it cut to a referentially consistent sample
+drawn from the seed, :mod:`.sample`; 0 keeps them whole, as in the paper), by the driver and again by each
+worker from the source file, so both see the same sample. Every draw depends only on the seed and the task
+index, so the output is the same for any number of worker processes. Workers are forked processes, each
+handling whole environments (so an environment's copies are built once); they write that environment's
+files themselves.
 
 Next to ``OUT.jsonl`` the build writes ``OUT.funnel.json`` (:class:`datadojo.runs.Funnel`): the draws, the
 tasks kept and the §3 filter's rejection reasons, so the funnel is on disk for the CLI, the demo and the
@@ -31,7 +34,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,19 @@ class BuildReport:
     copies: Path | None = None
     missing: int = 0
     funnel: Path | None = None
+    #: environments built on a sample: ``{env_id: {table: (rows kept, rows in the source)}}``
+    sampled: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    sample_rows: int = 0
+
+    def sample_text(self) -> str | None:
+        """One line on the samples (``None`` when every environment is whole)."""
+        if not self.sampled:
+            return None
+        parts = []
+        for env, tables in sorted(self.sampled.items()):
+            cut = ", ".join(f"{t} {k:,} of {n:,}" for t, (k, n) in sorted(tables.items()))
+            parts.append(f"{env} ({cut})")
+        return f"built on samples of about {self.sample_rows:,} rows per table: " + "; ".join(parts)
 
     def funnel_steps(self) -> Funnel:
         """The build's funnel: every draw in, the tasks kept, the rejections by reason."""
@@ -86,9 +102,19 @@ def funnel_path(out: str | Path) -> Path:
 
 
 def load_environments(
-    paths: Sequence[str | Path], *, exclude: Sequence[str] = (), on_error: Callable[[str], None] | None = None
+    paths: Sequence[str | Path],
+    *,
+    exclude: Sequence[str] = (),
+    on_error: Callable[[str], None] | None = None,
+    sample_rows: int = 0,
+    seed: int = 0,
 ) -> list[Environment]:
-    """Load every environment under ``paths`` (ids made unique); unreadable ones are reported and skipped."""
+    """Load every environment under ``paths`` (ids made unique); unreadable ones are reported and skipped.
+
+    ``sample_rows`` and ``seed``: pass a build's ``BuildConfig.sample_rows`` and ``seed`` so that large
+    tables are sampled as they are read (:func:`~.environment.load_sqlite`); :func:`build_tasks` would
+    otherwise load them again, sampled.
+    """
     envs: list[Environment] = []
     used: set[str] = set()
     for src in discover_sources(list(paths), exclude=tuple(exclude)):
@@ -96,7 +122,7 @@ def load_environments(
         while env_id in used:
             env_id, i = f"{src.stem}_{i}", i + 1
         try:
-            env = load_environment(src, env_id=env_id)
+            env = load_environment(src, env_id=env_id, sample_rows=sample_rows, seed=seed)
         except EnvError as exc:
             if on_error is not None:
                 on_error(str(exc))
@@ -143,7 +169,9 @@ class BuildWorker:
     async def run(self, job: _Job) -> _JobResult:
         if job.env_index not in self._envs:
             source, env_id = self.sources[job.env_index]
-            self._envs[job.env_index] = load_environment(Path(source), env_id=env_id)
+            self._envs[job.env_index] = load_environment(
+                Path(source), env_id=env_id, sample_rows=self.config.sample_rows, seed=self.config.seed
+            )
         return _run_job_in(self._envs[job.env_index], self.config, self.stage, self.rel_root, job)
 
     async def close(self) -> None:
@@ -221,6 +249,13 @@ def build_tasks(
     start = time.perf_counter()
     out = Path(out)
     root = copies_root(out)
+    # the environments as the config samples them (workers load them so from their source files)
+    envs = [
+        env
+        if env.loaded_as(config.sample_rows, config.seed)
+        else load_environment(env.source, env_id=env.env_id, sample_rows=config.sample_rows, seed=config.seed)
+        for env in envs
+    ]
     feasible = _feasible(envs, config.synth)
     if not feasible["sql"] and not feasible["pandas"]:
         raise EnvError(
@@ -302,6 +337,8 @@ def build_tasks(
         copies=root,
         missing=config.n - len(tasks),
         funnel=funnel_path(out),
+        sampled={env.env_id: dict(env.sampled) for env in envs if env.sampled},
+        sample_rows=config.sample_rows,
     )
     report.funnel_steps().write(funnel_path(out))
     return report

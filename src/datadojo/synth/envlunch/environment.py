@@ -1,4 +1,4 @@
-"""Environments for EnvLunch: a database (or a table) loaded whole, with its keys.
+"""Environments for EnvLunch: a database (or a table) loaded whole or as a consistent sample, with its keys.
 
 EnvLunch §3 ("Action Pool Construction") writes E for "a database instance together with its tables". An
 environment here is exactly that, held in memory so that synthesis can execute thousands of partial
@@ -10,6 +10,11 @@ trajectories against it without touching the disk:
   that a counterfactual copy can delete exactly the rows it dropped (:mod:`.perturb`);
 * a CSV / TSV / Parquet / Excel / JSON table becomes a one-table environment without keys (it can feed the
   pandas backend only, since the SQL backend needs a database file).
+
+With ``sample_rows > 0`` (a build's ``BuildConfig.sample_rows``) a table with more rows is cut, as it is
+read, to a seeded sample that keeps every foreign key resolvable (:mod:`.sample`); the environment *is*
+that sample — synthesis, the copies and the agent's files all use it — and says so in
+:attr:`Environment.sampled`.
 
 Values stay as SQLite returned them (``int``, ``float``, ``str``, ``bytes``, ``None``): the SQL side must
 compare keys exactly as SQLite stores them, and pandas would turn an integer column with a NULL into floats.
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from datadojo.corpus.sqlite_reader import quote_ident
@@ -163,6 +169,14 @@ class Environment:
     tables: dict[str, TableData]
     foreign_keys: list[SchemaForeignKey] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: tables cut to a sample when loaded: ``{table: (rows kept, rows in the source)}`` (empty: whole tables)
+    sampled: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the ``sample_rows`` and ``seed`` it was loaded with (0: whole tables asked for)
+    sample_rows: int = 0
+    sample_seed: int = 0
+    #: a sampled database's bytes (:meth:`sqlite3.Connection.serialize`): copies and the agent's file are
+    #: made from it instead of the source file
+    image: bytes | None = field(default=None, repr=False)
 
     def table(self, name: str) -> TableData:
         try:
@@ -178,6 +192,19 @@ class Environment:
     def n_rows(self) -> int:
         return sum(t.n_rows for t in self.tables.values())
 
+    def loaded_as(self, sample_rows: int, seed: int) -> bool:
+        """Whether loading the source with ``sample_rows`` and ``seed`` gives these tables.
+
+        True when it was loaded with them, or when nothing would be cut (whole tables under the cap, or a
+        table :func:`load_sqlite` never cuts: one without ``rowid``).
+        """
+        if (self.sample_rows, self.sample_seed) == (sample_rows, seed):
+            return True
+        if self.sampled:
+            return False
+        cuttable = [t for t in self.tables.values() if self.kind == "table" or t.rowids is not None]
+        return sample_rows == 0 or all(t.n_rows <= sample_rows for t in cuttable)
+
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
     uri = f"file:{path.resolve().as_posix()}?mode=ro&immutable=1"
@@ -189,16 +216,47 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
 _q = quote_ident  # the one SQL identifier quoting
 
 
-def load_sqlite(path: str | Path, *, env_id: str | None = None) -> Environment:
+def load_sqlite(
+    path: str | Path, *, env_id: str | None = None, sample_rows: int = 0, seed: int = 0
+) -> Environment:
     """Load every ordinary table of a SQLite database with its keys and rows.
 
     Foreign keys whose referenced table or columns do not exist (Spider has a few, e.g. differing case)
     are resolved case-insensitively, and dropped with a warning when they still do not resolve, so a
     dangling declaration never makes a join that cannot run.
+
+    ``sample_rows > 0`` cuts every table with more rows to a referentially consistent sample of about that
+    many rows, drawn in SQL from ``seed`` (:mod:`.sample`); the environment is then that sample
+    (:attr:`Environment.sampled` says what was cut, :attr:`Environment.image` holds its bytes). A sample is
+    kept in memory for the process, per file (path, size, modification time), ``sample_rows``, ``seed``
+    and ``env_id``: loading it again returns the same object, which callers must not change.
     """
     path = Path(path)
     if not path.is_file():
         raise EnvError(f"{path}: no such database file")
+    if sample_rows < 0:
+        raise EnvError(f"{path}: sample_rows must be >= 0, got {sample_rows}")
+    env_id = env_id or path.stem
+    key: tuple[Any, ...] | None = None
+    if sample_rows > 0:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, sample_rows, seed, env_id)
+        if key in _SAMPLES:
+            return _SAMPLES[key]
+    env = _load_sqlite(path, env_id, sample_rows, seed)
+    if key is not None:
+        _SAMPLES[key] = env
+        while len(_SAMPLES) > _SAMPLES_KEPT:
+            del _SAMPLES[next(iter(_SAMPLES))]
+    return env
+
+
+#: sampled environments loaded by this process (see :func:`load_sqlite`); small by construction
+_SAMPLES: dict[tuple[Any, ...], Environment] = {}
+_SAMPLES_KEPT = 64
+
+
+def _load_sqlite(path: Path, env_id: str, sample_rows: int, seed: int) -> Environment:
     try:
         con = _connect_ro(path)
         names = [
@@ -212,31 +270,54 @@ def load_sqlite(path: str | Path, *, env_id: str | None = None) -> Environment:
     tables: dict[str, TableData] = {}
     raw_fks: list[tuple[str, list[tuple[Any, ...]]]] = []
     warnings: list[str] = []
+    name = ""
     try:
         for name in names:
             info = con.execute(f"PRAGMA table_info({_q(name)})").fetchall()
             columns = [r[1] for r in info]
             decl = [str(r[2] or "") for r in info]
             pk = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
+            tables[name] = TableData(name, columns, decl, [], pk, None)
+            raw_fks.append((name, con.execute(f"PRAGMA foreign_key_list({_q(name)})").fetchall()))
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise EnvError(f"{path}: cannot read table {name!r} ({exc})") from exc
+    fks = _resolve_fks(tables, raw_fks, warnings, path)
+    sampled: dict[str, tuple[int, int]] = {}
+    image: bytes | None = None
+    if sample_rows > 0:
+        from datadojo.synth.envlunch.sample import sample_database
+
+        try:
+            columns = {t: d.columns for t, d in tables.items()}
+            got = sample_database(path, columns, fks, sample_rows, lambda t: stable_int(seed, env_id, t))
+        except sqlite3.Error as exc:
+            got = None
+            warnings.append(f"{path}: cannot be sampled ({exc}); tables loaded whole")
+        if got is not None:
+            con.close()
+            con = sqlite3.connect(":memory:")
+            con.text_factory = lambda b: b.decode("utf-8", "replace")
+            con.deserialize(got.image)
+            image, sampled = got.image, got.kept
+    try:
+        for name, table in tables.items():
             try:
                 cur = con.execute(f"SELECT rowid, * FROM {_q(name)} ORDER BY rowid")
                 fetched = cur.fetchall()
-                rowids: list[int] | None = [r[0] for r in fetched]
-                rows = [tuple(r[1:]) for r in fetched]
+                table.rowids = [r[0] for r in fetched]
+                table.rows = [tuple(r[1:]) for r in fetched]
             except sqlite3.OperationalError:
                 # WITHOUT ROWID tables: perturbation deletes by primary key instead.
-                rows = [tuple(r) for r in con.execute(f"SELECT * FROM {_q(name)}")]
-                rowids = None
-            tables[name] = TableData(name, columns, decl, rows, pk, rowids)
-            raw_fks.append((name, con.execute(f"PRAGMA foreign_key_list({_q(name)})").fetchall()))
+                table.rows = [tuple(r) for r in con.execute(f"SELECT * FROM {_q(name)}")]
+                table.rowids = None
     except sqlite3.DatabaseError as exc:
         raise EnvError(f"{path}: cannot read table {name!r} ({exc})") from exc
     finally:
         con.close()
-    fks = _resolve_fks(tables, raw_fks, warnings, path)
     for w in warnings:
         log.debug("%s", w)
-    return Environment(env_id or path.stem, path, "sqlite", tables, fks, warnings)
+    return Environment(env_id, path, "sqlite", tables, fks, warnings, sampled, sample_rows, seed, image)
 
 
 def _resolve_fks(
@@ -283,12 +364,16 @@ def _match_columns(columns: list[str], wanted: list[Any]) -> list[str] | None:
     return out
 
 
-def load_table_file(path: str | Path, *, env_id: str | None = None) -> Environment:
+def load_table_file(
+    path: str | Path, *, env_id: str | None = None, sample_rows: int = 0, seed: int = 0
+) -> Environment:
     """Load a CSV/TSV/Parquet/Excel/JSON file as a one-table environment.
 
     Reading (delimiter and encoding sniffing, Excel header rows, JSON records) is
     :func:`datadojo.corpus.readers.frame_of`'s job; values then go through :func:`frame_from_rows` like a
-    database's, so both kinds of environment reach pandas the same way.
+    database's, so both kinds of environment reach pandas the same way. ``sample_rows > 0`` keeps that
+    many rows of a longer table (a seeded draw from ``stable_int(seed, env_id, table)``, in file order);
+    the file is still read whole.
     """
     from datadojo.corpus.readers import frame_of
 
@@ -304,8 +389,15 @@ def load_table_file(path: str | Path, *, env_id: str | None = None) -> Environme
         raise EnvError(f"{path}: duplicate column names {columns}")
     rows = [tuple(None if _isna(v) else _py(v) for v in r) for r in frame.itertuples(index=False, name=None)]
     name = path.stem
+    env_id = env_id or name
+    sampled: dict[str, tuple[int, int]] = {}
+    if 0 < sample_rows < len(rows):
+        rng = np.random.default_rng(stable_int(seed, env_id, name))
+        picked = np.sort(rng.choice(len(rows), size=sample_rows, replace=False))
+        sampled[name] = (sample_rows, len(rows))
+        rows = [rows[i] for i in picked]
     table = TableData(name, columns, [str(t) for t in frame.dtypes], rows, (), None)
-    return Environment(env_id or name, path, "table", {name: table}, [])
+    return Environment(env_id, path, "table", {name: table}, [], [], sampled, sample_rows, seed)
 
 
 def _isna(v: Any) -> bool:
@@ -319,12 +411,15 @@ def _py(v: Any) -> Any:
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
 
 
-def load_environment(path: str | Path, *, env_id: str | None = None) -> Environment:
-    """Load a SQLite database or a table file, choosing by suffix."""
+def load_environment(
+    path: str | Path, *, env_id: str | None = None, sample_rows: int = 0, seed: int = 0
+) -> Environment:
+    """Load a SQLite database or a table file, choosing by suffix; ``sample_rows > 0`` samples large
+    tables (:func:`load_sqlite`, :func:`load_table_file`)."""
     path = Path(path)
     if path.suffix.lower() in SQLITE_SUFFIXES:
-        return load_sqlite(path, env_id=env_id)
-    return load_table_file(path, env_id=env_id)
+        return load_sqlite(path, env_id=env_id, sample_rows=sample_rows, seed=seed)
+    return load_table_file(path, env_id=env_id, sample_rows=sample_rows, seed=seed)
 
 
 def discover_sources(paths: list[str | Path], *, exclude: tuple[str, ...] = ()) -> list[Path]:

@@ -173,18 +173,22 @@ def sqlite_copy(
 ) -> sqlite3.Connection:
     """Copy ``env``'s database into ``dest`` (default: a new in-memory database) minus the planned rows.
 
-    The whole file is copied with SQLite's backup API (schema, indexes, views, exact stored values), then
-    deleted rows are removed by ``rowid`` (by primary key for ``WITHOUT ROWID`` tables). ``plan=None``
-    copies the original unchanged.
+    The whole file is copied with SQLite's backup API (schema, indexes, views, exact stored values) — for
+    a sampled environment, the sample's database (:attr:`Environment.image`) is deserialized instead —
+    then deleted rows are removed by ``rowid`` (by primary key for ``WITHOUT ROWID`` tables).
+    ``plan=None`` copies the original unchanged.
     """
     if env.kind != "sqlite":
         raise ValueError(f"{env.source}: a SQL copy needs a SQLite environment, not a table file")
-    src = sqlite3.connect(f"file:{env.source.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
     dest = dest if dest is not None else sqlite3.connect(":memory:")
-    try:
-        src.backup(dest)
-    finally:
-        src.close()
+    if env.image is not None:
+        dest.deserialize(env.image)
+    else:
+        src = sqlite3.connect(f"file:{env.source.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
+        try:
+            src.backup(dest)
+        finally:
+            src.close()
     if plan is not None:
         for name, mask in plan.keep.items():
             if mask.all():

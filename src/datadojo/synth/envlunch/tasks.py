@@ -8,8 +8,10 @@ the trajectory. So a task's ``question`` renders an instruction and o*; its ``fi
 kinds in order), ``env``, ``seed``, ``k``, ``w``, ``t_max``, ``copies`` (one folder per counterfactual copy,
 relative to the task file's folder), ``db_name`` (SQL), ``target`` (o* canonical) and ``copy_targets``
 (τ(E'_k) canonical, computed at synthesis, so scoring only runs the agent's program),
-``foreign_keys`` and (pandas) ``table_files`` (the schema, for the reference solver), and — for
-reference and for regenerating the results, never shown to the agent — ``program`` and ``actions``.
+``foreign_keys`` and (pandas) ``table_files`` (the schema, for the reference solver), ``sample`` when
+the environment is a sample of a larger database (:func:`sample_info`; the task is exact on that sample,
+which is the file the agent gets), and — for reference and for regenerating the results, never shown to
+the agent — ``program`` and ``actions``.
 
 Layout on disk, beside ``tasks.jsonl``::
 
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.synth.envlunch.canon import Canonical, canonical_from_json
+from datadojo.synth.envlunch.environment import Environment
 from datadojo.synth.envlunch.perturb import sqlite_copy, write_atomic_bytes, write_sqlite_atomic
 from datadojo.synth.envlunch.synthesis import EnvContext, Synthesized
 from datadojo.types import DataFile, Task
@@ -38,6 +41,7 @@ __all__ = [
     "env_dir",
     "question_text",
     "render_target",
+    "sample_info",
     "task_from_synth",
     "task_info",
     "write_env_files",
@@ -65,7 +69,10 @@ def write_env_files(ctx: EnvContext, backend: str, root: Path) -> None:
         _, _, plans = ctx.sql
         name = db_file_name(ctx)
         # fresh copies: the in-memory ones carry synthesis-only indexes
-        for sub, plan in [("orig", None), *((str(k), p) for k, p in enumerate(plans, 1))]:
+        if ctx.env.image is not None:  # a sample: the agent's database is the sample's bytes
+            write_atomic_bytes(base / "orig" / name, ctx.env.image)
+        todo = [] if ctx.env.image is not None else [("orig", None)]
+        for sub, plan in [*todo, *((str(k), p) for k, p in enumerate(plans, 1))]:
             con = sqlite_copy(ctx.env, plan)
             try:
                 write_sqlite_atomic(con, base / sub / name)
@@ -82,6 +89,16 @@ def write_env_files(ctx: EnvContext, backend: str, root: Path) -> None:
 
 def db_file_name(ctx: EnvContext) -> str:
     return ctx.env.source.name if ctx.env.source.suffix else f"{ctx.env.env_id}.sqlite"
+
+
+def sample_info(env: Environment) -> dict[str, Any]:
+    """What a task's ``extra["sample"]`` says of a sampled environment: the cap, the seed and, per table
+    that was cut, ``[rows kept, rows in the source]``."""
+    return {
+        "rows": env.sample_rows,
+        "seed": env.sample_seed,
+        "tables": {t: list(v) for t, v in sorted(env.sampled.items())},
+    }
 
 
 def render_target(display: dict[str, Any], *, max_cell: int = 80) -> str:
@@ -172,6 +189,8 @@ def task_from_synth(
         extra["table_files"] = {t: ctx.files[t] for t in sorted(ctx.env.tables)}
     if backend == "sql":
         extra["db_name"] = db_file_name(ctx)
+    if ctx.env.sampled:
+        extra["sample"] = sample_info(ctx.env)
     return Task(
         id=task_id,
         question=question,
