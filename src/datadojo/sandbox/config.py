@@ -150,15 +150,16 @@ class SandboxConfig(Settings):
     ``reuse``: a :class:`~datadojo.sandbox.pool.SandboxPool` resets a sandbox after its trajectory (every
     process ended; workspace, private /tmp and kept chunks emptied) and hands it to the next one, instead of
     starting a new worker; turn it off to give every trajectory a brand-new worker.
-    ``fork_server`` (pool only; off by default, see docs/sandbox.md for why): one interpreter imports ``preload`` once and forks every worker of the
-    pool (:mod:`datadojo.sandbox.forkserver`), so warming N sandboxes costs N forks rather than N
-    interpreter starts and pandas imports, and they share those pages. Under bubblewrap that interpreter
-    runs in one bubblewrap sandbox for the pool and every cell process confines itself with Landlock to
-    its own workspace (so it needs Landlock: ``bwrap`` without it is an error, ``auto`` without it keeps
-    one bubblewrap process per sandbox). The price: the pool's sandboxes share one set of namespaces
-    (separated by Landlock and their own uids instead), the server's address-space layout (ASLR) and its
-    pre-imported module state, and ``/tmp`` is not private: code must use ``$TMPDIR`` (``tempfile``); an
-    absolute ``/tmp/...`` path is denied, as at the Landlock level. See docs/sandbox.md.
+    ``fork_server`` (pool only; on by default, see docs/sandbox.md): one interpreter imports ``preload``
+    once and forks every worker of the pool (:mod:`datadojo.sandbox.forkserver`), so warming N sandboxes
+    costs N forks rather than N interpreter starts and pandas imports, and they share those pages. Under
+    bubblewrap that interpreter runs in one bubblewrap sandbox for the pool; every worker makes its own
+    mount, IPC and network namespaces with a private ``/tmp`` (:mod:`datadojo.sandbox.worker.namespaces`)
+    and every cell process confines itself with Landlock to its own workspace (so it needs Landlock:
+    ``bwrap`` without it is an error, ``auto`` without it keeps one bubblewrap process per sandbox). What
+    the pool's sandboxes still share: one PID namespace (kept apart by Landlock and their own uids), the
+    server's address-space layout (ASLR) and its pre-imported module state; ``fork_server=False`` shares
+    nothing.
     """
 
     model_config = ConfigDict(validate_default=False)  # built per sandbox: defaults are trusted constants
@@ -208,10 +209,10 @@ class SandboxConfig(Settings):
     fork_server: bool = Field(
         True,
         description="a pool forks every worker from one interpreter that imported preload once: warm-up "
-        "CPU per sandbox ~2 % of a cold start, ~8x less memory, ~4x less sandbox CPU per turn; the pool's "
-        "sandboxes then share one set of namespaces (kept apart by Landlock and own uids, so under bwrap "
-        "it needs Landlock), the address-space layout (ASLR) and pre-imported module state; /tmp is then not "
-        "private (use $TMPDIR)",
+        "CPU per sandbox ~2 % of a cold start, ~7x less memory, ~4x less sandbox CPU per turn; under bwrap "
+        "each worker still gets its own mount, IPC and network namespaces and /tmp, but the pool's "
+        "sandboxes share one PID namespace (kept apart by Landlock and own uids), the address-space layout "
+        "(ASLR) and pre-imported module state (false: one interpreter per sandbox, nothing shared)",
     )
 
     @field_validator("limits", "policy", mode="before")

@@ -12,14 +12,15 @@ At the Landlock and reduced levels the worker and its cell processes draw every 
 
 At the bubblewrap level (``isolation="bwrap"``, or ``auto`` where bubblewrap works) the server itself
 runs inside **one** bubblewrap sandbox made for the pool: new PID, network, IPC, UTS and cgroup
-namespaces, the read-only system file tree a bubblewrap worker gets, a private ``/tmp``, and the pool's
-workspace root (:attr:`ForkServer.root`, where every sandbox of the pool gets its workspace) bound
-read-write *at its host path*. The namespaces are the pool's, not each sandbox's, so what separates two
-sandboxes of the pool is what separates them at the Landlock level: every cell process confines itself
-with Landlock to its own workspace, inputs and private temp folder (no TCP, no signals or abstract
+namespaces, the read-only system file tree a bubblewrap worker gets, and the pool's workspace root
+(:attr:`ForkServer.root`, where every sandbox of the pool gets its workspace) bound read-write *at its host
+path*. Each worker it forks then makes its own mount, IPC and network namespaces with a private ``/tmp``
+in which only its own sandbox folder is visible (:mod:`datadojo.sandbox.worker.namespaces`; the server
+holds the capabilities for that, and the worker drops them). The PID namespace stays the pool's, so what
+separates two sandboxes' processes is what separates them at the Landlock level: every cell process
+confines itself with Landlock to its own workspace, inputs and ``/tmp`` (no TCP, no signals or abstract
 sockets outside its domain), runs under its own uid (as root), with every limit. That is why this
-combination needs Landlock and refuses to start without it (:func:`fork_level`) rather than leave the
-siblings in one namespace with nothing between them.
+combination needs Landlock and refuses to start without it (:func:`fork_level`).
 
 A forked worker is not in a PID namespace of its own, so it sweeps by process tree (it is a child
 subreaper), as in the reduced mode without ``unshare``. Its pid as the harness sees it comes from the
