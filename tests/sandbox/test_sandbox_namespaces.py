@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datadojo.sandbox.worker.namespaces import _MS_NODEV, _MS_NOSUID, _MS_RDONLY, mounts_below
+from datadojo.sandbox.worker.namespaces import _MS_NODEV, _MS_NOSUID, _MS_RDONLY, _MS_RELATIME, mounts_below
 
 
 def line(mid: int, point: str, opts: str = "rw,relatime") -> str:
@@ -34,8 +34,8 @@ MOUNTINFO = "\n".join(
 def test_outermost_mounts_beneath_tmp_with_their_flags() -> None:
     got = mounts_below("/tmp", MOUNTINFO)
     assert got == [
-        ("/tmp/datadojo-ci.x/venv", _MS_RDONLY | _MS_NOSUID | _MS_NODEV),
-        ("/tmp/datadojo-pool-ab", 0),
+        ("/tmp/datadojo-ci.x/venv", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_RELATIME),
+        ("/tmp/datadojo-pool-ab", _MS_RELATIME),  # kept: a remount in a user namespace must repeat it
         ("/tmp/with space", 0),
     ]
 

@@ -17,6 +17,7 @@ What the loop guarantees, whatever the model or the environment does:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +84,9 @@ async def run_agent(
     cfg = config or AgentConfig()
     dialect = get_dialect(cfg.dialect)
     language = cfg.language or default_language_for_task(task)
-    prompt = episode_prompt(task, cfg)
+    # Off the event loop: the first prompt of a file profiles it (a pandas read, and pandas' import on the
+    # first one of all), which would hold up every other episode of the rollout meanwhile.
+    prompt = await asyncio.to_thread(episode_prompt, task, cfg)
     messages: list[dict[str, Any]] = [dict(m) for m in prompt]
     turns: list[Turn] = []
     params = cfg.sampling

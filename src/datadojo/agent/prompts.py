@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,12 @@ def folder_outline(path: str | os.PathLike[str], budget_chars: int) -> str:
     return render_folder_profile(folder, budget_chars)
 
 
+#: One lock per profile being made: the agent loop builds prompts in worker threads, and episodes that
+#: start together on the same file must not all read it (one does; the others wait for its cached text).
+_PROFILE_LOCKS: dict[tuple[str, int, int, int, bool], threading.Lock] = {}
+_PROFILE_LOCKS_GUARD = threading.Lock()
+
+
 def _cached_profile(path: str, budget_chars: int, *, outline: bool = False) -> str:
     """The file's profile text (a folder's outline when ``outline``), cached by (path, size, mtime):
     rollouts ask for the same file many times."""
@@ -115,7 +122,11 @@ def _cached_profile(path: str, budget_chars: int, *, outline: bool = False) -> s
     except OSError as exc:
         log.debug("no profile for %s: %s", path, exc)
         return ""
-    return _profile(os.path.realpath(path), st.st_size, st.st_mtime_ns, budget_chars, outline)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, budget_chars, outline)
+    with _PROFILE_LOCKS_GUARD:
+        lock = _PROFILE_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        return _profile(*key)
 
 
 @functools.lru_cache(maxsize=512)

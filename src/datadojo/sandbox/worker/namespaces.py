@@ -56,7 +56,22 @@ _CAP_SYS_ADMIN = 21
 #: What the fork server holds for this module alone and every worker drops (SETPCAP last: it allows the
 #: bounding-set drop).
 _DROPPED = (_CAP_SYS_ADMIN, _CAP_NET_ADMIN, _CAP_SETPCAP)
-_FLAGS = {"ro": _MS_RDONLY, "nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+_MS_NOATIME = 1024
+_MS_NODIRATIME = 2048
+_MS_RELATIME = 1 << 21
+_MS_STRICTATIME = 1 << 24
+#: Per-mount options as mountinfo names them. A remount must repeat them: in a user namespace (bubblewrap
+#: without root) the ones inherited from outside are locked, and dropping one is refused (EPERM).
+_FLAGS = {
+    "ro": _MS_RDONLY,
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": _MS_NOATIME,
+    "nodiratime": _MS_NODIRATIME,
+    "relatime": _MS_RELATIME,
+    "strictatime": _MS_STRICTATIME,
+}
 
 
 class _CapHeader(ctypes.Structure):
@@ -135,13 +150,27 @@ def mounts_below(top: str, mountinfo: str) -> list[tuple[str, int]]:
     return out
 
 
+def _options_of(point: str) -> int:
+    """The flags of the mount visible at ``point`` now (the last one listed there)."""
+    flags = 0
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            fields = line.split()
+            if len(fields) >= 6 and _unescape(fields[4]) == point:
+                flags = 0
+                for option in fields[5].split(","):
+                    flags |= _FLAGS.get(option, 0)
+    return flags
+
+
 def _bind(libc: ctypes.CDLL, fd: int, target: str, flags: int) -> None:
+    """Bind the tree ``fd`` names at ``target``; read-only when ``flags`` says so (its other options kept)."""
     _check(
         libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
         f"bind {target}",
     )
     if flags & _MS_RDONLY:
-        remount = _MS_REMOUNT | _MS_BIND | (flags & (_MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC))
+        remount = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _options_of(target) | flags
         _check(libc.mount(None, target.encode(), None, remount, None), f"remount {target} read-only")
 
 
