@@ -32,6 +32,8 @@ import ctypes
 import os
 from dataclasses import dataclass
 
+from datadojo.sandbox.landlock import _CapData, _CapHeader  # the one definition of capget/capset's structs
+
 __all__ = ["PrivateTmp", "enter_own_namespaces", "mounts_below"]
 
 _CLONE_NEWNS = 0x00020000
@@ -72,18 +74,6 @@ _FLAGS = {
     "relatime": _MS_RELATIME,
     "strictatime": _MS_STRICTATIME,
 }
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
 
 
 @dataclass(frozen=True)

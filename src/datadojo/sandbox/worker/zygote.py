@@ -245,6 +245,11 @@ class Zygote:
         # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
         # path under /tmp): never walked into.
         keep = set(self.settings.get("tmp_keep") or ())
+        try:
+            if not set(os.listdir("/tmp")) - keep:
+                return  # nothing written there (most trajectories): no process to fork for it
+        except OSError:
+            pass
         pid = os.fork()
         if pid == 0:
             code = 0
