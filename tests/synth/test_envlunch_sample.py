@@ -333,6 +333,13 @@ def test_a_build_writes_the_sample_as_the_agents_database(sampled_build) -> None
             "seed": 5,
             "tables": {k: list(v) for k, v in sorted(env.sampled.items())},
         }
+    # and the funnel on disk says so too (what a reader of the run folder sees without the tasks)
+    funnel = json.loads(report.funnel.read_text())
+    assert funnel["sample"] == {
+        "rows": CAP,
+        "seed": 5,
+        "environments": {"graph": {k: list(v) for k, v in sorted(env.sampled.items())}},
+    }
     info = task_info(sql[0], out)
     db = info.orig_dir / "graph.sqlite"
     con = sqlite3.connect(db)
@@ -372,3 +379,4 @@ def test_a_build_samples_environments_loaded_whole_and_any_worker_count_agrees(
     assert key(again) == key(report) == key(two)
     off = build_tasks(whole, tmp_path / "c.jsonl", BuildConfig(n=6, seed=5, workers=1, sample_rows=0))
     assert not off.sampled and all("sample" not in t.extra for t in off.tasks)
+    assert "sample" not in json.loads(off.funnel.read_text())  # type: ignore[union-attr]

@@ -20,7 +20,8 @@ handling whole environments (so an environment's copies are built once); they wr
 files themselves.
 
 Next to ``OUT.jsonl`` the build writes ``OUT.funnel.json`` (:class:`datadojo.runs.Funnel`): the draws, the
-tasks kept and the §3 filter's rejection reasons, so the funnel is on disk for the CLI, the demo and the
+tasks kept and the §3 filter's rejection reasons (and, for a build on sampled tables, ``sample``: the cap,
+the seed and each cut table's rows kept of rows in the file), so the funnel is on disk for the CLI, the demo and the
 recipe alike (before, only the recipe wrote it).
 """
 
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.executor import Executor, ProcessExecutor, WorkerSpec
+from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.runs import Funnel
 from datadojo.synth.envlunch.config import BuildConfig
@@ -340,7 +342,17 @@ def build_tasks(
         sampled={env.env_id: dict(env.sampled) for env in envs if env.sampled},
         sample_rows=config.sample_rows,
     )
-    report.funnel_steps().write(funnel_path(out))
+    funnel = report.funnel_steps().to_dict()
+    if report.sampled:  # what the tasks were built on, for a reader of the run folder
+        funnel["sample"] = {
+            "rows": config.sample_rows,
+            "seed": config.seed,
+            "environments": {
+                env: {table: list(counts) for table, counts in sorted(tables.items())}
+                for env, tables in sorted(report.sampled.items())
+            },
+        }
+    write_json_atomic(funnel_path(out), funnel)
     return report
 
 
