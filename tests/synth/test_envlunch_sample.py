@@ -252,6 +252,26 @@ def test_table_files_are_sampled_too(tmp_path: Path) -> None:
     assert load_environment(csv).tables["t"].n_rows == 300
 
 
+def test_a_schema_that_cannot_be_rebuilt_is_loaded_whole_and_says_why(tmp_path: Path) -> None:
+    """An FTS5 table owns shadow tables that creating it makes again: the copy of the schema fails, and the
+    loader keeps the whole database (with a warning naming the file) instead of failing the build."""
+    db = tmp_path / "fts.sqlite"
+    con = sqlite3.connect(db)
+    try:
+        con.execute("CREATE VIRTUAL TABLE docs USING fts5(body)")
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no FTS5")
+    con.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, v REAL)")
+    con.executemany("INSERT INTO big VALUES (?, ?)", [(i, i / 2) for i in range(1, 501)])
+    con.executemany("INSERT INTO docs VALUES (?)", [(f"note {i}",) for i in range(30)])
+    con.commit()
+    con.close()
+    env = load_sqlite(db, sample_rows=CAP, seed=1)
+    assert not env.sampled and env.image is None
+    assert env.tables["big"].n_rows == 500
+    assert any("cannot be sampled" in w and str(db) in w for w in env.warnings), env.warnings
+
+
 def test_children_first_order() -> None:
     from datadojo.synth.envlunch.environment import SchemaForeignKey as FK
 
