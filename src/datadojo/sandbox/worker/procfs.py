@@ -24,6 +24,7 @@ __all__ = [
     "descendants",
     "end_own_processes",
     "exited",
+    "kill_everything_now",
     "kill_session",
     "live_descendants",
     "own_children",
@@ -162,6 +163,30 @@ def count_session(session: int) -> int:
 
 
 # ------------------------------------------------------------------------------------- killing, reaping
+def kill_everything_now(me: int, *, pidns: bool) -> None:
+    """SIGKILL every process :func:`sweep` would end, without waiting for any of them to go.
+
+    Once a process has a SIGKILL pending it never runs its own code again, so what a trajectory left
+    running is stopped the moment this returns; reaping them (the slow part: a process with a large address
+    space takes milliseconds to tear down) can come later, in :func:`sweep`.
+    """
+    table = None if pidns else subtree_table(me)
+    if table is not None:
+        victims = list(table)
+    elif pidns:
+        victims = [p for p in all_pids() if p not in (1, me)]
+    else:
+        scanned: dict[int, tuple[str, int]] = {}
+        for p in all_pids():
+            st = proc_stat(p)
+            if st is not None:
+                scanned[p] = (st[0], st[1])
+        victims = descendants(me, scanned)
+    for p in victims:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+
+
 def kill_session(pid: int, session: int) -> None:
     """SIGKILL the process group ``session`` and ``pid`` itself (which may have left it)."""
     with contextlib.suppress(OSError):

@@ -32,6 +32,7 @@ from datadojo.sandbox.worker.procfs import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
     exited,
+    kill_everything_now,
     kill_session,
     prctl,
     proc_stat,
@@ -97,7 +98,7 @@ class Zygote:
             "python": self.execute,
             "sql": self.execute,
             "ping": lambda _msg: ({"op": "pong"}, None),
-            "reset": lambda _msg: (self.reset(), None),
+            "reset": lambda _msg: self.reset(),
         }
 
     # --------------------------------------------------------------- set-up
@@ -214,26 +215,36 @@ class Zygote:
                 self.sweep(keep=keep, sessions=set())
             return
 
-    def reset(self) -> dict[str, Any]:
+    def reset(self) -> tuple[dict[str, Any], Finish]:
         """Forget the trajectory: end every cell process, empty the private /tmp, start a fresh child.
 
         What lets a pool hand this worker to the next trajectory instead of starting a new one (a cold
         start is an interpreter plus the pandas import). The worker itself never runs agent code, so
         after this nothing of the previous trajectory is left but the workspace, which the harness empties.
+
+        Every process of the trajectory gets its SIGKILL before the reply, so none of them runs again once
+        the harness has it; reaping them (a kernel's address space takes ~10 ms to tear down), the sweep,
+        the /tmp wipe and the fresh kernel or child come after the reply, while the harness empties the
+        workspace and the next trajectory's model writes its first turn (the next request is read only
+        once they are done).
         """
-        if self.kernel is not None:
-            self.kernel.kill()
-            self.kernel.close()
-            self.kernel = None
-        if self.spare is not None:
-            self._dispose(self.spare)
-            self.spare = None
-        self.sweep(keep=set(), sessions=set())
-        self._wipe_private_tmp()
-        self.kept = []
-        self.compiled = {}
-        self._start_execution_process()
-        return {"op": "reset"}
+        kill_everything_now(self.pid, pidns=self.pidns)
+
+        def finish() -> None:
+            if self.kernel is not None:
+                self.kernel.kill()
+                self.kernel.close()
+                self.kernel = None
+            if self.spare is not None:
+                self._dispose(self.spare)
+                self.spare = None
+            self.sweep(keep=set(), sessions=set())
+            self._wipe_private_tmp()
+            self.kept = []
+            self.compiled = {}
+            self._start_execution_process()
+
+        return {"op": "reset"}, finish
 
     def _wipe_private_tmp(self) -> None:
         """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched).
