@@ -3,8 +3,10 @@
 ``size`` sandboxes may be in use at once (the others wait), which bounds the CPU and memory a rollout can
 take however many trajectories the agent runner starts. ``warm`` workers (default: ``size``) are started
 ahead of time with an empty workspace, so a trajectory that takes one pays neither interpreter start-up nor
-the pandas import: its data files are placed and it runs. A used sandbox is never reused (its ``/tmp``,
-uid and workspace belong to one trajectory); a replacement is started in the background instead.
+the pandas import: its data files are placed and it runs. A used sandbox is reset (every process of its
+trajectory ended, workspace, inputs, private ``/tmp`` and kept chunks emptied, a fresh kernel) and handed
+to the next trajectory (``SandboxConfig.reuse``); without reuse, or when the reset fails, it is closed and
+a replacement is started in the background.
 """
 
 from __future__ import annotations
