@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -67,3 +68,41 @@ async def test_a_sandbox_whose_worker_died_is_replaced() -> None:
         async with pool.session([CSV]) as second:
             assert second is not first
             assert (await second.run("print(1)")).output.strip() == "1"
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+async def test_nothing_of_a_trajectory_runs_once_its_reset_has_answered(isolation: str) -> None:
+    """The worker answers a reset before it reaps the old kernel (its teardown is slow), so the kill must
+    come first: a thread the trajectory left writing into the workspace never writes again after it.
+    (End to end; the order itself is checked exactly by test_sandbox_worker's
+    test_a_reset_kills_the_trajectory_before_it_answers.)"""
+    from datadojo.sandbox import PolicyConfig
+
+    config = SandboxConfig(
+        isolation=isolation, mode="persistent", preload=(), policy=PolicyConfig(enabled=False)
+    )
+    async with SandboxPool(config, size=1) as pool:
+        async with pool.session([CSV]) as first:
+            workspace = first.workspace
+            started = await first.run(
+                "import threading, time\n"
+                "def scribble():\n"
+                "    while True:\n"
+                "        with open('bg.txt', 'a') as f:\n"
+                "            f.write('x')\n"
+                "        time.sleep(0.001)\n"
+                "threading.Thread(target=scribble, daemon=True).start()\n"
+                "time.sleep(0.05)\n"
+                "print(open('bg.txt').read()[:1])"
+            )
+            assert started.output.strip() == "x", started.output
+        # the session has ended: the reset answered and the workspace was emptied after it
+        assert not (workspace / "bg.txt").exists()
+        for _ in range(50):  # whatever the machine's speed, a correct reset never lets it come back
+            assert not (workspace / "bg.txt").exists()
+            await asyncio.sleep(0.01)
+        async with pool.session([CSV]) as second:
+            assert second is first
+            assert (
+                await second.run("import os\nprint(sorted(os.listdir('.')))")
+            ).output.strip() == "['sales.csv']"

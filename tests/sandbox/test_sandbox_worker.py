@@ -177,3 +177,28 @@ async def test_live_descendants_follow_the_tree() -> None:
         proc.kill()
         proc.wait()
     assert proc.pid not in live_descendants(os.getpid())
+
+
+def test_a_reset_kills_the_trajectory_before_it_answers() -> None:
+    """``Zygote.reset`` answers before it reaps (the slow part runs after the reply), so every process of
+    the trajectory must have its SIGKILL by the time the reply exists. Run in a forked child, whose only
+    child is the "trajectory" (a ``sleep``); the child exits 0 when that process was killed by the time
+    ``reset`` returned, without the deferred part having run."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to pytest
+        code = 3
+        try:
+            signal.alarm(60)  # ends a broken test (the wait below would hang), never decides a verdict
+            left = subprocess.Popen(["sleep", "300"])
+            z = object.__new__(zygote.Zygote)
+            z.pid, z.pidns, z.kernel, z.spare = os.getpid(), False, None, None
+            reply, finish = z.reset()
+            assert reply == {"op": "reset"} and callable(finish)
+            _, status = os.waitpid(left.pid, 0)  # not reaped by reset(): finish() would do that
+            code = 0 if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL else 1
+        except BaseException:
+            code = 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
