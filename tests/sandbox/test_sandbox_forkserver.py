@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,12 +32,52 @@ LEVELS = [
         "bwrap", marks=[needs_landlock, pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable here")]
     ),
 ]
+# The path a user without root takes: bubblewrap makes a user namespace (--unshare-user), in which the mounts
+# the worker inherits are locked (a remount must repeat their flags) and cells keep the harness's uid. CI runs
+# as root, so the harness is told it is not (os.geteuid patched): bwrap then gets the unprivileged argv and
+# really builds the user namespace, which each test checks from the worker's /proc entry.
+USERNS = pytest.param(
+    "bwrap-userns",
+    marks=[needs_landlock, pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable here")],
+)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 OPEN = PolicyConfig(enabled=False)  # the static policy would reject the subprocess cells below
 
 
 def forked(level: str = "landlock", **kw: object) -> SandboxConfig:
-    return SandboxConfig(mode="persistent", isolation=level, fork_server=True, policy=OPEN, **kw)  # type: ignore[arg-type]
+    isolation = "bwrap" if level == "bwrap-userns" else level
+    return SandboxConfig(mode="persistent", isolation=isolation, fork_server=True, policy=OPEN, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def unprivileged(monkeypatch: pytest.MonkeyPatch, level: str) -> Iterator[bool]:
+    """Whether the workers take the path without root: ``bwrap-userns`` (see USERNS), or bubblewrap when the
+    tests themselves run as an ordinary user."""
+    if level != "bwrap-userns" or os.geteuid() != 0:
+        yield level == "bwrap-userns" or (level == "bwrap" and os.geteuid() != 0)
+        return
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    isolation_mod.bwrap_available.cache_clear()
+    try:
+        ok, why = isolation_mod.bwrap_available()
+        if not ok:
+            pytest.skip(f"bwrap cannot make a user namespace here: {why}")
+        yield True
+    finally:
+        isolation_mod.bwrap_available.cache_clear()  # probed again as root by the next test
+
+
+def user_namespace(pid: int) -> str | None:
+    """The user namespace of ``pid`` (None: not ours to read, as a worker's is not without root)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/user")
+    except PermissionError:
+        return None
+
+
+def in_own_user_namespace(pid: int) -> bool | None:
+    ns = user_namespace(pid)
+    return None if ns is None else ns != user_namespace(os.getpid())
 
 
 def _ppid(pid: int) -> int:
@@ -102,8 +143,10 @@ async def test_workers_are_forked_from_one_server_with_pandas_imported_once(
         assert await wait_until(lambda pid=pid: not alive(pid))
 
 
-@pytest.mark.parametrize("level", LEVELS)
-async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, level: str) -> None:
+@pytest.mark.parametrize("level", [*LEVELS, USERNS])
+async def test_forked_sandboxes_are_confined_like_started_ones(
+    tmp_path: Path, level: str, unprivileged: bool
+) -> None:
     """The canaries between two siblings of one pool: network, host files, writes outside, the neighbour."""
     secret = tmp_path / "secret.txt"
     secret.write_text("HOST-CANARY-41c2\n")
@@ -120,8 +163,11 @@ async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, l
             pool.session([data]) as a,
             pool.session([]) as b,
         ):
-            assert a.isolation == b.isolation == level
+            assert a.isolation == b.isolation == forked(level).isolation
             assert a.landlock and a.landlock["files"], a.landlock
+            for sb in (a, b):  # the worker is in a user namespace exactly when the harness is not root
+                pid = sb._worker.proc.pid  # type: ignore[union-attr]
+                assert in_own_user_namespace(pid) in (unprivileged, None), (level, pid)
             # inputs readable, read-only
             ok = await a.run("print(open('sales.csv').read()[:6])")
             assert ok.status == "ok" and ok.output.strip() == "order_", ok.output
@@ -142,7 +188,7 @@ async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, l
                 f"open({str(host_tmp)!r}, 'w').write('x')\nprint(open({str(host_tmp)!r}).read())"
             )
             assert not host_tmp.exists()
-            if level == "bwrap":  # its own private /tmp, as a sandbox started on its own has
+            if level != "landlock":  # its own private /tmp, as a sandbox started on its own has
                 assert wrote.status == "ok" and wrote.output == "x\n", wrote.output
                 gone = await b.run(f"import os\nprint(os.path.exists({str(host_tmp)!r}))")
                 assert gone.output == "False\n", gone.output  # not the sibling's /tmp either
@@ -163,14 +209,75 @@ async def test_forked_sandboxes_are_confined_like_started_ones(tmp_path: Path, l
         listener.close()
 
 
-@pytest.mark.parametrize("level", LEVELS)
-async def test_a_cells_leftovers_are_swept_without_touching_other_sandboxes(level: str) -> None:
+@pytest.mark.parametrize("level", [LEVELS[1], USERNS])
+async def test_without_root_every_forked_worker_has_a_user_namespace_of_its_own(
+    level: str, unprivileged: bool
+) -> None:
+    """Without root, bubblewrap makes one user namespace for the fork server, and RLIMIT_NPROC counts a
+    user's processes per user namespace: shared, every sibling's worker and cells would count against each
+    cell's ``max_procs`` (a pool of 24 could not start a subprocess with ``max_procs=16``). So each forked
+    worker makes its own, in which no further one can be made (bubblewrap's ``--disable-userns``), and
+    its cells hold no capability there."""
+    probe = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('caps', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+        "made = libc.unshare(0x10000000) == 0\n"
+        "print('nested', 'made' if made else os.strerror(ctypes.get_errno()))"
+    )
+    async with SandboxPool(forked(level), size=2) as pool, pool.session([]) as a, pool.session([]) as b:
+        spaces = {user_namespace(sb._worker.proc.pid) for sb in (a, b)}  # type: ignore[union-attr]
+        ours = user_namespace(os.getpid())
+        if None not in spaces:  # readable: we are root
+            assert len(spaces) == (2 if unprivileged else 1) and (ours in spaces) != unprivileged, spaces
+        for sb in (a, b):
+            r = await sb.run(probe)
+            assert r.status == "ok", r.output
+            assert "caps 0000000000000000\n" in r.output, r.output
+            if unprivileged:
+                assert "nested made" not in r.output and "nested " in r.output, r.output
+
+
+@pytest.mark.parametrize("level", [LEVELS[1]])
+async def test_a_cells_process_limit_counts_its_own_sandbox_alone(level: str) -> None:
+    """24 live siblings (48 processes of the pool) and ``max_procs=16``: a cell still starts a subprocess
+    and threads. Without root this failed with EAGAIN while the siblings shared the server's user
+    namespace (run the tests as an ordinary user to see it: as root, each sandbox's cells have a uid of
+    their own, and uid 0 in a user namespace is exempt from the limit, so USERNS cannot show it)."""
+    from datadojo.sandbox import Limits
+
+    size = 24
+    cell = (
+        "import subprocess, threading\nprint(subprocess.run(['true']).returncode)\n"
+        "ts = [threading.Thread(target=len, args=((),)) for _ in range(4)]\n"
+        "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('threads ok')"
+    )
+    async with SandboxPool(forked(level, limits=Limits(max_procs=16)), size=size) as pool:
+        sessions = [pool.session([]) for _ in range(size)]
+        boxes = [await s.__aenter__() for s in sessions]
+        try:
+            for sb in (boxes[0], boxes[-1]):
+                r = await sb.run(cell)
+                assert (r.status, r.output) == ("ok", "0\nthreads ok\n"), r.output
+            bomb = await boxes[1].run(
+                "import subprocess\nps = [subprocess.Popen(['sleep', '30']) for _ in range(40)]"
+            )
+            assert bomb.status in ("error", "killed"), bomb.output  # the limit still holds per sandbox
+        finally:
+            for s in sessions:
+                await s.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize("level", [*LEVELS, USERNS])
+async def test_a_cells_leftovers_are_swept_without_touching_other_sandboxes(
+    level: str, unprivileged: bool
+) -> None:
     """Forked workers have no PID namespace of their own: the sweep after one cell must spare every other
     sandbox (a worker that believed it had one would kill every process it can see but PID 1)."""
     marker = f"{300 + os.getpid() % 1000}.{len(level)}7"  # a sleep nobody else runs
     async with SandboxPool(forked(level), size=2) as pool, pool.session([]) as a, pool.session([]) as b:
         await a.run("state = 41")
         worker_a = a._worker.proc.pid  # type: ignore[union-attr]
+        assert in_own_user_namespace(worker_a) in (unprivileged, None)  # cells of both share one uid there
         left = await b.run(
             f"import subprocess\np = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\nprint(p.pid)"
         )

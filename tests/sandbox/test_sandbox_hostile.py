@@ -298,6 +298,16 @@ HOSTILE: list[Case] = [
         check=_no_host_canary,
     ),
     Case(
+        # the root of the sandbox's file system (a tmpfs bubblewrap builds, owned by the cells' uid when
+        # the harness is not root): a file left there would meet the next trajectory, or a sibling
+        "write_sandbox_root",
+        f"open('/{ESCAPE_NAME}', 'w').write('x')",
+        ("error",),
+        ("Permission denied", "Read-only"),
+        policy=False,
+        needs="bwrap",
+    ),
+    Case(
         "write_parent_dir",
         f"open('../{ESCAPE_NAME}', 'w').write('x')\nopen('../../{ESCAPE_NAME}', 'w').write('x')",
         ("error",),
@@ -452,7 +462,8 @@ HOSTILE: list[Case] = [
         # kill(-1) reaches every process the caller may signal except itself: nothing outside the sandbox
         "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('survived kill -1')",
         ("ok", "killed", "error", "env_error"),
-        ("survived kill -1", "SIGKILL", "Operation not permitted"),
+        # without root, a sandbox's cells share its worker's uid and may kill it: the harness says so
+        ("survived kill -1", "SIGKILL", "Operation not permitted", "worker died"),
         policy=False,
     ),
     Case(
@@ -473,7 +484,8 @@ HOSTILE: list[Case] = [
         "become_root",
         "import os\nos.setuid(0)",
         ("error",),
-        ("Operation not permitted",),
+        # EINVAL without root: uid 0 is not even mapped in the sandbox's user namespace
+        ("Operation not permitted", "Invalid argument"),
         policy=False,
         needs="uid",
     ),

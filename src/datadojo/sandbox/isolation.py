@@ -15,8 +15,10 @@ per user and is not enforced at all for root:
   Every cell process switches to a **dedicated uid** (one per sandbox, from a high range no real account
   uses) and so has no capabilities, cannot signal or trace the worker, and its process count is its own.
 * *Harness runs as an ordinary user*: bubblewrap creates a user namespace (and forbids nested ones);
-  process counts are per user namespace, hence again per sandbox. The worker and the cells share the uid,
-  so a cell can kill its own worker; the harness notices and restarts it.
+  process counts are per user namespace, hence again per sandbox (a worker forked by a pool's fork server
+  makes a user namespace of its own for this: :mod:`datadojo.sandbox.worker.namespaces`). The worker and
+  the cells share the uid, so a cell can kill its own worker; the harness notices and restarts it. The
+  root tmpfs bubblewrap builds, which that uid owns, is remounted read-only.
 
 **Landlock** (``isolation == "landlock"``, or ``auto`` where bubblewrap cannot make namespaces, as in
 Docker and Kubernetes pods): the worker builds a Landlock ruleset (:mod:`datadojo.sandbox.landlock`) once,
@@ -422,6 +424,8 @@ def build_launch(
             "tmp_mb": tmp_mb,
             "sandbox_root": str(workspace.root),
             "workspace": str(workspace.path),
+            # without root, the server's one user namespace would make RLIMIT_NPROC count all siblings
+            "own_user": os.geteuid() != 0,
         }
         return LaunchPlan(argv=[], env=env, cwd=plan.cwd, isolation="bwrap", settings=forked_settings)
     if isolation == "bwrap":
@@ -435,6 +439,9 @@ def build_launch(
         argv += _filesystem_args(python_paths(extra))
         argv += ["--bind", str(workspace.path), WORKSPACE_MOUNT]
         argv += ["--ro-bind", str(workspace.inputs), INPUTS_MOUNT]
+        # The root bubblewrap builds is a tmpfs that, without root, the cells' uid owns: read-only, or a
+        # cell could leave a file at / or /etc that the next trajectory in this sandbox would find.
+        argv += ["--remount-ro", "/"]
         argv += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
@@ -470,8 +477,10 @@ def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: li
     if exe is None:  # pragma: no cover - resolve_isolation checked it
         raise IsolationUnavailable("bwrap disappeared")
     # See _FORK_SERVER_CAPS: each forked worker makes its own mount, IPC and network namespaces (a private
-    # /tmp, its own loopback) and drops all but CAP_SYS_PTRACE before it reads its settings.
-    argv = [exe, *_namespace_args()]
+    # /tmp, its own loopback) and drops all but CAP_SYS_PTRACE before it reads its settings. Without root
+    # it makes its own user namespace first (per-sandbox process counts) and forbids nested ones itself,
+    # so the server may not be started with --disable-userns (which would forbid the worker's own).
+    argv = [exe, *[a for a in _namespace_args() if a != "--disable-userns"]]
     for cap in _FORK_SERVER_CAPS:
         argv += ["--cap-add", cap]
     argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
@@ -480,7 +489,7 @@ def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: li
     for parent in reversed(Path(real).parents):
         if str(parent) not in ("/", "/tmp", "/usr", "/etc") and not _covered(str(parent), ["/usr"]):
             argv += ["--perms", "0755", "--dir", str(parent)]
-    argv += ["--bind", real, real, "--chdir", "/", "--", *python]
+    argv += ["--bind", real, real, "--remount-ro", "/", "--chdir", "/", "--", *python]
     return argv
 
 

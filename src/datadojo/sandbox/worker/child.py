@@ -114,8 +114,10 @@ class Forker:
             os.setgroups([])
             os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
             os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
-        elif self.is_root and self.landlock is not None:
-            drop_capabilities()  # a root cell at the Landlock level: uid 0 without any capability
+        elif self.landlock is not None:
+            # a root cell at the Landlock level: uid 0 without any capability; a forked worker's cell
+            # without root: nothing of what its worker holds in its own user namespace
+            drop_capabilities()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != self.parent:
             os._exit(1)

@@ -116,6 +116,7 @@ def _worker_child(ctl: socket.socket, fds: list[int], msg: dict[str, Any], devnu
         # takes our pid from its credentials (the server's fork() result means nothing outside a PID
         # namespace of its own).
         _send(ctl, {"op": "spawned", "id": msg.get("id"), "pid": os.getpid()})
+        server = os.getppid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the worker reaps its own cell processes
         ctl.close()
         os.setsid()
@@ -131,6 +132,9 @@ def _worker_child(ctl: socket.socket, fds: list[int], msg: dict[str, Any], devnu
         if msg.get("private_tmp"):
             # Bubblewrap fork server: own mount and IPC namespaces, a private /tmp, CAP_SYS_ADMIN dropped.
             tmp_keep = enter_own_namespaces(PrivateTmp(**msg["private_tmp"]))
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a user namespace of its own cleared it ...
+            if os.getppid() != server:  # ... and the server may have died before it was set again
+                return
         os.chdir(str(msg["cwd"]))
         settings = read_frame_fd(proto_in)  # the same first frame a worker started on its own reads
         if settings is not None:

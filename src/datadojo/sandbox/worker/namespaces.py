@@ -6,6 +6,9 @@ with its siblings, so without this module their ``/tmp`` would be one folder (an
 paths were denied by Landlock instead). Here the worker, right after the fork and before it reads its
 settings or runs anything of the agent's, makes its own mount, IPC and network namespaces:
 
+0. when the harness is not root (``PrivateTmp.own_user``): a user namespace of its own, mapping only its
+   uid and gid, in which none can be made (see :func:`_enter_own_user_namespace`: ``RLIMIT_NPROC`` counts
+   per user namespace, and the server's one is shared by every sibling);
 1. ``unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET)``, ``lo`` up (as bubblewrap does), then every
    mount private (nothing propagates back);
 2. the mounts beneath ``/tmp`` that it must keep (the pool's workspace folder and any Python path that
@@ -15,10 +18,12 @@ settings or runs anything of the agent's, makes its own mount, IPC and network n
    folder only this sandbox's own folder comes back (the siblings' folders are not even visible), bound
    read-only but for its ``workspace`` and ``tmp`` folders (the cells may write all of ``/tmp``, so
    read-only mounts, not Landlock, keep ``../``, the worker's log and the hard-linked inputs unwritable);
+   the folders made on the tmpfs to hold these mounts are read-only too (nothing planted there survives
+   the wipe between trajectories);
 5. ``CAP_SYS_ADMIN``, ``CAP_NET_ADMIN`` (and ``CAP_SETPCAP``, which the bounding-set drop needs) are
    dropped from every capability set, the bounding set included, so neither the worker nor anything it
    forks can mount or configure a network again: the worker is left with what a bubblewrap worker of its
-   own has.
+   own has (after step 0, only what it held when forked, less these three).
 
 The server is given these three capabilities for this alone (:func:`datadojo.sandbox.isolation.bwrap_server_argv`);
 it never runs agent code. The System V IPC objects of one sandbox are invisible to its siblings from step 1
@@ -39,6 +44,7 @@ __all__ = ["PrivateTmp", "enter_own_namespaces", "mounts_below"]
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _MS_RDONLY = 1
@@ -49,6 +55,7 @@ _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_LOWER = 3
@@ -83,6 +90,9 @@ class PrivateTmp:
     tmp_mb: int
     sandbox_root: str
     workspace: str
+    #: The harness is not root (bubblewrap made one user namespace for the server): a user namespace of
+    #: the worker's own first, so that ``RLIMIT_NPROC`` counts this sandbox's processes alone.
+    own_user: bool = False
 
 
 def _libc() -> ctypes.CDLL:
@@ -183,22 +193,94 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", _IFF_UP))
 
 
-def _drop_capabilities(libc: ctypes.CDLL) -> None:
-    """Drop :data:`_DROPPED` from every capability set, the bounding set first."""
-    for cap in _DROPPED:
-        _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+def _effective_capabilities(libc: ctypes.CDLL) -> int:
     header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
     data = (_CapData * 2)()
     _check(libc.capget(ctypes.byref(header), data), "capget")
-    mask = 0xFFFFFFFF
-    for cap in _DROPPED:
-        mask &= ~(1 << cap)
-    data[0].effective &= mask
-    data[0].permitted &= mask
-    data[0].inheritable &= mask
+    return int(data[0].effective) | (int(data[1].effective) << 32)
+
+
+def _drop_capabilities(libc: ctypes.CDLL, held: int) -> None:
+    """Keep only ``held`` (the capabilities the worker had when forked) less :data:`_DROPPED`.
+
+    ``held`` matters after a user namespace of its own, which gave the worker every capability there.
+    The bounding set first, CAP_SETPCAP (which that needs) last.
+    """
+    keep = held & ~sum(1 << cap for cap in _DROPPED)
+    last = _last_capability()
+    for cap in [c for c in range(last + 1) if c != _CAP_SETPCAP] + [_CAP_SETPCAP]:
+        if not keep >> cap & 1:
+            _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+    header = _CapHeader(version=0x20080522, pid=0)
+    data = (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
+    for i in (0, 1):
+        mask = keep >> (32 * i) & 0xFFFFFFFF
+        data[i].effective &= mask
+        data[i].permitted &= mask
+        data[i].inheritable &= mask
     _check(libc.capset(ctypes.byref(header), data), "capset")
-    for cap in _DROPPED:  # gone with inheritable anyway; said for the reader
-        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, cap, 0, 0)
+    for cap in range(last + 1):  # gone with inheritable anyway; said for the reader
+        if not keep >> cap & 1:
+            libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, cap, 0, 0)
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 40  # CAP_CHECKPOINT_RESTORE, the last one of Linux 5.9-6.x
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _mount_flags(point: str) -> int | None:
+    """The flags of the mount at ``point`` (None: nothing is mounted exactly there)."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        if not any(_unescape(line.split()[4]) == point for line in fh if len(line.split()) >= 6):
+            return None
+    return _options_of(point)
+
+
+def _enter_own_user_namespace(libc: ctypes.CDLL) -> int | None:
+    """A user namespace of this worker's own, mapping only its uid and gid, in which none can be made.
+
+    Without root, bubblewrap makes one user namespace for the fork server, and ``RLIMIT_NPROC`` counts
+    the processes of a user per user namespace: every sibling's worker and cells would count against
+    each cell's ``max_procs`` (a pool of 32 could not start a thread). A worker started on its own has
+    bubblewrap's namespace to itself; a forked one makes its own here, as bubblewrap would. Nested user
+    namespaces are then forbidden as bubblewrap's ``--disable-userns`` does it: the namespace's
+    ``user.max_user_namespaces`` set to 0 (written while ``/proc/sys`` is writable in a mount namespace
+    that is still the server's user namespace's; the caller makes it read-only again).
+
+    Returns the flags of ``/proc/sys`` when it is a read-only mount of its own (to be made so again).
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS) before the user namespace")
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    sys_flags = _mount_flags("/proc/sys")
+    if sys_flags is not None and sys_flags & _MS_RDONLY:
+        rw = _MS_REMOUNT | _MS_BIND | (sys_flags & ~_MS_RDONLY)
+        _check(libc.mount(None, b"/proc/sys", None, rw, None), "remount /proc/sys read-write")
+    _check(libc.unshare(_CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+    # The worker is not dumpable (the fork server made it so), and /proc/self of a process that is not
+    # is owned by root: dumpable just long enough to write its own maps.
+    _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 1)")
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    finally:
+        _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")
+    _write("/proc/sys/user/max_user_namespaces", "0")
+    return sys_flags if sys_flags is not None and sys_flags & _MS_RDONLY else None
 
 
 def _seal_sandbox_root(libc: ctypes.CDLL, want: PrivateTmp) -> None:
@@ -221,6 +303,23 @@ def _seal_sandbox_root(libc: ctypes.CDLL, want: PrivateTmp) -> None:
             os.close(fd)
 
 
+def _seal_skeleton(libc: ctypes.CDLL, points: list[str]) -> None:
+    """The folders made on the fresh tmpfs to hold the bound-back mounts, read-only (their mounts unchanged).
+
+    They are made by the worker as its own uid, which is the cells' uid too where bubblewrap runs in a
+    user namespace (a user without root). Writable, they would let a cell plant a file that the wipe
+    between trajectories keeps (it never walks into them), so the next task in this sandbox would find
+    it. Each top folder is bound onto itself, recursively, and only that bind is made read-only.
+    """
+    tops = sorted({"/tmp/" + p[len("/tmp/") :].split("/", 1)[0] for p in points} - set(points))
+    for top in tops:
+        fd = os.open(top, os.O_PATH | os.O_CLOEXEC)
+        try:
+            _bind(libc, fd, top, _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        finally:
+            os.close(fd)
+
+
 def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     """Steps 1-5 of the module docstring; the names of ``/tmp``'s entries that hold bound-back mounts.
 
@@ -228,12 +327,17 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     its log).
     """
     libc = _libc()
+    held = _effective_capabilities(libc)
+    sys_flags = _enter_own_user_namespace(libc) if want.own_user else None
     _check(
         libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET),
         "unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET)",
     )
     _loopback_up()
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    if sys_flags is not None:  # read-only again (it was); only making a mount stricter is allowed here
+        ro = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _options_of("/proc/sys") | sys_flags
+        _check(libc.mount(None, b"/proc/sys", None, ro, None), "remount /proc/sys read-only")
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
         below = mounts_below("/tmp", fh.read())
     root = want.sandbox_root.rstrip("/")
@@ -257,6 +361,7 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     finally:
         for _point, fd, _flags, _is_dir in keep:
             os.close(fd)
+    _seal_skeleton(libc, [point for point, _fd, _flags, _is_dir in keep])
     _seal_sandbox_root(libc, want)
-    _drop_capabilities(libc)
+    _drop_capabilities(libc, held)
     return sorted({p[len("/tmp/") :].split("/", 1)[0] for p, _fd, _flags, _is_dir in keep})
