@@ -10,13 +10,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DIE", "RecordingWorker"]
+__all__ = ["DIE", "NICE", "RecordingWorker"]
 
 DIE = "die"  # the item that kills the worker process (a process lost to the OOM killer, say)
+NICE = "nice"  # the item that returns the worker process's niceness instead of a square
 
 
 class RecordingWorker:
-    """``run(n)`` returns ``(n * n, pid)``; ``run(DIE)`` ends the process without cleanup.
+    """``run(n)`` returns ``(n * n, pid)``; ``run(DIE)`` ends the process without cleanup; ``run(NICE)``
+    returns ``(niceness, pid)``.
 
     Each build writes ``built-<pid>`` and each close ``closed-<pid>`` under ``marks``, so a test sees how
     many times each process built its worker and that it was closed.
@@ -31,6 +33,8 @@ class RecordingWorker:
     async def run(self, item: Any) -> tuple[Any, int]:
         if item == DIE:
             os._exit(3)
+        if item == NICE:
+            return os.getpriority(os.PRIO_PROCESS, 0), os.getpid()
         return item * item, os.getpid()
 
     async def close(self) -> None:
