@@ -168,8 +168,6 @@ async def main() -> None:
     tasks = [Task(id=f"scale-{i}", question="What is x?", files=[csv]) for i in range(args.tasks)]
     sandbox = SandboxConfig(mode=args.mode)  # type: ignore[arg-type]
     cores = os.cpu_count() or 1
-    local = remote = None
-    local_s = local_cpu = local_drv = ray_s = ray_drv = ray_start = 0.0
     print(f"scale benchmark: {args.tasks} tasks x {TURNS} turns, latency {args.latency * 1000:.0f} ms, concurrency "
           f"{args.concurrency}, {args.mode} sandboxes, cores {cores}, load {os.getloadavg()[0]:.1f}, "
           f"yardstick {yardstick_ms():.3f} ms")  # fmt: skip
@@ -181,7 +179,6 @@ async def main() -> None:
             # Alternate the order (local first, then Ray first, ...): on a shared machine a slow minute
             # falls on one side of one pair, and the median pair's ratio does not take it.
             local_out, ray_out = Path(tmp) / f"local-{rep}.jsonl", Path(tmp) / f"ray-{rep}.jsonl"
-
             ray_first = rep % 2 == 1
             if ray_first:
                 remote, ray_s, ray_drv, ray_start = await on_ray(

@@ -110,6 +110,7 @@ def folder_outline(path: str | os.PathLike[str], budget_chars: int) -> str:
 
 #: One lock per profile being made: the agent loop builds prompts in worker threads, and episodes that
 #: start together on the same file must not all read it (one does; the others wait for its cached text).
+#: Dropped once the profile is cached.
 _PROFILE_LOCKS: dict[tuple[str, int, int, int, bool], threading.Lock] = {}
 _PROFILE_LOCKS_GUARD = threading.Lock()
 
@@ -126,7 +127,10 @@ def _cached_profile(path: str, budget_chars: int, *, outline: bool = False) -> s
     with _PROFILE_LOCKS_GUARD:
         lock = _PROFILE_LOCKS.setdefault(key, threading.Lock())
     with lock:
-        return _profile(*key)
+        text = _profile(*key)
+    with _PROFILE_LOCKS_GUARD:  # made and cached now: a later caller needs no lock (nor should it grow)
+        _PROFILE_LOCKS.pop(key, None)
+    return text
 
 
 @functools.lru_cache(maxsize=512)

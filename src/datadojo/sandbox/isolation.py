@@ -154,7 +154,9 @@ def _bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
-def _namespace_args() -> list[str]:
+def _namespace_args(*, disable_userns: bool = True) -> list[str]:
+    """``disable_userns=False``: a fork server's, whose workers make their own user namespace without root
+    and forbid nested ones themselves (:mod:`datadojo.sandbox.worker.namespaces`)."""
     if os.geteuid() == 0:
         # Privileged mode: no user namespace, so the cells' uid is a real one and RLIMIT_NPROC counts it.
         args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -162,7 +164,7 @@ def _namespace_args() -> list[str]:
         for cap in _CAPS_KEPT:
             args += ["--cap-add", cap]
     else:
-        args = ["--unshare-user", "--unshare-all", "--disable-userns"]
+        args = ["--unshare-user", "--unshare-all", *(["--disable-userns"] if disable_userns else [])]
     return [*args, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
 
 
@@ -480,7 +482,7 @@ def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: li
     # /tmp, its own loopback) and drops all but CAP_SYS_PTRACE before it reads its settings. Without root
     # it makes its own user namespace first (per-sandbox process counts) and forbids nested ones itself,
     # so the server may not be started with --disable-userns (which would forbid the worker's own).
-    argv = [exe, *[a for a in _namespace_args() if a != "--disable-userns"]]
+    argv = [exe, *_namespace_args(disable_userns=False)]
     for cap in _FORK_SERVER_CAPS:
         argv += ["--cap-add", cap]
     argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]

@@ -47,6 +47,7 @@ __all__ = [
     "abi_version",
     "build_ruleset",
     "drop_capabilities",
+    "effective_capabilities",
     "restrict_self",
 ]
 
@@ -245,24 +246,60 @@ class _CapData(ctypes.Structure):
     ]
 
 
-def drop_capabilities() -> None:
-    """Clear every capability of the calling process (a root cell at the Landlock level).
+_CAP_SETPCAP = 8
+_EINVAL = 22
 
-    Landlock binds root's file and TCP access, but a root process with capabilities could still load a
-    kernel module from memory, reboot, open raw sockets or change the clock; without them it is an
-    ordinary user that happens to have uid 0. ``PR_SET_NO_NEW_PRIVS`` (set by :func:`restrict_self`)
-    keeps exec from granting them back.
+
+def effective_capabilities() -> int:
+    """The calling process's effective capabilities as a bit mask (bit ``n``: capability ``n``)."""
+    if _LIBC is None:
+        raise LandlockError(0, "no libc")
+    header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if _LIBC.capget(ctypes.byref(header), data) != 0:
+        raise _errno_error("capget")
+    return int(data[0].effective) | int(data[1].effective) << 32
+
+
+def drop_capabilities(keep: int = 0) -> None:
+    """Clear every capability of the calling process but ``keep`` (a bit mask), the bounding set first.
+
+    A root cell at the Landlock level clears all: Landlock binds root's file and TCP access, but a root
+    process with capabilities could still load a kernel module from memory, reboot, open raw sockets or
+    change the clock; without them it is an ordinary user that happens to have uid 0.
+    ``PR_SET_NO_NEW_PRIVS`` (set by :func:`restrict_self`) keeps exec from granting them back. A forked
+    worker keeps what it held when forked less what it needed for its namespaces
+    (:mod:`datadojo.sandbox.worker.namespaces`).
+
+    Changing the bounding set needs ``CAP_SETPCAP``: without it (a cell without root) nothing there can be
+    dropped, and nothing in it can be used either; with it, a refusal is an error.
     """
     if _LIBC is None:
         raise LandlockError(0, "no libc")
-    for cap in range(64):  # the bounding set first (needs CAP_SETPCAP, which we still have)
-        if (
-            _LIBC.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22
-        ):  # PR_CAPBSET_DROP; EINVAL: past the last
-            break
-    _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-    header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
+    strict = bool(effective_capabilities() >> _CAP_SETPCAP & 1)
+    for cap in range(64):
+        if keep >> cap & 1:
+            continue
+        if _LIBC.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            if ctypes.get_errno() == _EINVAL:  # past the last capability of this kernel
+                break
+            if strict:
+                raise _errno_error(f"drop capability {cap} from the bounding set")
+    if keep:
+        for cap in range(64):  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER (EINVAL past the last: ignored)
+            if not keep >> cap & 1:
+                _LIBC.prctl(47, 3, cap, 0, 0)
+    else:
+        _LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    header = _CapHeader(version=0x20080522, pid=0)
     data = (_CapData * 2)()
+    if _LIBC.capget(ctypes.byref(header), data) != 0:
+        raise _errno_error("capget")
+    for i in (0, 1):
+        mask = keep >> (32 * i) & 0xFFFFFFFF
+        data[i].effective &= mask
+        data[i].permitted &= mask
+        data[i].inheritable &= mask
     if _LIBC.capset(ctypes.byref(header), data) != 0:
         raise _errno_error("capset")
 

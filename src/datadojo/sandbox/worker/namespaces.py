@@ -37,7 +37,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 
-from datadojo.sandbox.landlock import _CapData, _CapHeader  # the one definition of capget/capset's structs
+from datadojo.sandbox.landlock import drop_capabilities, effective_capabilities
 
 __all__ = ["PrivateTmp", "enter_own_namespaces", "mounts_below"]
 
@@ -56,9 +56,6 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_LOWER = 3
 _CAP_SETPCAP = 8
 _CAP_NET_ADMIN = 12
 _CAP_SYS_ADMIN = 21
@@ -150,9 +147,9 @@ def mounts_below(top: str, mountinfo: str) -> list[tuple[str, int]]:
     return out
 
 
-def _options_of(point: str) -> int:
-    """The flags of the mount visible at ``point`` now (the last one listed there)."""
-    flags = 0
+def _mount_flags(point: str) -> int | None:
+    """The flags of the mount visible at ``point`` now (the last one listed there); None: none is."""
+    flags = None
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
         for line in fh:
             fields = line.split()
@@ -170,7 +167,7 @@ def _bind(libc: ctypes.CDLL, fd: int, target: str, flags: int) -> None:
         f"bind {target}",
     )
     if flags & _MS_RDONLY:
-        remount = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _options_of(target) | flags
+        remount = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | (_mount_flags(target) or 0) | flags
         _check(libc.mount(None, target.encode(), None, remount, None), f"remount {target} read-only")
 
 
@@ -193,60 +190,12 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", _IFF_UP))
 
 
-def _effective_capabilities(libc: ctypes.CDLL) -> int:
-    header = _CapHeader(version=0x20080522, pid=0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    _check(libc.capget(ctypes.byref(header), data), "capget")
-    return int(data[0].effective) | (int(data[1].effective) << 32)
-
-
-def _drop_capabilities(libc: ctypes.CDLL, held: int) -> None:
-    """Keep only ``held`` (the capabilities the worker had when forked) less :data:`_DROPPED`.
-
-    ``held`` matters after a user namespace of its own, which gave the worker every capability there.
-    The bounding set first, CAP_SETPCAP (which that needs) last.
-    """
-    keep = held & ~sum(1 << cap for cap in _DROPPED)
-    last = _last_capability()
-    for cap in [c for c in range(last + 1) if c != _CAP_SETPCAP] + [_CAP_SETPCAP]:
-        if not keep >> cap & 1:
-            _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
-    header = _CapHeader(version=0x20080522, pid=0)
-    data = (_CapData * 2)()
-    _check(libc.capget(ctypes.byref(header), data), "capget")
-    for i in (0, 1):
-        mask = keep >> (32 * i) & 0xFFFFFFFF
-        data[i].effective &= mask
-        data[i].permitted &= mask
-        data[i].inheritable &= mask
-    _check(libc.capset(ctypes.byref(header), data), "capset")
-    for cap in range(last + 1):  # gone with inheritable anyway; said for the reader
-        if not keep >> cap & 1:
-            libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, cap, 0, 0)
-
-
-def _last_capability() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as fh:
-            return int(fh.read())
-    except (OSError, ValueError):
-        return 40  # CAP_CHECKPOINT_RESTORE, the last one of Linux 5.9-6.x
-
-
 def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, text.encode("ascii"))
     finally:
         os.close(fd)
-
-
-def _mount_flags(point: str) -> int | None:
-    """The flags of the mount at ``point`` (None: nothing is mounted exactly there)."""
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
-        if not any(_unescape(line.split()[4]) == point for line in fh if len(line.split()) >= 6):
-            return None
-    return _options_of(point)
 
 
 def _enter_own_user_namespace(libc: ctypes.CDLL) -> int | None:
@@ -303,6 +252,11 @@ def _seal_sandbox_root(libc: ctypes.CDLL, want: PrivateTmp) -> None:
             os.close(fd)
 
 
+def _top_names(points: list[str]) -> list[str]:
+    """The names of the entries of ``/tmp`` that hold ``points`` (paths beneath ``/tmp``)."""
+    return sorted({p[len("/tmp/") :].split("/", 1)[0] for p in points})
+
+
 def _seal_skeleton(libc: ctypes.CDLL, points: list[str]) -> None:
     """The folders made on the fresh tmpfs to hold the bound-back mounts, read-only (their mounts unchanged).
 
@@ -311,8 +265,7 @@ def _seal_skeleton(libc: ctypes.CDLL, points: list[str]) -> None:
     between trajectories keeps (it never walks into them), so the next task in this sandbox would find
     it. Each top folder is bound onto itself, recursively, and only that bind is made read-only.
     """
-    tops = sorted({"/tmp/" + p[len("/tmp/") :].split("/", 1)[0] for p in points} - set(points))
-    for top in tops:
+    for top in sorted({f"/tmp/{name}" for name in _top_names(points)} - set(points)):
         fd = os.open(top, os.O_PATH | os.O_CLOEXEC)
         try:
             _bind(libc, fd, top, _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
@@ -327,7 +280,7 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     its log).
     """
     libc = _libc()
-    held = _effective_capabilities(libc)
+    held = effective_capabilities()
     sys_flags = _enter_own_user_namespace(libc) if want.own_user else None
     _check(
         libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET),
@@ -336,7 +289,7 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     _loopback_up()
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
     if sys_flags is not None:  # read-only again (it was); only making a mount stricter is allowed here
-        ro = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _options_of("/proc/sys") | sys_flags
+        ro = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | (_mount_flags("/proc/sys") or 0) | sys_flags
         _check(libc.mount(None, b"/proc/sys", None, ro, None), "remount /proc/sys read-only")
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
         below = mounts_below("/tmp", fh.read())
@@ -361,7 +314,9 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
     finally:
         for _point, fd, _flags, _is_dir in keep:
             os.close(fd)
-    _seal_skeleton(libc, [point for point, _fd, _flags, _is_dir in keep])
+    points = [point for point, _fd, _flags, _is_dir in keep]
+    _seal_skeleton(libc, points)
     _seal_sandbox_root(libc, want)
-    _drop_capabilities(libc, held)
-    return sorted({p[len("/tmp/") :].split("/", 1)[0] for p, _fd, _flags, _is_dir in keep})
+    # what it held when forked (a user namespace of its own gave it every capability there), less these
+    drop_capabilities(keep=held & ~sum(1 << cap for cap in _DROPPED))
+    return _top_names(points)

@@ -170,21 +170,26 @@ def kill_everything_now(me: int, *, pidns: bool) -> None:
     running is stopped the moment this returns; reaping them (the slow part: a process with a large address
     space takes milliseconds to tear down) can come later, in :func:`sweep`.
     """
-    table = None if pidns else subtree_table(me)
-    if table is not None:
-        victims = list(table)
-    elif pidns:
-        victims = [p for p in all_pids() if p not in (1, me)]
-    else:
-        scanned: dict[int, tuple[str, int]] = {}
-        for p in all_pids():
-            st = proc_stat(p)
-            if st is not None:
-                scanned[p] = (st[0], st[1])
-        victims = descendants(me, scanned)
-    for p in victims:
+    for p in _candidates(me, pidns=pidns)[1]:
         with contextlib.suppress(OSError):
             os.kill(p, signal.SIGKILL)
+
+
+def _candidates(me: int, *, pidns: bool) -> tuple[dict[int, tuple[str, int]], list[int]]:
+    """(state and parent of each process seen, the processes a sweep of ``me`` would end, kept ones included).
+
+    Inside the PID namespace, every process but PID 1 (bubblewrap's init, or us under unshare) and ``me``;
+    outside it, every descendant of ``me`` (its own children lists where it may read them, else a scan).
+    """
+    subtree = None if pidns else subtree_table(me)
+    if subtree is not None:
+        return subtree, list(subtree)
+    table = {}
+    for p in all_pids():
+        st = proc_stat(p)
+        if st is not None:
+            table[p] = (st[0], st[1])
+    return table, [p for p in table if p not in (1, me)] if pidns else descendants(me, table)
 
 
 def kill_session(pid: int, session: int) -> None:
@@ -309,17 +314,7 @@ def sweep(
         for sid in sessions - keep:
             with contextlib.suppress(OSError):
                 os.killpg(sid, signal.SIGKILL)
-        subtree = None if pidns else subtree_table(me)
-        if subtree is not None:
-            table, candidates = subtree, list(subtree)
-        else:
-            table = {}
-            for p in all_pids():
-                st = proc_stat(p)
-                if st is not None:
-                    table[p] = (st[0], st[1])
-            # In the PID namespace PID 1 is bubblewrap's init (or us, under unshare).
-            candidates = [p for p in table if p not in (1, me)] if pidns else descendants(me, table)
+        table, candidates = _candidates(me, pidns=pidns)
         victims, pending = [], False
         for p in candidates:
             if p in keep:
