@@ -54,6 +54,8 @@ __all__ = [
     "parse_sweeps",
     "plan",
     "run_recipe",
+    "same_value",
+    "study_sweeps",
     "variants",
 ]
 
@@ -95,11 +97,13 @@ class Stage:
 
 @dataclass
 class Variant:
-    """One configuration of a sweep: ``label`` (``key=value, ...``; ``base`` without a sweep)."""
+    """One configuration of a sweep: ``label`` (``key=value, ...``; ``base`` without a sweep), and the seed of
+    its run when the recipe's ``[study]`` asks for several (``None``: the stages' own seeds)."""
 
     label: str
     values: dict[str, Any]
     config: RecipeConfig
+    seed: int | None = None
 
 
 @dataclass
@@ -137,18 +141,59 @@ def parse_sweeps(specs: Sequence[str]) -> dict[str, list[Any]]:
     return out
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two setting values are the same as TOML reads them: ``true`` is not ``1``, ``16`` is ``16.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def study_sweeps(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None) -> dict[str, list[Any]]:
+    """The sweeps with the ``[study]`` arm checked: its method and baseline must be among the arm's swept
+    values (an error naming the key otherwise); an arm the command does not sweep is swept over the two."""
+    out = {k: list(v) for k, v in (sweeps or {}).items()}
+    study = config.study
+    if study is None:
+        return out
+    if study.arm not in out:
+        out[study.arm] = [study.method, study.baseline]
+    values = out[study.arm]
+    shown = ", ".join(repr(v) for v in values)
+    for role in ("method", "baseline"):
+        want = getattr(study, role)
+        if not any(same_value(want, v) for v in values):
+            raise RecipeError(
+                f"[study] {role} = {want!r}: not among the --sweep values of {study.arm} ({shown})"
+            )
+    if same_value(study.method, study.baseline):
+        raise RecipeError(f"[study] method and baseline are the same value of {study.arm}: {study.method!r}")
+    return out
+
+
 def variants(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None = None) -> list[Variant]:
-    """Every combination of the sweep values (the base config alone without a sweep)."""
-    if not sweeps:
-        return [Variant("base", {}, config)]
-    keys = list(sweeps)
+    """Every combination of the sweep values (the base config alone without a sweep), once per seed of the
+    recipe's ``[study]``: each seed is written to :meth:`RecipeConfig.seed_settings`."""
+    sweeps = study_sweeps(config, sweeps)
+    seeds: list[int | None] = (config.study.seed_list if config.study else None) or [None]
+    combos = (
+        [{}]
+        if not sweeps
+        else [dict(zip(sweeps, combo, strict=True)) for combo in itertools.product(*sweeps.values())]
+    )
     out = []
-    for combo in itertools.product(*(sweeps[k] for k in keys)):
+    for values in combos:
         cfg = config
-        for k, v in zip(keys, combo, strict=True):
+        for k, v in values.items():
             cfg = cfg.with_setting(k, v)
-        values = dict(zip(keys, combo, strict=True))
-        out.append(Variant(", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()), values, cfg))
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
+        for seed in seeds:
+            if seed is None:
+                out.append(Variant(label, values, cfg))
+                continue
+            seeded = cfg
+            for key in cfg.seed_settings():
+                seeded = seeded.with_setting(key, seed)
+            out.append(Variant(f"{label}, seed={seed}" if values else f"seed={seed}", values, seeded, seed))
     return out
 
 
