@@ -32,7 +32,7 @@ import pytest
 from typer.testing import CliRunner
 
 from datadojo.cli.app import app
-from datadojo.recipes import load_recipe, parse_sweeps, variants
+from datadojo.recipes import load_recipe, parse_sweeps, run, variants
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -49,6 +49,7 @@ SCORES: dict[tuple[bool, int], list[float]] = {
 CALLS: Counter[str] = Counter()
 SEEN: list[tuple[bool, int, int | None]] = []
 NO_SCORE: set[tuple[bool, int, int]] = set()  # (warm-up, labels, seed) whose eval reports no pass@1
+CRASH: set[tuple[bool, int, int]] = set()  # (warm-up, labels, seed) whose fine-tuning crashes
 
 
 def _rl(ctx: StageContext) -> dict[str, Any]:
@@ -59,6 +60,8 @@ def _rl(ctx: StageContext) -> dict[str, Any]:
 def _downstream(ctx: StageContext) -> dict[str, Any]:
     section = ctx.config.stage("downstream")
     SEEN.append((ctx.dep("rl")["warmed_up"], section["labels"], section.get("seed")))
+    if SEEN[-1] in CRASH:
+        raise RuntimeError("loss is nan at step 3")
     return {"warmed_up": ctx.dep("rl")["warmed_up"], "labels": section["labels"], "seed": section.get("seed")}
 
 
@@ -92,6 +95,7 @@ def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     CALLS.clear()
     SEEN.clear()
     NO_SCORE.clear()
+    CRASH.clear()
 
 
 def _recipe(root: Path, study: str = STUDY) -> Path:
@@ -174,6 +178,43 @@ def test_a_point_short_of_seeds_is_flagged_and_the_statistics_use_the_seeds_it_h
     md = (path.parent / "out" / "report.md").read_text()
     assert "| toy | rl on | 16 | 53.0 | 50.0 | 56.0 | 2/3 ⚠ |" in md
     assert "fewer than the 3 seeds asked" in md and "toy · rl on @ 16: 2 of 3" in md
+
+
+def test_a_failed_replicate_leaves_the_others_their_figure_and_the_rerun_retries_it(tmp_path: Path) -> None:
+    path = _recipe(tmp_path)
+    CRASH.add((True, 16, 2))
+    args = ["recipe", "run", str(path), "--sweep", "stages.downstream.labels=0,8,16,32"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output  # a RuntimeError: a bug's status, not success
+    assert (
+        "1 of 24 runs of the study failed: labels=16, enabled=True, seed=2: stage downstream: " in res.output
+    )
+    assert len(SEEN) == 24  # every other replicate ran
+    out = path.parent / "out"
+    report = json.loads((out / "report.json").read_text())
+    (fig,) = report["figures"]
+    assert fig["short_of_seeds"] == ["toy · rl on @ 16: 2 of 3 (no score for seed 2)"]
+    assert fig["gain"]["toy"]["curve_level_gain"] == pytest.approx(0.34 / 3)  # on the means it has
+    assert report["failed"] == {
+        "labels=16, enabled=True, seed=2": "stage downstream: RuntimeError: loss is nan at step 3"
+    }
+    (failure,) = json.loads((out / "failed.json").read_text())["failed"]
+    assert failure["stage"] == "downstream" and "loss is nan" in failure["traceback"]
+    assert "## Failed runs" in (out / "report.md").read_text()
+    # the rerun runs exactly the failed replicate's stages and completes the figure
+    CRASH.clear()
+    SEEN.clear()
+    fig = _cli(path, "stages.downstream.labels=0,8,16,32")
+    assert SEEN == [(True, 16, 2)]
+    assert fig["short_of_seeds"] == [] and fig["gain"]["toy"]["curve_level_gain_std"] == pytest.approx(0.03)
+    assert json.loads((out / "failed.json").read_text()) == {"failed": []}
+
+
+def test_without_seeds_a_failure_stops_the_run(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, STUDY.replace("seeds = 3\n", ""))
+    CRASH.add((True, 8, None))
+    with pytest.raises(RuntimeError, match="loss is nan"):
+        run(load_recipe(path), sweeps=parse_sweeps(["stages.downstream.labels=0,8,16,32"]))
 
 
 def test_the_arms_named_must_be_among_the_swept_values(tmp_path: Path) -> None:

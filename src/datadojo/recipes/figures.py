@@ -130,8 +130,9 @@ def sweep_figures(result: RecipeResult, vs: Sequence[Variant]) -> list[Figure]:
         return []
     keys = list(vs[0].values)
     titles = benchmark_titles(result, vs)
+    ran = [v for v in vs if v.label not in result.failed] or vs  # a failed replicate has no last checkpoint
     checkpoints = [
-        (st, label) for st, label in CHECKPOINTS if all(st in result.entries.get(v.label, {}) for v in vs)
+        (st, label) for st, label in CHECKPOINTS if all(st in result.entries.get(v.label, {}) for v in ran)
     ]
     figures: list[Figure] = []
     if checkpoints and titles:
