@@ -98,12 +98,12 @@ def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     CRASH.clear()
 
 
-def _recipe(root: Path, study: str = STUDY) -> Path:
+def _recipe(root: Path, study: str = STUDY, labels: int = 0) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     path = root / "envlunch.toml"
     path.write_text(
         f'recipe = "envlunch"\nout = "out"\ninputs = []\n[models]\nstudent = "ckpt"\n{study}'
-        "[stages.downstream]\nlabels = 0\n",
+        f"[stages.downstream]\nlabels = {labels}\n",
         encoding="utf-8",
     )
     return path
@@ -215,6 +215,19 @@ def test_without_seeds_a_failure_stops_the_run(tmp_path: Path) -> None:
     CRASH.add((True, 8, None))
     with pytest.raises(RuntimeError, match="loss is nan"):
         run(load_recipe(path), sweeps=parse_sweeps(["stages.downstream.labels=0,8,16,32"]))
+
+
+def test_a_study_without_a_numeric_sweep_draws_a_bar_per_arm_at_the_mean_over_seeds(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, labels=8)
+    res = CliRunner().invoke(app, ["recipe", "run", str(path)])  # the [study] arm alone is swept
+    assert res.exit_code == 0, res.output
+    (fig,) = json.loads((tmp_path / "out" / "report.json").read_text())["figures"]
+    # budget 8: rl on (.40 + .50 + .60) / 3 = .50, rl off (.30 + .35 + .40) / 3 = .35
+    assert fig["kind"] == "bars" and list(fig["series"]) == ["enabled=True", "enabled=False"]
+    assert fig["series"]["enabled=True"] == pytest.approx([0.50, 0.50])
+    assert fig["series"]["enabled=False"] == pytest.approx([0.35, 0.35])
+    assert fig["seeds"] == {"enabled=True": [3], "enabled=False": [3]}
+    assert "| enabled=False | 35.0 | 35.0 | 3/3 |" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_the_arms_named_must_be_among_the_swept_values(tmp_path: Path) -> None:

@@ -106,6 +106,10 @@ class Variant:
     values: dict[str, Any]
     config: RecipeConfig
     seed: int | None = None
+    point: str = ""  # the label without the seed: the sweep point this run is a replicate of
+
+    def __post_init__(self) -> None:
+        self.point = self.point or self.label
 
 
 @dataclass
@@ -206,7 +210,8 @@ def variants(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None = 
             seeded = cfg
             for key in cfg.seed_settings():
                 seeded = seeded.with_setting(key, seed)
-            out.append(Variant(f"{label}, seed={seed}" if values else f"seed={seed}", values, seeded, seed))
+            name = f"{label}, seed={seed}" if values else f"seed={seed}"
+            out.append(Variant(name, values, seeded, seed, label))
     return out
 
 

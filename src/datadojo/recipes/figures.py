@@ -204,10 +204,10 @@ def _curves(
         charts.append(
             line_chart_svg(
                 {n: [(x, b.mean) for x, b in c.items()] for n, c in per_arm.items()},
-                title=f"{bench}: pass@1 ({label}) over {_short(xkey)}",
+                title=f"{bench}: pass@1 ({label}) over {_short(xkey)}"
+                + (f", mean of {len(seeds)} seeds, band min–max" if len(seeds) > 1 else ""),
                 x_label=_short(xkey),
-                y_label="pass@1 (%)"
-                + (f", mean of {len(seeds)} seeds, min–max band" if len(seeds) > 1 else ""),
+                y_label="pass@1 (%)",
                 bands={n: [(x, b.lo, b.hi) for x, b in c.items()] for n, c in per_arm.items()}
                 if len(seeds) > 1
                 else None,
@@ -365,16 +365,34 @@ def _bars(
 ) -> list[Figure]:
     shown = [c for c in checkpoints if _varies(result, vs, c[0])] or [checkpoints[-1]]
     out = []
+    seeded = any(v.seed is not None for v in vs)
     for stage, label in shown:
-        series: dict[str, list[float | None]] = {}
+        # a bar per sweep point: with [study] seeds, the mean over the seeds that scored (n in the table)
+        runs: dict[str, list[list[float | None]]] = {}
         for v in vs:
-            scores = _scores(result, v, stage, titles)
-            known = [s for s in scores if s is not None]
-            series[v.label] = [*scores, sum(known) / len(known) if known else None]
+            runs.setdefault(v.point, []).append(_scores(result, v, stage, titles))
+        series: dict[str, list[float | None]] = {}
+        counts: dict[str, list[int]] = {}
+        for point, per_seed in runs.items():
+            cols = [[r[j] for r in per_seed if r[j] is not None] for j in range(len(titles))]
+            means = [sum(c) / len(c) if c else None for c in cols]
+            known = [m for m in means if m is not None]
+            series[point] = [*means, sum(known) / len(known) if known else None]
+            counts[point] = [len(c) for c in cols]
         groups = [*titles, "average"]
-        svg = grouped_bar_chart_svg(groups, series, title=f"{label}: pass@1 per benchmark and variant")
-        md = markdown_table(["variant", *groups], [[v, *(pct(x) for x in s)] for v, s in series.items()])
+        title = f"{label}: pass@1 per benchmark and variant" + (", mean over seeds" if seeded else "")
+        svg = grouped_bar_chart_svg(groups, series, title=title)
+        rows = [[v, *(pct(x) for x in s)] for v, s in series.items()]
+        header = ["variant", *groups]
+        if seeded:
+            asked = len(vs[0].config.study.seed_list or []) if vs[0].config.study else 1
+            header.append("seeds per benchmark")
+            for row, point in zip(rows, series, strict=True):
+                row.append(" ".join(f"{n}/{asked}" + (" ⚠" if n < asked else "") for n in counts[point]))
+        md = markdown_table(header, rows)
         data = {"kind": "bars", "checkpoint": stage, "groups": groups, "series": series}
+        if seeded:
+            data["seeds"] = counts
         out.append(Figure(f"{label}: pass@1 per variant (DataMind Fig. 4 shape)", svg, md, data))
     return out
 
