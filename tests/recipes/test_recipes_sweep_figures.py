@@ -61,8 +61,9 @@ def _labelled(path: Path, n: int) -> Path:
 
 def test_envlunch_label_efficiency_curves_with_warmup_on_and_off(tmp_path: Path, toy_ckpt: Path) -> None:
     labelled = _labelled(tmp_path / "labelled.jsonl", 3)
+    study = '[study]\narm = "stages.rl.enabled"\nmethod = true\nbaseline = false\n'
     path = write_recipe(
-        "envlunch", tmp_path, toy_ckpt, extra=f'[stages.downstream]\nlabelled = "{labelled}"\n'
+        "envlunch", tmp_path, toy_ckpt, extra=f'{study}[stages.downstream]\nlabelled = "{labelled}"\n'
     )
     sweeps = parse_sweeps(["stages.downstream.labels=0,2", "stages.rl.enabled=true,false"])
     result = run(load_recipe(path), sweeps=sweeps)

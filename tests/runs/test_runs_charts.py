@@ -86,3 +86,24 @@ def test_grouped_bars_one_group_per_benchmark_values_labelled() -> None:
     assert sorted(labels) == ["12.5", "25.0", "50.0"]
     groups = [t.text for t in root.iter(f"{NS}text") if t.get("class") == "group"]
     assert groups == ["DABench", "BIRD"] and _legend(root) == ["con-select", "non-con"]
+
+
+def test_a_band_is_drawn_under_its_line_from_min_to_max() -> None:
+    # two x (linear, 60 … 450), y in percent: 274 (0) … 34 (1) → 0.4 ↦ 178, 0.6 ↦ 130, 0.5 ↦ 154, 0.7 ↦ 106
+    svg = line_chart_svg(
+        {"rl on": [(8, 0.5), (16, 0.6)], "rl off": [(8, 0.3)]},
+        title="band",
+        bands={"rl on": [(8, 0.4, 0.6), (16, 0.5, 0.7)], "rl off": [(8, 0.2, 0.4)]},
+    )
+    root = _tree(svg)
+    (poly,) = root.iter(f"{NS}polygon")
+    assert poly.get("data-series") == "rl on" and poly.get("data-band") == "8:0.4:0.6 16:0.5:0.7"
+    # upper edge left to right, then the lower edge back
+    assert poly.get("points") == "60.0,130.0 450.0,106.0 450.0,154.0 60.0,178.0"
+    (lone,) = [e for e in root.iter(f"{NS}line") if e.get("class") == "band"]  # a single x: a vertical bar
+    assert (lone.get("x1"), lone.get("y1"), lone.get("y2")) == ("60.0", str(274 - 0.2 * 240), "178.0")
+    # drawn before the line of its series, so the line sits on top
+    group = next(
+        g for g in root.iter(f"{NS}g") if g.get("class") == "series" and g.get("data-series") == "rl on"
+    )
+    assert [c.tag for c in group][:2] == [f"{NS}polygon", f"{NS}polyline"]

@@ -32,7 +32,8 @@ recipe_app = typer.Typer(
 SWEEP_HELP = (
     "KEY=V1,V2: run the recipe once per value of a dotted setting (repeat for a grid), e.g. "
     "stages.curation.strategy=con-select,non-con or stages.rl.gamma_mode=cosine,linear; stages whose inputs "
-    "are the same in several variants run once; the report plots the variants."
+    "are the same in several variants run once; the report plots the variants (a [study] section in the "
+    "recipe names the method and baseline arms and the seeds per point: docs/recipes.md)."
 )
 STATUS_STYLE = {"cached": "green", "run": "yellow", "rerun": "yellow", "shared": "cyan"}
 
@@ -87,6 +88,9 @@ def _go(
             bars.update(tasks[item.stage], completed=1, total=1)
             bars.remove_task(tasks.pop(item.stage))
             console.print(f"[yellow]ran[/yellow]    {label}")
+        elif event == "failed" and item.stage in tasks:  # a replicate of a seeded study: the others go on
+            bars.remove_task(tasks.pop(item.stage))
+            console.print(f"[red]failed[/red] {label}")
 
     try:
         with bars:

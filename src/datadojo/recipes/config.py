@@ -14,21 +14,34 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from datadojo.config import ConfigError, Settings
 
 __all__ = [
     "RECIPES",
+    "SEED_SETTINGS",
     "BenchmarkSpec",
     "ModelsConfig",
     "RecipeConfig",
+    "StudyConfig",
     "load_recipe",
     "model_identity",
     "parse_value",
 ]
 
 RECIPES = ("datamind", "envlunch", "sailor")
+
+#: Where a study's seed goes by default: the settings of the stages a replicate repeats. EnvLunch §4: "Each
+#: downstream fine-tuning setting is repeated with three independent random seeds" (the warm-up runs once
+#: and serves every replicate), so only the downstream GRPO run is reseeded (its data order and rollout
+#: sampling); its eval reruns per seed because its checkpoint differs. DataMind and SciDataSailor repeat
+#: their training: SFT and RL.
+SEED_SETTINGS: dict[str, tuple[str, ...]] = {
+    "datamind": ("stages.sft.seed", "stages.rl.seed"),
+    "envlunch": ("stages.downstream.seed",),
+    "sailor": ("stages.sft.seed", "stages.rl.seed"),
+}
 
 
 class ModelsConfig(Settings):
@@ -58,6 +71,45 @@ class BenchmarkSpec(Settings):
         return self.name or self.bench
 
 
+class StudyConfig(Settings):
+    """A two-arm study over a sweep (EnvLunch Fig. 1): which swept setting tells the arms apart, which of its
+    values is the method and which the baseline, and how many seeds run per point.
+
+    Naming the arms makes the figure independent of the order of the ``--sweep`` values: the sign of the
+    curve-level gain and the matching budget follow the names, not which value came first.
+    """
+
+    arm: str = Field(..., description="dotted setting whose values are the arms (stages.rl.enabled)")
+    method: Any = Field(..., description="the value of `arm` in the method arm (EnvLunch: true, warm-up on)")
+    baseline: Any = Field(..., description="the value of `arm` in the baseline arm (false: warm-up off)")
+    seeds: int | list[int] | None = Field(
+        None,
+        description="runs per point: N (seeds 0..N-1) or a list of seeds; unset: one run, the stages' own seeds",
+    )
+    seed_settings: list[str] | None = Field(
+        None,
+        description="dotted settings each run's seed is written to (default: SEED_SETTINGS of the recipe)",
+    )
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _check_seeds(cls, seeds: int | list[int] | None) -> int | list[int] | None:
+        if isinstance(seeds, bool):
+            raise ValueError(f"[study] seeds: expected a number of runs or a list of seeds, got {seeds!r}")
+        if isinstance(seeds, int) and seeds < 1:
+            raise ValueError(f"[study] seeds: expected a number of runs ≥ 1, got {seeds}")
+        if isinstance(seeds, list) and (not seeds or len(set(seeds)) != len(seeds)):
+            raise ValueError(f"[study] seeds: expected a non-empty list of distinct seeds, got {seeds}")
+        return seeds
+
+    @property
+    def seed_list(self) -> list[int] | None:
+        """The seeds each point runs with (``None``: one run with the recipe's own seeds)."""
+        if self.seeds is None:
+            return None
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
 class RecipeConfig(Settings):
     """A recipe run (module docstring)."""
 
@@ -73,6 +125,9 @@ class RecipeConfig(Settings):
     benchmarks: list[BenchmarkSpec] = Field(
         default_factory=list, description="benchmarks evaluated at the end ([[benchmarks]] tables)"
     )
+    study: StudyConfig | None = Field(
+        None, description="the two arms a sweep compares and the seeds per point ([study], EnvLunch Fig. 1)"
+    )
     executor: Literal["local", "ray"] = Field("local", description="where stages that can fan out run")
     ray_address: str | None = Field(
         None, description="Ray cluster address for executor ray (None: start or join a local one)"
@@ -87,6 +142,12 @@ class RecipeConfig(Settings):
     def stage(self, name: str) -> dict[str, Any]:
         """The settings section of stage ``name`` (empty when the file has none)."""
         return copy.deepcopy(self.stages.get(name, {}))
+
+    def seed_settings(self) -> tuple[str, ...]:
+        """The dotted settings a study's seed is written to (``[study] seed_settings`` or the recipe's)."""
+        if self.study is not None and self.study.seed_settings is not None:
+            return tuple(self.study.seed_settings)
+        return SEED_SETTINGS[self.recipe]
 
     def with_setting(self, key: str, value: Any) -> RecipeConfig:
         """A copy with one dotted setting replaced (``stages.curation.strategy``, ``models.student``)."""

@@ -25,12 +25,13 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datadojo.errors import DataDojoError
+from datadojo.errors import DataDojoError, ExitCode
 from datadojo.fs import write_json_atomic
 from datadojo.recipes.config import RecipeConfig, parse_value
 from datadojo.runs import (
@@ -50,10 +51,13 @@ __all__ = [
     "RecipeResult",
     "Stage",
     "StageContext",
+    "StudyRunsFailed",
     "Variant",
     "parse_sweeps",
     "plan",
     "run_recipe",
+    "same_value",
+    "study_sweeps",
     "variants",
 ]
 
@@ -95,11 +99,17 @@ class Stage:
 
 @dataclass
 class Variant:
-    """One configuration of a sweep: ``label`` (``key=value, ...``; ``base`` without a sweep)."""
+    """One configuration of a sweep: ``label`` (``key=value, ...``; ``base`` without a sweep), and the seed of
+    its run when the recipe's ``[study]`` asks for several (``None``: the stages' own seeds)."""
 
     label: str
     values: dict[str, Any]
     config: RecipeConfig
+    seed: int | None = None
+    point: str = ""  # the label without the seed: the sweep point this run is a replicate of
+
+    def __post_init__(self) -> None:
+        self.point = self.point or self.label
 
 
 @dataclass
@@ -115,13 +125,24 @@ class PlanItem:
 
 @dataclass
 class RecipeResult:
-    """What a run did: the plan it followed and, per variant, each stage's committed entry."""
+    """What a run did: the plan it followed and, per variant, each stage's committed entry; ``failed`` the
+    replicate runs of a seeded study that failed (variant label → ``stage NAME: error``)."""
 
     out: Path
     items: list[PlanItem]
     entries: dict[str, dict[str, CacheEntry]]
     elapsed: dict[tuple[str, str], float]
     report: dict[str, Path] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class StudyRunsFailed(RecipeError):
+    """Some replicate runs of a seeded study failed; the others ran and the report marks the points short
+    of seeds. The exit status is that of the first failure when it was a DataDojo error, else a bug's."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def parse_sweeps(specs: Sequence[str]) -> dict[str, list[Any]]:
@@ -137,18 +158,60 @@ def parse_sweeps(specs: Sequence[str]) -> dict[str, list[Any]]:
     return out
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two setting values are the same as TOML reads them: ``true`` is not ``1``, ``16`` is ``16.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def study_sweeps(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None) -> dict[str, list[Any]]:
+    """The sweeps with the ``[study]`` arm checked: its method and baseline must be among the arm's swept
+    values (an error naming the key otherwise); an arm the command does not sweep is swept over the two."""
+    out = {k: list(v) for k, v in (sweeps or {}).items()}
+    study = config.study
+    if study is None:
+        return out
+    if study.arm not in out:
+        out[study.arm] = [study.method, study.baseline]
+    values = out[study.arm]
+    shown = ", ".join(repr(v) for v in values)
+    for role in ("method", "baseline"):
+        want = getattr(study, role)
+        if not any(same_value(want, v) for v in values):
+            raise RecipeError(
+                f"[study] {role} = {want!r}: not among the --sweep values of {study.arm} ({shown})"
+            )
+    if same_value(study.method, study.baseline):
+        raise RecipeError(f"[study] method and baseline are the same value of {study.arm}: {study.method!r}")
+    return out
+
+
 def variants(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None = None) -> list[Variant]:
-    """Every combination of the sweep values (the base config alone without a sweep)."""
-    if not sweeps:
-        return [Variant("base", {}, config)]
-    keys = list(sweeps)
+    """Every combination of the sweep values (the base config alone without a sweep), once per seed of the
+    recipe's ``[study]``: each seed is written to :meth:`RecipeConfig.seed_settings`."""
+    sweeps = study_sweeps(config, sweeps)
+    seeds: list[int | None] = (config.study.seed_list if config.study else None) or [None]
+    combos = (
+        [{}]
+        if not sweeps
+        else [dict(zip(sweeps, combo, strict=True)) for combo in itertools.product(*sweeps.values())]
+    )
     out = []
-    for combo in itertools.product(*(sweeps[k] for k in keys)):
+    for values in combos:
         cfg = config
-        for k, v in zip(keys, combo, strict=True):
+        for k, v in values.items():
             cfg = cfg.with_setting(k, v)
-        values = dict(zip(keys, combo, strict=True))
-        out.append(Variant(", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()), values, cfg))
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
+        for seed in seeds:
+            if seed is None:
+                out.append(Variant(label, values, cfg))
+                continue
+            seeded = cfg
+            for key in cfg.seed_settings():
+                seeded = seeded.with_setting(key, seed)
+            name = f"{label}, seed={seed}" if values else f"seed={seed}"
+            out.append(Variant(name, values, seeded, seed, label))
     return out
 
 
@@ -226,7 +289,14 @@ def run_recipe(
     finish: Callable[[RecipeResult, list[Variant]], dict[str, Path]] | None = None,
 ) -> RecipeResult:
     """Plan, then (unless ``dry_run``) run every stage not cached, variant by variant; then ``finish``
-    (the report). ``on_stage(item, "start" | "done" | "cached")`` follows the run."""
+    (the report). ``on_stage(item, "start" | "done" | "cached" | "failed")`` follows the run.
+
+    In a study with ``[study] seeds``, a stage that fails ends only its variant (and the variants that would
+    run the same stage key): the other replicates still run, so one diverged seed does not cost the
+    others' figure. The report is written with the points short of seeds flagged, the failures go to
+    ``OUT/failed.json`` with their tracebacks, and :class:`StudyRunsFailed` is raised after the report;
+    the failed stages stay uncommitted, so a rerun retries exactly them. Without seeds, a failure stops
+    the run as before."""
     out = config.path(config.out)
     vs = variants(config, sweeps)
     root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
@@ -238,10 +308,15 @@ def run_recipe(
         if dry_run:
             return result
         by_name = {s.name: s for s in stages}
+        replicated = config.study is not None and config.study.seed_list is not None
+        failures: dict[tuple[str, str], dict[str, Any]] = {}  # (stage, key) → what went wrong
         for v in vs:
             result.entries[v.label] = {}
             for item in (i for i in items if i.variant == v.label):
                 st = by_name[item.stage]
+                if (st.name, item.key) in failures:  # the same stage failed for an earlier variant
+                    result.failed[v.label] = f"stage {st.name}: {failures[(st.name, item.key)]['error']}"
+                    break
                 entry = cache.lookup(st.name, item.key)
                 if entry is not None:
                     result.entries[v.label][st.name] = entry
@@ -260,14 +335,42 @@ def run_recipe(
                     executor if st.executor else None,
                 )
                 t0 = time.perf_counter()
-                manifest = st.run(ctx)
+                try:
+                    manifest = st.run(ctx)
+                except Exception as exc:
+                    if not replicated:
+                        raise
+                    failures[(st.name, item.key)] = {
+                        "variant": v.label,
+                        "stage": st.name,
+                        "key": item.key,
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "exit_code": int(getattr(exc, "exit_code", ExitCode.BUG)),
+                        "traceback": traceback.format_exc(),
+                    }
+                    result.failed[v.label] = f"stage {st.name}: {type(exc).__name__}: {exc}"
+                    if on_stage:
+                        on_stage(item, "failed")
+                    break
                 result.elapsed[(v.label, st.name)] = time.perf_counter() - t0
                 result.entries[v.label][st.name] = cache.commit(st.name, item.key, manifest)
                 if on_stage:
                     on_stage(item, "done")
         write_json_atomic(out / "plan.json", {"recipe": config.recipe, "variants": parts_of})
+        if failures or (out / "failed.json").exists():
+            write_json_atomic(out / "failed.json", {"failed": list(failures.values())})
         if finish is not None:
             result.report = finish(result, vs)
+        if failures:
+            first = next(iter(failures.values()))
+            shown = "; ".join(f"{label}: {why}" for label, why in list(result.failed.items())[:3])
+            more = f" (and {len(result.failed) - 3} more)" if len(result.failed) > 3 else ""
+            raise StudyRunsFailed(
+                f"{len(result.failed)} of {len(vs)} runs of the study failed: {shown}{more}; the report "
+                f"({out / 'report.md'}) flags their points, {out / 'failed.json'} has the tracebacks; rerun "
+                "the same command to retry them",
+                ExitCode(first["exit_code"]) if first["exit_code"] in set(ExitCode) else ExitCode.BUG,
+            )
         return result
     finally:
         cache.close()

@@ -4,9 +4,13 @@ Which figure a sweep gets follows from what was swept:
 
 * a **numeric** key (a label budget, a γ value) → curves: x = the swept value (log-x over ≥ 2 decades, a
   0 budget at the left edge), y = each benchmark's pass@1 at the last checkpoint, one series per arm (the
-  combination of the other keys' values) — EnvLunch Fig. 1. With exactly two arms, the first value of the
-  arm key is the method and the second the baseline, and EnvLunch §4's curve-level gain and matching
-  budget (:mod:`datadojo.recipes.curves`) stand in a table beside the plots (Table 1/2's Δ and Match);
+  combination of the other keys' values) — EnvLunch Fig. 1. With ``[study] seeds``, each point is the mean
+  over its seeds, drawn with a min–max band, and the report counts the seeds each point has (flagging those
+  short of the asked number). The recipe's ``[study]`` names the method and the baseline arm, and EnvLunch
+  §4's curve-level gain and matching budget (:mod:`datadojo.recipes.curves`, on the means) stand in a table
+  beside the plots (Table 1/2's Δ and Match); the series are ordered by role, not by the ``--sweep``
+  order, so the figure is the same whatever that order. Without a ``[study]`` there is no Δ: which arm is
+  the method is not something the order of the values can say;
 * only **categorical** keys (curation strategies, DF-FPU on/off, branching) → grouped bars: one chart per
   checkpoint whose eval differs between variants, a group per benchmark (and the average), a bar per
   variant, values written on the bars — DataMind Fig. 4, SciDataSailor's ablations;
@@ -24,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datadojo.jsonl import iter_jsonl
-from datadojo.recipes.curves import curve_gain, matching_budget
-from datadojo.recipes.engine import RecipeResult, Variant
+from datadojo.recipes.config import StudyConfig
+from datadojo.recipes.curves import SeedBand, compare, seed_bands
+from datadojo.recipes.engine import RecipeResult, Variant, same_value
 from datadojo.runs.charts import grouped_bar_chart_svg, line_chart_svg
 from datadojo.runs.html import html_table
 
@@ -125,12 +130,14 @@ def sweep_figures(result: RecipeResult, vs: Sequence[Variant]) -> list[Figure]:
         return []
     keys = list(vs[0].values)
     titles = benchmark_titles(result, vs)
+    ran = [v for v in vs if v.label not in result.failed] or vs  # a failed replicate has no last checkpoint
     checkpoints = [
-        (st, label) for st, label in CHECKPOINTS if all(st in result.entries.get(v.label, {}) for v in vs)
+        (st, label) for st, label in CHECKPOINTS if all(st in result.entries.get(v.label, {}) for v in ran)
     ]
     figures: list[Figure] = []
     if checkpoints and titles:
-        numeric = [k for k in keys if all(_is_num(v.values[k]) for v in vs)]
+        arm = vs[0].config.study.arm if vs[0].config.study else None
+        numeric = [k for k in keys if k != arm and all(_is_num(v.values[k]) for v in vs)]
         if numeric:
             figures.append(_curves(result, vs, keys, numeric[0], checkpoints[-1], titles))
         else:
@@ -139,6 +146,31 @@ def sweep_figures(result: RecipeResult, vs: Sequence[Variant]) -> list[Figure]:
     if dynamics is not None:
         figures.append(dynamics)
     return figures
+
+
+def _role(study: StudyConfig | None, v: Variant) -> int:
+    """0 for the method arm, 1 for the baseline, 2 for any other value of the arm key (or without a study)."""
+    if study is None or study.arm not in v.values:
+        return 2
+    value = v.values[study.arm]
+    return 0 if same_value(value, study.method) else 1 if same_value(value, study.baseline) else 2
+
+
+def _series(v: Variant, others: Sequence[str], label: str) -> str:
+    """The series a variant's point belongs to: its values of the keys other than the x (``rl on``)."""
+    return ", ".join(_setting(k, v.values[k]) for k in others) or label
+
+
+def _seed(v: Variant) -> int:
+    return 0 if v.seed is None else v.seed
+
+
+def _band_text(band: SeedBand | None, asked: int) -> list[str]:
+    """Mean, min, max (%) and ``n/asked`` seeds of one point; a point short of seeds is marked ⚠."""
+    if band is None:
+        return ["–", "–", "–", f"0/{asked} ⚠"]
+    n = f"{band.n}/{asked}" + (" ⚠" if band.n < asked else "")
+    return [pct(band.mean), pct(band.lo), pct(band.hi), n]
 
 
 def _curves(
@@ -150,82 +182,179 @@ def _curves(
     titles: Sequence[str],
 ) -> Figure:
     stage, label = checkpoint
+    study = vs[0].config.study
+    seeds = (study.seed_list if study else None) or [0]
     others = [k for k in keys if k != xkey]
-    arms: dict[str, list[tuple[float, Variant]]] = {}
-    for v in vs:
-        name = ", ".join(_setting(k, v.values[k]) for k in others) or label
-        arms.setdefault(name, []).append((float(v.values[xkey]), v))
-    curves: dict[str, dict[str, dict[float, float]]] = {}
+    context = [k for k in others if study is None or k != study.arm]
+    # One series per combination of the other keys; with a [study], the method arm first, then the baseline,
+    # then any other arm value, each group by name, so the figure does not follow the --sweep order.
+    names = {_series(v, others, label): _role(study, v) for v in vs}
+    order = sorted(names, key=lambda n: (names[n], n)) if study is not None else list(names)
+    xs = sorted({float(v.values[xkey]) for v in vs})
+    curves: dict[str, dict[str, dict[float, SeedBand]]] = {}
     charts = []
     for j, bench in enumerate(titles):
-        per_arm: dict[str, dict[float, float]] = {}
-        for arm, points in arms.items():
-            per_arm[arm] = {}
-            for x, v in points:
-                y = _scores(result, v, stage, titles)[j]
-                if y is not None:
-                    per_arm[arm][x] = y
+        raw: dict[str, dict[float, dict[int, float | None]]] = {n: {} for n in order}
+        for v in vs:
+            raw[_series(v, others, label)].setdefault(float(v.values[xkey]), {})[_seed(v)] = _scores(
+                result, v, stage, titles
+            )[j]
+        per_arm = {n: seed_bands(raw[n]) for n in order}
         curves[bench] = per_arm
         charts.append(
             line_chart_svg(
-                {arm: sorted(c.items()) for arm, c in per_arm.items()},
-                title=f"{bench}: pass@1 ({label}) over {_short(xkey)}",
+                {n: [(x, b.mean) for x, b in c.items()] for n, c in per_arm.items()},
+                title=f"{bench}: pass@1 ({label}) over {_short(xkey)}"
+                + (f", mean of {len(seeds)} seeds, band min–max" if len(seeds) > 1 else ""),
                 x_label=_short(xkey),
                 y_label="pass@1 (%)",
+                bands={n: [(x, b.lo, b.hi) for x, b in c.items()] for n, c in per_arm.items()}
+                if len(seeds) > 1
+                else None,
             )
         )
     points = [
-        [bench, arm, f"{x:g}", pct(y)]
+        [bench, n, f"{x:g}", *_band_text(c.get(x), len(seeds))]
         for bench, per_arm in curves.items()
-        for arm, c in per_arm.items()
-        for x, y in sorted(c.items())
+        for n, c in per_arm.items()
+        for x in xs
     ]
-    md = markdown_table([_short(xkey) + " →", "arm", "x", "pass@1 (%)"], points)
+    short = []
+    for bench, per_arm in curves.items():
+        for n, c in per_arm.items():
+            for x in xs:
+                missing = [s for s in seeds if x not in c or s not in c[x].scores]
+                if missing:
+                    short.append(
+                        f"{bench} · {n} @ {x:g}: {len(seeds) - len(missing)} of {len(seeds)} "
+                        f"(no score for seed {', '.join(map(str, missing))})"
+                    )
+    header = ["benchmark", "arm", _short(xkey), "pass@1 (%) mean", "min", "max", "seeds"]
+    md = markdown_table(header, points)
     data: dict[str, Any] = {
         "kind": "curves",
         "x": xkey,
         "checkpoint": stage,
-        "series": {b: {a: sorted(c.items()) for a, c in pa.items()} for b, pa in curves.items()},
+        "seeds": seeds,
+        "series": {
+            b: {a: [[x, band.mean] for x, band in c.items()] for a, c in pa.items()}
+            for b, pa in curves.items()
+        },
+        "bands": {
+            b: {
+                a: [
+                    {"x": x, "mean": band.mean, "min": band.lo, "max": band.hi, "seeds": sorted(band.scores)}
+                    for x, band in c.items()
+                ]
+                for a, c in pa.items()
+            }
+            for b, pa in curves.items()
+        },
+        "short_of_seeds": short,
     }
+    notes = []
+    if short:
+        notes.append(
+            f"Points with fewer than the {len(seeds)} seeds asked (a failed run or a missing score): "
+            + "; ".join(short)
+            + "."
+        )
     table = ""
-    if len(arms) == 2:
-        method, baseline = list(arms)
-        header = ["benchmark", method, baseline, "Δ (points)", "match"]
+    pairs = _pairs(study, vs, others, context, label)
+    if study is None and len(order) == 2:
+        notes.append(
+            "Δ and the matching budget need the arms named: add a [study] section (arm, method, baseline) "
+            "to the recipe (docs/recipes.md)."
+        )
+    if pairs:
+        header_g = [
+            "benchmark",
+            "method",
+            "baseline",
+            "method pass@1",
+            "baseline pass@1",
+            "Δ (points)",
+            "match",
+        ]
         rows, gains = [], {}
         for bench, per_arm in curves.items():
-            m, b = per_arm[method], per_arm[baseline]
-            shared = [n for n in m if n in b and n > 0]
-            gain = curve_gain(m, b)
-            match = matching_budget(m, b)
-            rows.append(
-                [
-                    bench,
-                    pct(sum(m[n] for n in shared) / len(shared)) if shared else "–",
-                    pct(sum(b[n] for n in shared) / len(shared)) if shared else "–",
-                    "–" if gain is None else f"{100 * gain:+.1f}",
-                    "–" if match is None else str(match),
-                ]
-            )
-            gains[bench] = {
-                "curve_level_gain": gain,
-                "matching_budget": None if match is None else match.multiple,
-                "matching_budget_text": None if match is None else str(match),
-            }
-        data["method"], data["baseline"], data["gain"] = method, baseline, gains
+            for ctx, (method, baseline) in pairs.items():
+                m, b = per_arm.get(method, {}), per_arm.get(baseline, {})
+                cmp = compare(m, b)
+                shared = [x for x in m if x > 0 and x in b]
+                delta = "–" if cmp.gain is None else f"{100 * cmp.gain:+.1f}"
+                if cmp.gain_std is not None:
+                    delta += f" ± {100 * cmp.gain_std:.1f}"
+                rows.append(
+                    [
+                        bench,
+                        method,
+                        baseline,
+                        pct(sum(m[x].mean for x in shared) / len(shared)) if shared else "–",
+                        pct(sum(b[x].mean for x in shared) / len(shared)) if shared else "–",
+                        delta,
+                        "–" if cmp.match is None else str(cmp.match),
+                    ]
+                )
+                gains[bench if not ctx else f"{bench} ({ctx})"] = {
+                    "method": method,
+                    "baseline": baseline,
+                    "curve_level_gain": cmp.gain,
+                    "curve_level_gain_std": cmp.gain_std,
+                    "paired_runs": cmp.paired_runs,
+                    "matching_budget": None if cmp.match is None else cmp.match.multiple,
+                    "matching_budget_text": None if cmp.match is None else str(cmp.match),
+                }
+        assert study is not None
+        data["study"] = {"arm": study.arm, "method": study.method, "baseline": study.baseline}
+        if len(pairs) == 1:
+            data["method"], data["baseline"] = next(iter(pairs.values()))
+        data["gain"] = gains
+        seeds_text = (
+            f" on the mean over {len(seeds)} seeds (± the sample std of Δ over runs paired by seed)"
+            if len(seeds) > 1
+            else ""
+        )
         table = (
             '<div class="gain"><p>EnvLunch §4: Δ = curve-level gain (mean pass@1 difference over the '
             "positive budgets), match = smallest baseline budget reaching the method's pass@1 at its "
-            f"smallest budget, as a multiple of it. Method: {html.escape(method)}; baseline: "
-            f"{html.escape(baseline)}.</p>{html_table(header, rows, num_from=1)}</div>"
+            f"smallest budget, as a multiple of it{seeds_text}. Arms named by [study]: "
+            f"{html.escape(study.arm)} = {html.escape(repr(study.method))} (method) vs "
+            f"{html.escape(repr(study.baseline))} (baseline).</p>{html_table(header_g, rows, num_from=3)}</div>"
         )
-        md += ["", "Curve-level gain and matching budget (EnvLunch §4):", "", *markdown_table(header, rows)]
+        md += ["", "Curve-level gain and matching budget (EnvLunch §4):", "", *markdown_table(header_g, rows)]
+    md += ["", *notes] if notes else []
     body = (
         '<div class="figure" style="display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start">'
         + "".join(charts)
         + table
         + "</div>"
+        + "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
     )
     return Figure(f"pass@1 over {_short(xkey)} (EnvLunch Fig. 1 shape)", body, md, data)
+
+
+def _pairs(
+    study: StudyConfig | None,
+    vs: Sequence[Variant],
+    others: Sequence[str],
+    context: Sequence[str],
+    label: str,
+) -> dict[str, tuple[str, str]]:
+    """``{context: (method series, baseline series)}``: per combination of the keys other than the x and the
+    arm, the series of the [study]'s method value and of its baseline value (none without a study)."""
+    if study is None:
+        return {}
+    found: dict[str, list[str | None]] = {}
+    for v in vs:
+        role = _role(study, v)
+        if role == 2:
+            continue
+        ctx = ", ".join(_setting(k, v.values[k]) for k in context)
+        found.setdefault(ctx, [None, None])[role] = (
+            ", ".join(_setting(k, v.values[k]) for k in others) or label
+        )
+    return {ctx: (m, b) for ctx, (m, b) in sorted(found.items()) if m is not None and b is not None}
 
 
 def _bars(
@@ -236,16 +365,34 @@ def _bars(
 ) -> list[Figure]:
     shown = [c for c in checkpoints if _varies(result, vs, c[0])] or [checkpoints[-1]]
     out = []
+    seeded = any(v.seed is not None for v in vs)
     for stage, label in shown:
-        series: dict[str, list[float | None]] = {}
+        # a bar per sweep point: with [study] seeds, the mean over the seeds that scored (n in the table)
+        runs: dict[str, list[list[float | None]]] = {}
         for v in vs:
-            scores = _scores(result, v, stage, titles)
-            known = [s for s in scores if s is not None]
-            series[v.label] = [*scores, sum(known) / len(known) if known else None]
+            runs.setdefault(v.point, []).append(_scores(result, v, stage, titles))
+        series: dict[str, list[float | None]] = {}
+        counts: dict[str, list[int]] = {}
+        for point, per_seed in runs.items():
+            cols = [[r[j] for r in per_seed if r[j] is not None] for j in range(len(titles))]
+            means = [sum(c) / len(c) if c else None for c in cols]
+            known = [m for m in means if m is not None]
+            series[point] = [*means, sum(known) / len(known) if known else None]
+            counts[point] = [len(c) for c in cols]
         groups = [*titles, "average"]
-        svg = grouped_bar_chart_svg(groups, series, title=f"{label}: pass@1 per benchmark and variant")
-        md = markdown_table(["variant", *groups], [[v, *(pct(x) for x in s)] for v, s in series.items()])
+        title = f"{label}: pass@1 per benchmark and variant" + (", mean over seeds" if seeded else "")
+        svg = grouped_bar_chart_svg(groups, series, title=title)
+        rows = [[v, *(pct(x) for x in s)] for v, s in series.items()]
+        header = ["variant", *groups]
+        if seeded:
+            asked = len(vs[0].config.study.seed_list or []) if vs[0].config.study else 1
+            header.append("seeds per benchmark")
+            for row, point in zip(rows, series, strict=True):
+                row.append(" ".join(f"{n}/{asked}" + (" ⚠" if n < asked else "") for n in counts[point]))
+        md = markdown_table(header, rows)
         data = {"kind": "bars", "checkpoint": stage, "groups": groups, "series": series}
+        if seeded:
+            data["seeds"] = counts
         out.append(Figure(f"{label}: pass@1 per variant (DataMind Fig. 4 shape)", svg, md, data))
     return out
 

@@ -54,6 +54,16 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
     ]
     md = [f"# Recipe report: {PAPER[recipe]}", "", "pass@1 (%) of each checkpoint.", ""]
     md += markdown_table(header, shown)
+    failed = [[label, why] for label, why in result.failed.items()]
+    if failed:
+        md += [
+            "",
+            "## Failed runs",
+            "",
+            "Rerun the same command to retry them (tracebacks: failed.json).",
+            "",
+        ]
+        md += markdown_table(["variant", "error"], failed)
     md += ["", "## Stages", "", *markdown_table(["variant", "stage", "status", "seconds", "key"], stage_rows)]
     figures = sweep_figures(result, vs) if len(vs) > 1 else []
     for fig in figures:
@@ -64,6 +74,7 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
         html_table(header, shown, num_from=2),
         *(["<h2>Sweep</h2>"] if figures else []),
         *(f"<h3>{html.escape(fig.title)}</h3>{fig.html}" for fig in figures),
+        *(["<h2>Failed runs</h2>", html_table(["variant", "error"], failed, num_from=2)] if failed else []),
         "<h2>Stages</h2>",
         html_table(["variant", "stage", "status", "seconds", "key"], stage_rows, num_from=3),
     ]
@@ -77,6 +88,7 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
                 "header": header,
                 "rows": rows,
                 "figures": [fig.data for fig in figures],
+                "failed": result.failed,
             },
         ),
     }

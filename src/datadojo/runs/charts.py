@@ -8,7 +8,8 @@ the right coordinates.
 * :func:`line_chart_svg` — series of ``(x, y)`` points (the papers' curves: EnvLunch Fig. 1's score over the
   label budget, DataMind Figs. 6–7's reward and entropy over training steps). The x-axis is logarithmic
   when the positive x values span at least two decades (label budgets 8…2048); a 0 on a log axis (EnvLunch:
-  "0 denotes evaluation without downstream fine-tuning") sits at the left edge with its own tick.
+  "0 denotes evaluation without downstream fine-tuning") sits at the left edge with its own tick. A series
+  may carry a band (Fig. 1's "shaded bands span the corresponding min–max" over seeds), drawn under its line.
 * :func:`bar_chart_svg` — horizontal bars (label, value): the eval report's per-category scores, the funnels.
 * :func:`histogram_svg` — counts of small integers (turns per trial).
 * :func:`grouped_bar_chart_svg` — one group per category (a benchmark), one bar per series (a variant),
@@ -45,6 +46,8 @@ LAYOUT = {"left": 60, "right": 170, "top": 34, "bottom": 46}
 ZERO_GAP = 0.1
 
 Point = tuple[float, float | None]
+#: One x of a band: ``(x, lo, hi)``.
+BandPoint = tuple[float, float, float]
 
 
 def _fmt(v: float) -> str:
@@ -198,14 +201,19 @@ def line_chart_svg(
     x_log: bool | None = None,
     width: int = 620,
     height: int = 320,
+    bands: Mapping[str, Sequence[BandPoint]] | None = None,
 ) -> str:
     """One polyline per series (a missing y leaves a gap), a dot with its value at each point, and a legend
     naming the series. ``percent``: y in ``[0, 1]`` shown as 0–100; else an axis fitted to the values.
-    ``x_log``: ``None`` decides by the span (:func:`x_axis_for`)."""
+    ``x_log``: ``None`` decides by the span (:func:`x_axis_for`). ``bands``: per series, ``(x, lo, hi)``
+    drawn as a translucent area under the line (a lone x as a vertical bar); its ``data-band`` attribute
+    lists ``x:lo:hi`` so a reader (and the tests) can check what was drawn."""
     left, top = LAYOUT["left"], LAYOUT["top"]
     right, bottom = width - LAYOUT["right"], height - LAYOUT["bottom"]
+    bands = bands or {}
     xs = [x for pts in series.values() for x, _ in pts]
     ys = [y for pts in series.values() for _, y in pts if y is not None and math.isfinite(y)]
+    ys += [v for pts in bands.values() for _, lo, hi in pts for v in (lo, hi) if math.isfinite(v)]
     xaxis, xticks = x_axis_for(xs, left, right, log=x_log)
     lo, hi = _y_range(ys, percent)
     yaxis, parts = _y_axis(lo, hi, top, bottom, left, right, percent, y_label)
@@ -243,6 +251,7 @@ def line_chart_svg(
                 f"<title>{_e(name)} @ {_fmt(x)}: {_e(shown)}</title></circle>"
             )
         parts.append(f'<g class="series" data-series="{_e(name)}">')
+        parts += _band(name, bands.get(name, ()), xaxis, yaxis, color)
         parts += [
             f'<polyline points="{" ".join(r)}" fill="none" stroke="{color}" stroke-width="2"/>'
             for r in runs
@@ -253,6 +262,24 @@ def line_chart_svg(
     parts += _legend(list(series), right + 14, top, line=True)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _band(name: str, pts: Sequence[BandPoint], xaxis: Axis, yaxis: Axis, color: str) -> list[str]:
+    pts = sorted((p for p in pts if math.isfinite(p[1]) and math.isfinite(p[2])), key=lambda p: p[0])
+    if not pts:
+        return []
+    data = " ".join(f"{_fmt(x)}:{lo!r}:{hi!r}" for x, lo, hi in pts)
+    attrs = f'class="band" data-series="{_e(name)}" data-band="{data}" fill="{color}" fill-opacity="0.18"'
+    if len(pts) == 1:
+        x, lo, hi = pts[0]
+        px = xaxis.pos(x)
+        return [
+            f'<line {attrs} x1="{px:.1f}" y1="{yaxis.pos(lo):.1f}" x2="{px:.1f}" y2="{yaxis.pos(hi):.1f}" '
+            f'stroke="{color}" stroke-opacity="0.35" stroke-width="6"/>'
+        ]
+    upper = [f"{xaxis.pos(x):.1f},{yaxis.pos(hi):.1f}" for x, _, hi in pts]
+    lower = [f"{xaxis.pos(x):.1f},{yaxis.pos(lo):.1f}" for x, lo, _ in reversed(pts)]
+    return [f'<polygon {attrs} stroke="none" points="{" ".join(upper + lower)}"/>']
 
 
 def grouped_bar_chart_svg(
