@@ -184,3 +184,27 @@ def test_a_build_reports_the_solver_share_in_its_funnel(twins_db: Path, tmp_path
         load_environments([twins_db]), tmp_path / "off.jsonl", config.model_copy(update={"solve_sample": 0})
     )
     assert off.solver is None and "solver" not in json.loads(off.funnel.read_text())
+
+
+def test_tables_read_counts_a_subquerys_and_a_ctes_tables() -> None:
+    """A question that names "the tables the query reads (and no other)" must name the anti-join's child
+    too, which is not in the query's FROM list."""
+    from datadojo.synth.envlunch.synthesis import tables_read
+
+    con = sqlite3.connect(":memory:")
+    con.executescript(
+        'CREATE TABLE "Parent" (id INTEGER PRIMARY KEY, name TEXT);'
+        "CREATE TABLE child (id INTEGER, pid INTEGER REFERENCES Parent (id));"
+        "CREATE TABLE other (x INTEGER);"
+    )
+    tables = ["Parent", "child", "other"]
+    anti = 'SELECT T1."name" FROM "Parent" AS T1 WHERE NOT EXISTS (SELECT 1 FROM "child" AS S WHERE S.pid = T1.id)'
+    assert tables_read(con, anti, tables) == ["Parent", "child"]
+    cte = (
+        "WITH grouped AS (SELECT T1.name AS name, COUNT(*) AS value FROM parent AS T1 JOIN child AS T2 "
+        "ON T2.pid = T1.id GROUP BY T1.name) SELECT * FROM grouped WHERE value > (SELECT AVG(value) FROM grouped)"
+    )
+    assert tables_read(con, cte, tables) == ["Parent", "child"]
+    assert tables_read(con, "SELECT COUNT(*) AS value FROM other", tables) == ["other"]
+    con.execute("INSERT INTO other VALUES (1)")  # the authorizer is gone afterwards
+    assert con.execute("SELECT x FROM other").fetchall() == [(1,)]
