@@ -180,7 +180,10 @@ def _show_build(report: Any, load_s: float = 0.0) -> None:
             f"[yellow]{report.missing} tasks could not be made (environments too small or too few)[/]"
         )
     if report.solver is not None:
-        console.print(report.solver.text() + " (--solve-sample 0: no solver)", soft_wrap=True)
+        console.print(report.solver.text(), soft_wrap=True)
+        console.print(
+            "(--solve-sample N, --solve-candidates C: its sample and budget; --solve-sample 0: none)"
+        )
     else:
         console.print("reference solver: not run (--solve-sample 0)")
 
