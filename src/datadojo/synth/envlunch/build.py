@@ -27,7 +27,7 @@ recipe alike (before, only the recipe wrote it).
 
 **No question twice** (issue 39). What the agent sees of a task is its question and its files
 (:func:`.tasks.visible_key`); the tasks of one environment and backend share their files, so their
-questions must differ. On a sample every cut table has ``sample_rows`` rows, and ``COUNT(*)`` over two of
+questions must differ. On a sample every cut table has ``sample_rows`` rows, and ``len(df)`` over two of
 them reads "Target value: 2000" with two programs that differ in the copies; whole tables have such
 coincidences too (two columns with the same minimum). Rule: a draw whose question, once it names the
 tables its program reads, equals a kept task's (same o*, same tables) is rejected as ``same_question``

@@ -17,7 +17,7 @@ which is the file the agent gets), ``reads`` only when the question names the ta
 **What the agent sees** (:func:`visible_key`): the prompt is built from the question and the files (their
 names, kinds and contents: :func:`datadojo.agent.prompts.build_prompt`); an EnvLunch task has no
 description. Two tasks of one environment and backend share their files, so their question alone tells
-them apart. On a sampled database every cut table has exactly ``sample_rows`` rows, so ``COUNT(*)`` of two
+them apart. On a sampled database every cut table has exactly ``sample_rows`` rows, so ``len(df)`` of two
 such tables gives the same o* ("Target value: 2000") from two programs with different answers in the
 copies: no agent can score on both. A build therefore keeps no two tasks with the same visible question;
 where two programs of different tables share one, both questions name the tables their program reads
