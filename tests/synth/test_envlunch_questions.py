@@ -208,3 +208,53 @@ def test_tables_read_counts_a_subquerys_and_a_ctes_tables() -> None:
     assert tables_read(con, "SELECT COUNT(*) AS value FROM other", tables) == ["other"]
     con.execute("INSERT INTO other VALUES (1)")  # the authorizer is gone afterwards
     assert con.execute("SELECT x FROM other").fetchall() == [(1,)]
+
+
+def test_a_draw_asking_a_kept_question_is_dropped_and_counted(twins_db: Path, tmp_path: Path) -> None:
+    """Replay task 0's job with its question already kept: the draw that made it (the first) is now
+    dropped as ``same_question``, once, and the index takes its next draw, which asks something else."""
+    from datadojo.synth.envlunch.build import _Job, _run_job_in
+
+    conf = BuildConfig(n=1, seed=2, sample_rows=CAP)
+    env = load_environments([twins_db], sample_rows=CAP, seed=2)[0]
+    first = _run_job_in(env, conf, tmp_path, "x.copies", _Job(0, "pandas", [0], 0, set(), False))
+    ((_, task, program, told),) = first.tasks
+    assert (first.draws, first.rejections) == (1, Counter())  # kept at the first draw
+    again = _run_job_in(env, conf, tmp_path, "x.copies", _Job(0, "pandas", [0], 0, set(), False, {told}))
+    ((_, other, other_program, other_told),) = again.tasks
+    assert again.rejections["same_question"] == 1
+    assert again.draws == 1 + sum(again.rejections.values())  # every draw kept or counted once
+    assert other_program != program and other_told != told and visible_key(other) != visible_key(task)
+
+
+def test_tell_apart_names_only_the_tasks_that_share_a_question() -> None:
+    """Three hand-made tasks: two read "Target value: 30" from different tables, one asks its own."""
+    from datadojo.synth.envlunch.build import _tell_apart_shared
+    from datadojo.types import DataFile, Task
+
+    files = [
+        DataFile(path="x.copies/e/pandas/orig/alpha.parquet", kind="parquet", name="alpha.parquet"),
+        DataFile(path="x.copies/e/pandas/orig/beta.parquet", kind="parquet", name="beta.parquet"),
+    ]
+    table_files = {"alpha": "alpha.parquet", "beta": "beta.parquet"}
+
+    def task(i: int, value: int, tables: list[str]) -> Task:
+        answer = {"columns": ["value"], "rows": [[value]]}
+        question = question_text("pandas", ["alpha.parquet", "beta.parquet"], render_target(answer))
+        extra = {"backend": "pandas", "tables": tables, "table_files": table_files}
+        return Task(
+            id=f"t{i}", question=question, files=files, answer=answer, answer_kind="envlunch", extra=extra
+        )
+
+    tasks = [task(0, 30, ["alpha"]), task(1, 7, ["alpha"]), task(2, 30, ["beta"])]
+    out, told = _tell_apart_shared(tasks)
+    assert told == 2 and out[1] is tasks[1] and "reads" not in out[1].extra
+    assert out[0].extra["reads"] == ["alpha.parquet"] and out[2].extra["reads"] == ["beta.parquet"]
+    assert (
+        "The unknown program reads `alpha.parquet` (and no other file).\n\nTarget value: 30"
+        in out[0].question
+    )
+    assert (
+        "The unknown program reads `beta.parquet` (and no other file).\n\nTarget value: 30" in out[2].question
+    )
+    assert len({visible_key(t) for t in out}) == 3 and len({visible_key(t) for t in tasks}) == 2
