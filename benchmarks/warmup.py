@@ -105,6 +105,7 @@ def bird_main(args: argparse.Namespace) -> None:
     print(f"load {load_s:.2f} s + build {report.seconds:.2f} s = {total:.2f} s for {n} tasks = {rate:.2f} tasks/s "
           f"(build alone {n / report.seconds:.2f} tasks/s; {args.workers} workers; draws {report.draws}; "
           f"rejections {dict(report.rejections.most_common(6))})")  # fmt: skip
+    print(report.questions_text())
     sql_checks = report.draws * 2
     if args.workers == 1:
         print(f"SQLite connections opened by the build: {opened[0]} for {len(envs)} environments and up to "
@@ -172,6 +173,7 @@ def main() -> None:
         row = ", ".join(f"L{lv} {levels[(b, lv)]}" for lv in (1, 2, 3, 4))
         print(f"  {b:6s}: {sum(v for (bb, _), v in levels.items() if bb == b):4d} tasks ({row})")
     print(f"draws {report.draws}; rejections: {dict(report.rejections.most_common())}")
+    print(report.questions_text())
     size = sum(f.stat().st_size for f in report.copies.rglob("*") if f.is_file()) / 2**20  # type: ignore[union-attr]
     print(f"copies on disk: {size:.0f} MiB")
 

@@ -33,11 +33,20 @@ def test_build_solve_score_audit(tmp_path: Path) -> None:
             "1",
             "--seed",
             "4",
+            "--solve-sample",
+            "4",
+            "--solve-candidates",
+            "30",
         ],
     )
     assert res.exit_code == 0, res.output
     assert "Tasks by backend and level" in res.output and "Tasks by operator" in res.output
     assert "16 tasks" in res.output
+    # issue 39: the summary says how the questions were kept apart and what the solver made of a sample
+    assert "visible questions: every task asks its own;" in res.output
+    assert "a seeded sample of 4 of 16 tasks, 30 candidates each" in res.output
+    funnel = json.loads((tmp_path / "tasks.funnel.json").read_text())
+    assert funnel["solver"]["tried"] == 4 and f"solved {funnel['solver']['solved']}/4 tasks" in res.output
     tasks = list(read_tasks(out))
     assert len(tasks) == 16 and (tmp_path / "tasks.copies").is_dir()
 
@@ -98,7 +107,19 @@ def test_score_rejects_a_trajectory_of_an_unknown_task(tmp_path: Path) -> None:
     assert (
         runner.invoke(
             app,
-            ["warmup", "build", str(DATA / "shop.sqlite"), "--n", "2", "--out", str(out), "--workers", "1"],
+            [
+                "warmup",
+                "build",
+                str(DATA / "shop.sqlite"),
+                "--n",
+                "2",
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+                "--solve-sample",
+                "0",
+            ],
         ).exit_code
         == 0
     )

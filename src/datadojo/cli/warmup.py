@@ -21,7 +21,7 @@ from rich.table import Table
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table, on_executor
 from datadojo.cli._options import SettingsGroup, settings_options
 from datadojo.cli._ui import progress_bar
-from datadojo.synth.envlunch.config import BuildConfig, SolverConfig
+from datadojo.synth.envlunch.config import SOLVE_SAMPLE, BuildConfig, SolverConfig
 
 __all__ = ["register"]
 
@@ -78,7 +78,8 @@ def _executor(in_process: bool, concurrency: int) -> Any:
     SettingsGroup(
         BuildConfig,
         flags={"n": ("--n",), "workers": ("--workers", "-w")},
-        defaults={"workers": 2},  # the machine's cores, not the library's single process
+        # the machine's cores, not the library's single process; the solver's share of a sample, reported
+        defaults={"workers": 2, "solve_sample": SOLVE_SAMPLE},
     )
 )
 def build(
@@ -163,6 +164,7 @@ def _show_build(report: Any, load_s: float = 0.0) -> None:
     )
     rej = ", ".join(f"{k} {v}" for k, v in report.rejections.most_common())
     console.print(f"draws {report.draws}; rejected: {rej or 'none'}")
+    console.print(report.questions_text(), soft_wrap=True)
     total = load_s + report.seconds
     rate = len(tasks) / total if total else 0.0
     console.print(
@@ -177,6 +179,13 @@ def _show_build(report: Any, load_s: float = 0.0) -> None:
         console.print(
             f"[yellow]{report.missing} tasks could not be made (environments too small or too few)[/]"
         )
+    if report.solver is not None:
+        console.print(report.solver.text(), soft_wrap=True)
+        console.print(
+            "(--solve-sample N, --solve-candidates C: its sample and budget; --solve-sample 0: none)"
+        )
+    else:
+        console.print("reference solver: not run (--solve-sample 0)")
 
 
 @warmup_app.command("solve")

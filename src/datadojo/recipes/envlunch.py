@@ -78,6 +78,8 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
         "missing": report.missing,
         "funnel": str(report.funnel),
         "sampled": {e: {t: list(v) for t, v in tables.items()} for e, tables in report.sampled.items()},
+        "told_apart": report.told_apart,
+        "solver": report.solver.to_dict() if report.solver is not None else None,
     }
 
 

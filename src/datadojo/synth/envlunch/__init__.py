@@ -14,6 +14,7 @@ Modules, in pipeline order:
 * :mod:`.tasks` — :class:`datadojo.types.Task` records and the files beside them;
 * :mod:`.canon`, :mod:`.executor`, :mod:`.reward` — canonical results, running submissions, Eq. (4);
 * :mod:`.solver` — reference query-by-output solver; :mod:`.audit` — constant-printing audit;
+* :mod:`.solver_check` — the solver's share of a build, and why it fails on the rest;
 * :mod:`.probe` — the §6 uncertainty-reduction probe.
 
 See ``docs/envlunch.md``.

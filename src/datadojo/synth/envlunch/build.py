@@ -9,7 +9,8 @@ tasks are spread over environments and backends is not specified; ours (document
   table of at least 20 rows, otherwise no copy can differ; pandas: any table with rows, plus either 20 rows
   somewhere or a measure column to rescale), from an RNG seeded by ``(seed, i, round)``;
 * within that environment up to ``attempts`` trajectories are drawn (seeded by ``(seed, i, attempt)``)
-  until one passes the §3 filter and is not a duplicate (same program) of a task already kept there;
+  until one passes the §3 filter, is not a duplicate (same program) of a task already kept there
+  (``duplicate``), and does not ask what a kept task asks (``same_question``, below);
 * task indices that found none are drawn again (new environment) in the next round, up to ``max_rounds``.
 
 Environments are loaded as ``sample_rows`` says (tables over it cut to a referentially consistent sample
@@ -23,6 +24,21 @@ Next to ``OUT.jsonl`` the build writes ``OUT.funnel.json`` (:class:`datadojo.run
 tasks kept and the §3 filter's rejection reasons (and, for a build on sampled tables, ``sample``: the cap,
 the seed and each cut table's rows kept of rows in the file), so the funnel is on disk for the CLI, the demo and the
 recipe alike (before, only the recipe wrote it).
+
+**No question twice** (issue 39). What the agent sees of a task is its question and its files
+(:func:`.tasks.visible_key`); the tasks of one environment and backend share their files, so their
+questions must differ. On a sample every cut table has ``sample_rows`` rows, and ``len(df)`` over two of
+them reads "Target value: 2000" with two programs that differ in the copies; whole tables have such
+coincidences too (two columns with the same minimum). Rule: a draw whose question, once it names the
+tables its program reads, equals a kept task's (same o*, same tables) is rejected as ``same_question``
+and the index draws again; after the last round, tasks whose plain question another task shares get the
+question that names their tables (:func:`.tasks.tell_apart`; counted as ``told_apart``). Naming beats
+dropping: both tasks stay, each answerable, and the other tasks keep the paper's (E, o*) unchanged.
+
+**The reference solver's share** (:mod:`.solver_check`): after writing, the solver tries a seeded sample
+of ``solve_sample`` tasks with a deterministic budget of ``solve_candidates`` compositions each, and its
+programs are scored in the copies (in-process: they are ours); the share solved and the failure reasons
+go into the report and the funnel file (``solver``), so a user can tell a hard task from a broken one.
 """
 
 from __future__ import annotations
@@ -51,8 +67,15 @@ from datadojo.synth.envlunch.environment import (
     load_environment,
     stable_int,
 )
+from datadojo.synth.envlunch.solver_check import SolverCheck, check_with_solver
 from datadojo.synth.envlunch.synthesis import EnvContext, SynthConfig, Synthesized, synthesize, task_rng
-from datadojo.synth.envlunch.tasks import copies_root, task_from_synth, write_env_files
+from datadojo.synth.envlunch.tasks import (
+    copies_root,
+    task_from_synth,
+    tell_apart,
+    visible_key,
+    write_env_files,
+)
 from datadojo.tmpfiles import temp_sibling
 from datadojo.types import Task
 
@@ -66,7 +89,7 @@ class BuildReport:
     tasks: list[Task]
     rejections: Counter[str]
     draws: int
-    seconds: float
+    seconds: float  # synthesis and files, without the solver's check (``solver.seconds``)
     n_envs: int
     envs_used: int
     out: Path | None = None
@@ -76,6 +99,19 @@ class BuildReport:
     #: environments built on a sample: ``{env_id: {table: (rows kept, rows in the source)}}``
     sampled: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     sample_rows: int = 0
+    #: tasks whose question names the tables its program reads, to tell it from another's (module doc)
+    told_apart: int = 0
+    #: the reference solver on a sample of the tasks (``None`` when ``solve_sample`` is 0)
+    solver: SolverCheck | None = None
+
+    def questions_text(self) -> str:
+        """One line on the questions two programs shared: the draws dropped and the tasks told apart."""
+        dropped = self.rejections.get("same_question", 0)
+        return (
+            f"visible questions: every task asks its own; {dropped} draws dropped as same_question (the "
+            f"question of a kept task, even naming the tables read), {self.told_apart} tasks name the tables "
+            "they read to tell apart a question another task shared"
+        )
 
     def sample_text(self) -> str | None:
         """One line on the samples (``None`` when every environment is whole)."""
@@ -142,13 +178,15 @@ class _Job:
     round: int
     seen: set[str]
     write_files: bool
+    #: visible keys of the kept tasks' questions naming their tables (:func:`.tasks.tell_apart`)
+    questions: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 @dataclass
 class _JobResult:
     env_index: int
     backend: str
-    tasks: list[tuple[int, Task, str]]  # (index, task, program)
+    tasks: list[tuple[int, Task, str, tuple[Any, ...]]]  # (index, task, program, told-apart visible key)
     failed: list[int]
     rejections: Counter[str]
     draws: int
@@ -182,11 +220,12 @@ class BuildWorker:
 
 def _run_job_in(env: Environment, conf: BuildConfig, stage: Path, rel_root: str, job: _Job) -> _JobResult:
     ctx = EnvContext(env, conf.synth)
-    out: list[tuple[int, Task, str]] = []
+    out: list[tuple[int, Task, str, tuple[Any, ...]]] = []
     failed: list[int] = []
     rejections: Counter[str] = Counter()
     draws = 0
     seen = set(job.seen)
+    questions = set(job.questions)
     for index in job.indices:
         got: Synthesized | None = None
         for attempt in range(conf.attempts):
@@ -200,8 +239,6 @@ def _run_job_in(env: Environment, conf: BuildConfig, stage: Path, rel_root: str,
             if res.program in seen:
                 rejections["duplicate"] += 1
                 continue
-            got = res
-            seen.add(res.program)
             task = task_from_synth(
                 res,
                 ctx,
@@ -210,7 +247,15 @@ def _run_job_in(env: Environment, conf: BuildConfig, stage: Path, rel_root: str,
                 seed=conf.seed,
                 task_seed=stable_int(conf.seed, "task", index, seed_attempt),
             )
-            out.append((index, task, res.program))
+            # same o* over the same tables: naming them would not tell the two questions apart
+            told = visible_key(tell_apart(task))
+            if told in questions:
+                rejections["same_question"] += 1
+                continue
+            got = res
+            seen.add(res.program)
+            questions.add(told)
+            out.append((index, task, res.program, told))
             break
         if got is None:
             failed.append(index)
@@ -269,6 +314,7 @@ def build_tasks(
     stage.mkdir(parents=True)
     written: set[tuple[int, str]] = set()
     seen: dict[tuple[int, str], set[str]] = {}
+    questions: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
     results: dict[int, Task] = {}
     rejections: Counter[str] = Counter()
     draws = 0
@@ -289,7 +335,15 @@ def build_tasks(
                 env_index = rng.choice(feasible[backend])
                 groups.setdefault((env_index, backend), []).append(index)
             jobs = [
-                _Job(e, b, idx, rnd, seen.get((e, b), set()), (e, b) not in written)
+                _Job(
+                    e,
+                    b,
+                    idx,
+                    rnd,
+                    seen.get((e, b), set()),
+                    (e, b) not in written,
+                    questions.get((e, b), set()),
+                )
                 for (e, b), idx in sorted(groups.items(), key=lambda kv: -_cost(envs[kv[0][0]], len(kv[1])))
             ]
             pending = []
@@ -305,9 +359,10 @@ def build_tasks(
                 it = (_run_job_in(envs[j.env_index], config, stage, root.name, j) for j in jobs)
             for res in it:
                 key = (res.env_index, res.backend)
-                for index, task, program in res.tasks:
+                for index, task, program, told in res.tasks:
                     results[index] = task
                     seen.setdefault(key, set()).add(program)
+                    questions.setdefault(key, set()).add(told)
                 if res.tasks:
                     written.add(key)
                 pending.extend(res.failed)
@@ -323,16 +378,22 @@ def build_tasks(
         if own:
             assert isinstance(executor, ProcessExecutor)
             executor.close()
-    tasks = [results[i] for i in sorted(results)]
+    tasks, told_apart = _tell_apart_shared([results[i] for i in sorted(results)])
     write_jsonl_atomic(out, tasks)
     if root.exists():
         shutil.rmtree(root)
     os.replace(stage, root)
+    seconds = time.perf_counter() - start  # the build's own time: the solver's is reported apart
+    solver = None
+    if config.solve_sample and tasks:
+        solver = check_with_solver(
+            tasks, out, sample=config.solve_sample, seed=config.seed, candidates=config.solve_candidates
+        )
     report = BuildReport(
         tasks=tasks,
         rejections=rejections,
         draws=draws,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         n_envs=len(envs),
         envs_used=len({t.extra["env"] for t in tasks}),
         out=out,
@@ -341,8 +402,13 @@ def build_tasks(
         funnel=funnel_path(out),
         sampled={env.env_id: dict(env.sampled) for env in envs if env.sampled},
         sample_rows=config.sample_rows,
+        told_apart=told_apart,
+        solver=solver,
     )
     funnel = report.funnel_steps().to_dict()
+    funnel["told_apart"] = told_apart
+    if solver is not None:
+        funnel["solver"] = solver.to_dict()
     if report.sampled:  # what the tasks were built on, for a reader of the run folder
         funnel["sample"] = {
             "rows": config.sample_rows,
@@ -354,6 +420,14 @@ def build_tasks(
         }
     write_json_atomic(funnel_path(out), funnel)
     return report
+
+
+def _tell_apart_shared(tasks: list[Task]) -> tuple[list[Task], int]:
+    """``tasks`` with the question of every task whose visible question another shares naming the tables
+    its program reads (the draw already rejected those that would still be equal); how many changed."""
+    counts = Counter(visible_key(t) for t in tasks)
+    out = [tell_apart(t) if counts[visible_key(t)] > 1 else t for t in tasks]
+    return out, sum(a is not b for a, b in zip(tasks, out, strict=True))
 
 
 def _run_on(executor: Executor, spec: WorkerSpec, jobs: list[_Job]) -> list[_JobResult]:

@@ -16,6 +16,8 @@ __all__ = [
     "K_SQL",
     "MAX_TARGET_ROWS",
     "SAMPLE_ROWS",
+    "SOLVE_CANDIDATES",
+    "SOLVE_SAMPLE",
     "BuildConfig",
     "SolverConfig",
     "SynthConfig",
@@ -29,6 +31,13 @@ MAX_TARGET_ROWS = 30
 
 #: Rows per table a build keeps of a larger table (``BuildConfig.sample_rows``; ours, docs/envlunch.md).
 SAMPLE_ROWS = 2000
+
+#: Tasks of a build the reference solver tries after ``datadojo warmup build`` (the library's default is 0:
+#: the recipe's curation stage and the demo solve every task anyway), and its compositions per task (the
+#: solver's own default, so the share is what ``warmup solve --time-limit 0`` gives on those tasks). Ours,
+#: docs/envlunch.md: about 20 s of CPU on a 2,000-row sample of a BIRD database, 7 s on the example shop.
+SOLVE_SAMPLE = 10
+SOLVE_CANDIDATES = 400
 
 
 class SynthConfig(Settings):
@@ -58,6 +67,19 @@ class BuildConfig(Settings):
         "it); tasks, copies and the agent's database are that sample, and each task is exact on it. Keeps a "
         "build on BIRD-sized databases fast (queries over 2,000 rows, not 600,000); 0: whole tables, as in "
         "the paper",
+    )
+    solve_sample: int = Field(
+        0,
+        ge=0,
+        description="tasks (a seeded sample) the reference solver tries after the build, to report the "
+        "share it solves in every copy and why it fails on the rest (no program in budget: hard; a program "
+        "that matches o* but not a copy: ambiguous; an error: broken); 0: none",
+    )
+    solve_candidates: int = Field(
+        SOLVE_CANDIDATES,
+        ge=1,
+        description="compositions the solver tries per sampled task (a deterministic budget: no clock, "
+        "so the report depends on the seed alone)",
     )
     synth: SynthConfig = Field(default_factory=SynthConfig, description="synthesis settings")
 

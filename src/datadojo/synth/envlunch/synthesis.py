@@ -216,7 +216,7 @@ def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = N
     if reason:
         return reason
     display = {"columns": names, "rows": [[json_value(v) for v in r] for r in rows]}
-    tables_used = [t for t, _ in q.tables]
+    tables_used = tables_read(orig, sql, list(ctx.env.tables))
     return Synthesized(
         "sql",
         ctx.env.env_id,
@@ -230,6 +230,25 @@ def synthesize_sql(ctx: EnvContext, rng: random.Random, operator: str | None = N
         spec.level,
         tables_used,
     )
+
+
+def tables_read(con: sqlite3.Connection, sql: str, tables: list[str]) -> list[str]:
+    """The tables of ``tables`` that ``sql`` reads, in that order: SQLite's authorizer sees every read
+    while the statement is prepared (joins, a ``NOT EXISTS`` subquery's table, a CTE's sources), which
+    the query's FROM list alone misses. A task that names what its program reads says all of it."""
+    read: set[str] = set()
+
+    def note(action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_READ and arg1:
+            read.add(arg1.lower())
+        return sqlite3.SQLITE_OK
+
+    con.set_authorizer(note)
+    try:
+        con.execute(f"EXPLAIN {sql}").fetchall()
+    finally:
+        con.set_authorizer(None)
+    return [t for t in tables if t.lower() in read]
 
 
 def _run_body(body: str, frames: dict[str, pd.DataFrame], variables: dict[str, str]) -> tuple[Any, Any]:

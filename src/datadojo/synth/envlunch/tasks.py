@@ -10,8 +10,18 @@ relative to the task file's folder), ``db_name`` (SQL), ``target`` (o* canonical
 (τ(E'_k) canonical, computed at synthesis, so scoring only runs the agent's program),
 ``foreign_keys`` and (pandas) ``table_files`` (the schema, for the reference solver), ``sample`` when
 the environment is a sample of a larger database (:func:`sample_info`; the task is exact on that sample,
-which is the file the agent gets), and — for reference and for regenerating the results, never shown to
-the agent — ``program`` and ``actions``.
+which is the file the agent gets), ``reads`` only when the question names the tables the program reads
+(:func:`tell_apart`), and — for reference and for regenerating the results, never shown to the agent —
+``program`` and ``actions``.
+
+**What the agent sees** (:func:`visible_key`): the prompt is built from the question and the files (their
+names, kinds and contents: :func:`datadojo.agent.prompts.build_prompt`); an EnvLunch task has no
+description. Two tasks of one environment and backend share their files, so their question alone tells
+them apart. On a sampled database every cut table has exactly ``sample_rows`` rows, so ``len(df)`` of two
+such tables gives the same o* ("Target value: 2000") from two programs with different answers in the
+copies: no agent can score on both. A build therefore keeps no two tasks with the same visible question;
+where two programs of different tables share one, both questions name the tables their program reads
+(:func:`tell_apart`), which the paper's (E, o*) does not, but which keeps both tasks answerable.
 
 Layout on disk, beside ``tasks.jsonl``::
 
@@ -42,8 +52,11 @@ __all__ = [
     "question_text",
     "render_target",
     "sample_info",
+    "tables_read",
     "task_from_synth",
     "task_info",
+    "tell_apart",
+    "visible_key",
     "write_env_files",
 ]
 
@@ -119,8 +132,13 @@ def _cell(v: Any, max_cell: int) -> str:
     return text if len(text) <= max_cell else text[: max_cell - 3] + "..."
 
 
-def question_text(backend: str, files: list[str], target: str) -> str:
-    """The instruction plus o* (EnvLunch §3: the agent gets E and o*, never τ)."""
+def question_text(backend: str, files: list[str], target: str, reads: list[str] | None = None) -> str:
+    """The instruction plus o* (EnvLunch §3: the agent gets E and o*, never τ).
+
+    ``reads``: the tables (SQL) or files (pandas) the unknown program reads, named only to tell apart two
+    tasks whose question would otherwise be the same (:func:`tell_apart`).
+    """
+    said = _reads_sentence(backend, reads) if reads else ""
     if backend == "sql":
         return (
             f"EnvLunch warm-up task (SQL). The SQLite database `{files[0]}` is in your working directory. "
@@ -129,7 +147,7 @@ def question_text(backend: str, files: list[str], target: str) -> str:
             "your final answer. Your query is also run on hidden versions of the database with some rows "
             "removed and must match the unknown query's results there too, so a query that spells out the "
             "target values as constants will not be rewarded. Row order and column names do not matter.\n\n"
-            f"{target}"
+            f"{said}{target}"
         )
     listed = ", ".join(f"`{f}`" for f in files)
     return (
@@ -140,8 +158,53 @@ def question_text(backend: str, files: list[str], target: str) -> str:
         "`result` or end with an expression. The program is also run on hidden versions of the tables with "
         "some rows removed and numeric measures rescaled, and must match the unknown program's results "
         "there too, so a program that writes the target value as a constant will not be rewarded.\n\n"
-        f"{target}"
+        f"{said}{target}"
     )
+
+
+def _reads_sentence(backend: str, reads: list[str]) -> str:
+    names = ", ".join(f"`{r}`" for r in reads)
+    if backend == "sql":
+        return f"The unknown query reads the table{'s' if len(reads) > 1 else ''} {names} (and no other).\n\n"
+    return f"The unknown program reads {names} (and no other file).\n\n"
+
+
+def tables_read(task: Task) -> list[str]:
+    """What the question names when it must tell ``task`` apart: the tables its program reads (SQL), or
+    their files (pandas), sorted."""
+    tables = sorted(set(task.extra["tables"]))
+    if task.extra["backend"] == "sql":
+        return tables
+    files: dict[str, str] = task.extra["table_files"]
+    return sorted(files[t] for t in tables)
+
+
+def tell_apart(task: Task) -> Task:
+    """``task`` with a question that names what its program reads (``extra["reads"]`` says what).
+
+    Used when another task of the same environment has the same visible question from a program over
+    other tables; only the question changes (o*, the copies and the scoring are the task's own).
+    """
+    reads = tables_read(task)
+    question = question_text(
+        task.extra["backend"], [f.visible_name for f in task.files], render_target(task.answer), reads
+    )
+    return task.model_copy(update={"question": question, "extra": {**task.extra, "reads": reads}})
+
+
+#: ``Task.extra`` keys the agent's prompt shows (``answer_format`` and ``agent.prompts.GUIDANCE_SECTIONS``;
+#: named here, since synthesis is below the agent package).
+_PROMPT_EXTRA = ("answer_format", "workflow", "feedback")
+
+
+def visible_key(task: Task) -> tuple[Any, ...]:
+    """Everything of ``task`` that goes into the agent's prompt: the question, the description, the
+    prompt sections taken from ``extra`` and each file's name, kind, description and path (its contents:
+    files at one path of a build are the same bytes). Two tasks with equal keys are one question to the
+    agent."""
+    shown = [task.extra.get(k) for k in _PROMPT_EXTRA]
+    files = tuple((f.visible_name, f.kind, f.description, f.path) for f in task.files)
+    return (task.question, task.description, tuple(map(str, shown)), files)
 
 
 def task_from_synth(
