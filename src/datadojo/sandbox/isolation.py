@@ -422,6 +422,9 @@ def build_launch(
         paths = forked_settings["landlock"]
         forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp"]}
         forked_settings["private_tmp"] = True
+        # The host's sockets are out of the server's bubblewrap tree, the siblings' out of this mount
+        # namespace: AF_UNIX sockets (multiprocessing.Manager) stay usable, as in a worker of its own.
+        forked_settings["seccomp"] = _seccomp_settings("bwrap")
         forked_settings["private_tmp_of"] = {
             "tmp_mb": tmp_mb,
             "sandbox_root": str(workspace.root),
@@ -449,6 +452,7 @@ def build_launch(
             argv += ["--setenv", key, value]
         argv += ["--", *python]
         settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True)
+        settings["seccomp"] = _seccomp_settings("bwrap")
         return LaunchPlan(argv=argv, env=env, cwd=str(workspace.root), isolation="bwrap", settings=settings)
     tmp = workspace.root / "tmp"
     tmp.mkdir(mode=0o1777, exist_ok=True)
@@ -464,7 +468,27 @@ def build_launch(
     if isolation == "landlock":
         level = "landlock"
         settings["landlock"] = landlock_paths(workspace, python_paths(extra))
+    settings["seccomp"] = _seccomp_settings(level)
     return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation=level, settings=settings)
+
+
+def _seccomp_settings(level: str) -> dict[str, bool] | None:
+    """The seccomp filter of every cell process at ``level`` (:mod:`datadojo.sandbox.seccomp`).
+
+    No System V IPC or POSIX message queues at any level (nothing of one trajectory reaches the next or a
+    sibling through them); no ``AF_UNIX`` sockets where the host's file system is in view (Landlock and
+    reduced: Landlock does not cover ``connect()`` to a path socket). Required at ``bwrap`` and
+    ``landlock`` (:class:`IsolationUnavailable` where the kernel refuses it); at reduced isolation used
+    where it works.
+    """
+    from datadojo.sandbox import seccomp
+
+    ok, why = seccomp.available()
+    if not ok:
+        if level == "reduced":
+            return None
+        raise IsolationUnavailable(f"isolation {level!r} needs a seccomp filter for its cells, but {why}")
+    return {"deny_unix_sockets": level != "bwrap"}
 
 
 def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from datadojo.sandbox.landlock import build_ruleset, drop_capabilities, restrict_self
 from datadojo.sandbox.protocol import read_frame_fd, write_frame_fd
+from datadojo.sandbox.seccomp import install as install_seccomp
 from datadojo.sandbox.worker.execution import (
     chunk_list,
     flush_std,
@@ -69,6 +70,9 @@ class Forker:
     landlock: dict[str, list[str]] | None = None
     #: Whether a persistent kernel runs the pandas warm-up before its first cell (see kernel_loop).
     warm_kernel: bool = True
+    #: The seccomp filter every child installs first (:mod:`datadojo.sandbox.seccomp`): ``None`` for
+    #: none, else ``{"deny_unix_sockets": bool}``. No System V or POSIX mq IPC crosses a trajectory.
+    seccomp: dict[str, bool] | None = None
 
     def fork(self, body: Callable[[], None], *, cpu_hard: bool, fds: dict[int, int]) -> int:
         """Fork a child with fds 0=/dev/null and ``fds`` (target: source), all others closed."""
@@ -78,6 +82,8 @@ class Forker:
             try:
                 if self.landlock is not None:  # before anything else; a failure ends the child
                     confine(self.landlock)
+                if self.seccomp is not None:
+                    install_seccomp(deny_unix_sockets=bool(self.seccomp.get("deny_unix_sockets")))
                 os.dup2(self.devnull, 0)
                 # Move the fds into place (via fresh copies, so that no source is clobbered first).
                 moved = {

@@ -84,6 +84,7 @@ class Zygote:
             devnull=devnull,
             # Forked by the pool's fork server: no pandas warm-up per kernel (CPU and pages per sandbox).
             warm_kernel=not settings.get("forked"),
+            seccomp=settings.get("seccomp"),
         )
         self.kernel: Kernel | None = None
         self.spare: Child | None = None
