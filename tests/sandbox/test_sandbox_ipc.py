@@ -19,6 +19,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -188,6 +189,36 @@ async def test_an_ordinary_analysis_still_runs(level: tuple[str, bool]) -> None:
     assert r.output.splitlines() == ["{0: 570.0, 1: 590.0, 2: 610.0}", "pair"]
 
 
+BWRAP_LEVELS = [
+    pytest.param(("bwrap", False), marks=needs_bwrap, id="bwrap"),
+    pytest.param(("bwrap", True), marks=[needs_bwrap, needs_landlock], id="bwrap+fork"),
+]
+SHM_WRITE = """
+import multiprocessing as mp, os
+with mp.Pool(2) as pool:  # POSIX semaphores: files in /dev/shm
+    print(sum(pool.map(abs, range(-4, 4))))
+with open('/dev/shm/left-{secret}', 'w') as fh:
+    fh.write('{secret}')
+"""
+SHM_READ = "import os\nprint(sorted(os.listdir('/dev/shm')))\n"
+
+
+@pytest.mark.parametrize("level", BWRAP_LEVELS)
+async def test_dev_shm_is_private_to_a_trajectory_under_bubblewrap(level: tuple[str, bool]) -> None:
+    """multiprocessing works (on main its locks failed with EACCES: /dev/shm was not writable by the
+    cells' uid), and what a trajectory leaves in /dev/shm is seen neither by a sibling nor by the next."""
+    secret = "SHMSECRET" + secrets.token_hex(6)
+    async with SandboxPool(_config(level), size=2) as pool:
+        async with pool.session([]) as first, pool.session([]) as sibling:
+            r = await first.run(SHM_WRITE.format(secret=secret))
+            assert r.status == "ok" and r.output.splitlines()[0] == "16", r.output  # 4+3+2+1+0+1+2+3
+            assert secret not in (await sibling.run(SHM_READ)).output
+        async with pool.session([]) as a, pool.session([]) as b:
+            assert first in (a, b)  # both workers reset and handed out again
+            for sb in (a, b):
+                assert secret not in (await sb.run(SHM_READ)).output
+
+
 # ------------------------------------------------------------------------------------ host at Landlock
 LANDLOCK_LEVELS = [
     pytest.param(("landlock", False), marks=needs_landlock, id="landlock"),
@@ -239,3 +270,40 @@ async def test_a_host_unix_socket_is_out_of_reach(
         r = await sb.run(cell)
     assert _accepted(server) == 0, r.output
     assert "connected" not in r.output
+
+
+@pytest.fixture
+def private_folders() -> Iterator[dict[str, Path]]:
+    """A ``$HOME``-like folder and a run folder, both 0700 as the harness's own folders are, each with a
+    file a cell must not learn of (answers, a finished run's summary)."""
+    made = {}
+    for label, filename in (("home", "answers.jsonl"), ("run", "summary.json")):
+        folder = Path(tempfile.mkdtemp(prefix=f"datadojo-{label}-"))
+        os.chmod(folder, 0o700)
+        (folder / filename).write_text("x" * 1234)
+        made[label] = folder / filename
+    try:
+        yield made
+    finally:
+        for path in made.values():
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("level", LANDLOCK_LEVELS)
+async def test_private_host_files_are_not_found_by_stat_and_cells_are_not_root(
+    level: tuple[str, bool], private_folders: dict[str, Path]
+) -> None:
+    cell = "import os\nprint('uid', os.getuid(), os.geteuid())\n"
+    for path in private_folders.values():
+        cell += (
+            f"try:\n    print('size', os.stat({str(path)!r}).st_size)\nexcept OSError as exc:\n"
+            "    print('denied', exc.errno)\n"
+            f"try:\n    print('list', os.listdir({str(path.parent)!r}))\nexcept OSError as exc:\n"
+            "    print('denied', exc.errno)\n"
+        )
+    async with SandboxPool(_config(level), size=1) as pool, pool.session([]) as sb:
+        r = await sb.run(cell)
+    assert r.status == "ok", r.output
+    uid_line = r.output.splitlines()[0].split()
+    assert uid_line[0] == "uid" and int(uid_line[1]) != 0 and int(uid_line[2]) != 0, r.output
+    assert "1234" not in r.output and "answers.jsonl" not in r.output and "summary.json" not in r.output

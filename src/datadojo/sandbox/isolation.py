@@ -365,9 +365,11 @@ def _world_accessible(path: str) -> bool:
     return True
 
 
-def cells_can_drop_root(paths: list[str]) -> bool:
-    """Whether cells could run as a dedicated uid without bubblewrap (the Python tree is world-readable)."""
-    return all(_world_accessible(p) for p in paths)
+def unreachable_paths(paths: list[str]) -> list[str]:
+    """Those of ``paths`` (the Python trees) that another user cannot reach: a folder above is not
+    traversable by others (pyenv under ``/root``). A worker holds them open for its cells'
+    uid (:mod:`datadojo.sandbox.worker.heldpaths`)."""
+    return [p for p in paths if not _world_accessible(p)]
 
 
 def _base_env(home: str, tmp: str) -> dict[str, str]:
@@ -420,8 +422,10 @@ def build_launch(
         env = {**plan.env, "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
         forked_settings = dict(plan.settings)
         paths = forked_settings["landlock"]
-        forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp"]}
+        forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp", "/dev/shm"]}
+        forked_settings.pop("held_paths", None)  # the server's tree has traversable parents
         forked_settings["private_tmp"] = True
+        forked_settings["private_shm"] = True
         # The host's sockets are out of the server's bubblewrap tree, the siblings' out of this mount
         # namespace: AF_UNIX sockets (multiprocessing.Manager) stay usable, as in a worker of its own.
         forked_settings["seccomp"] = _seccomp_settings("bwrap")
@@ -442,6 +446,9 @@ def build_launch(
         # The private /tmp first: binds below it (an install directory under /tmp) must stay visible.
         argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
         argv += _filesystem_args(python_paths(extra))
+        # A private /dev/shm (POSIX semaphores and shared memory: multiprocessing's locks and queues),
+        # writable by the cells and emptied between trajectories like /tmp.
+        argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/dev/shm"]
         argv += ["--bind", str(workspace.path), WORKSPACE_MOUNT]
         argv += ["--ro-bind", str(workspace.inputs), INPUTS_MOUNT]
         # The root bubblewrap builds is a tmpfs that, without root, the cells' uid owns: read-only, or a
@@ -451,7 +458,9 @@ def build_launch(
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--", *python]
-        settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True)
+        settings.update(
+            workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True, private_shm=True
+        )
         settings["seccomp"] = _seccomp_settings("bwrap")
         return LaunchPlan(argv=argv, env=env, cwd=str(workspace.root), isolation="bwrap", settings=settings)
     tmp = workspace.root / "tmp"
@@ -468,6 +477,8 @@ def build_launch(
     if isolation == "landlock":
         level = "landlock"
         settings["landlock"] = landlock_paths(workspace, python_paths(extra))
+    if settings.get("cell_uid") is not None and os.geteuid() == 0:
+        settings["held_paths"] = unreachable_paths(python_paths(extra))
     settings["seccomp"] = _seccomp_settings(level)
     return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation=level, settings=settings)
 

@@ -73,6 +73,9 @@ class Forker:
     #: The seccomp filter every child installs first (:mod:`datadojo.sandbox.seccomp`): ``None`` for
     #: none, else ``{"deny_unix_sockets": bool}``. No System V or POSIX mq IPC crosses a trajectory.
     seccomp: dict[str, bool] | None = None
+    #: Directory handles of a Python tree the cell uid cannot reach by its path (:mod:`.heldpaths`):
+    #: kept open in every child, at these numbers.
+    held_fds: tuple[int, ...] = ()
 
     def fork(self, body: Callable[[], None], *, cpu_hard: bool, fds: dict[int, int]) -> int:
         """Fork a child with fds 0=/dev/null and ``fds`` (target: source), all others closed."""
@@ -91,7 +94,11 @@ class Forker:
                 }
                 for target, src in moved.items():
                     os.dup2(src, target)
-                os.closerange(max(moved) + 1, 1 << 20)
+                if self.held_fds:  # every fd but the moved ones and the held Python trees
+                    os.closerange(max(moved) + 1, self.held_fds[0])
+                    os.closerange(self.held_fds[-1] + 1, 1 << 20)
+                else:
+                    os.closerange(max(moved) + 1, 1 << 20)
                 self.setup(cpu_hard=cpu_hard)
                 body()
                 code = 0
