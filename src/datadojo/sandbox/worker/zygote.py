@@ -25,6 +25,7 @@ from typing import Any
 from datadojo.sandbox.cells import compile_cell, register_source
 from datadojo.sandbox.landlock import build_ruleset
 from datadojo.sandbox.protocol import ProtocolError, read_frame_fd, write_frame_fd
+from datadojo.sandbox.seccomp import prepare as prepare_seccomp
 from datadojo.sandbox.worker.child import Child, Forker, child_main, fork_child
 from datadojo.sandbox.worker.execution import chunk_list, warm_up
 from datadojo.sandbox.worker.heldpaths import hold_paths
@@ -129,6 +130,8 @@ class Zygote:
         if held:  # cells under their own uid, the Python tree behind a folder they cannot traverse
             fds = hold_paths([str(p) for p in held])
             self.forker = dataclasses.replace(self.forker, held_fds=tuple(fds))
+        if self.forker.seccomp is not None:
+            prepare_seccomp(deny_unix_sockets=bool(self.forker.seccomp.get("deny_unix_sockets")))
         gc.freeze()
         landlock = self._landlock()
         self._start_execution_process()
