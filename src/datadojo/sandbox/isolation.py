@@ -33,9 +33,13 @@ and network namespaces only where ``unshare`` works).
 cleared environment, every resource limit, the process sweep after each cell and the static policy, and
 copies the data files into the workspace. It cannot stop network access, writes outside the workspace or
 reads of other files by code that gets past the policy, which is why every result records ``reduced``
-and a warning is logged once per process. Under root the cells use a dedicated uid only when the Python
-installation is readable by other users; otherwise they run as root, ``RLIMIT_NPROC`` cannot apply and
-the worker counts the cell's processes itself.
+and a warning is logged once per process.
+
+Under root the cells use a dedicated uid at every level. At the Landlock and reduced levels a Python tree
+that uid cannot reach (pyenv under ``/root``) is held open by the worker for it
+(:mod:`datadojo.sandbox.worker.heldpaths`, ``held_paths`` in the settings). Every cell process installs a
+seccomp filter (:mod:`datadojo.sandbox.seccomp`, ``seccomp`` in the settings): no System V IPC or POSIX
+message queues anywhere, no ``AF_UNIX`` sockets where the host's file system is in view.
 """
 
 from __future__ import annotations

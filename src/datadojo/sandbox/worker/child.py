@@ -128,8 +128,8 @@ class Forker:
             os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
             os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
         elif self.landlock is not None:
-            # a root cell at the Landlock level: uid 0 without any capability; a forked worker's cell
-            # without root: nothing of what its worker holds in its own user namespace
+            # a forked worker's cell without root: nothing of what its worker holds in its own user
+            # namespace (as root, cells always have a uid of their own: see .heldpaths)
             drop_capabilities()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != self.parent:
