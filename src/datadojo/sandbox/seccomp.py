@@ -19,7 +19,7 @@ files in ``/dev/shm`` and not these system calls).
 a world-writable socket of the host (a Docker socket made ``0666``, an X server, a Ray raylet) would be in
 reach; ``socketpair()`` (what ``multiprocessing.Pipe`` uses) stays allowed, since its two ends are
 connected only to each other. Seccomp cannot read the address a ``connect()`` names, so the socket itself
-is refused.
+is refused. ``io_uring_setup`` is refused too: an io_uring makes sockets without the ``socket`` system call.
 
 Built without libseccomp: a classic BPF program through ``prctl(PR_SET_SECCOMP)`` by :mod:`ctypes`. It
 first checks the architecture field, so a call through another ABI of the same CPU (``int 0x80`` i386
@@ -36,7 +36,7 @@ import os
 import platform
 import struct
 
-__all__ = ["IPC_SYSCALLS", "SeccompError", "available", "build_program", "install", "prepare"]
+__all__ = ["DENIED_SYSCALLS", "SeccompError", "available", "build_program", "install", "prepare"]
 
 #: (AUDIT_ARCH_*, the System V IPC and POSIX mq system calls, socket) per architecture.
 _ARCH: dict[str, tuple[int, dict[str, int], int]] = {
@@ -61,6 +61,7 @@ _ARCH: dict[str, tuple[int, dict[str, int], int]] = {
             "mq_timedreceive": 243,
             "mq_notify": 244,
             "mq_getsetattr": 245,
+            "io_uring_setup": 425,
         },
         41,
     ),
@@ -85,13 +86,16 @@ _ARCH: dict[str, tuple[int, dict[str, int], int]] = {
             "shmctl": 195,
             "shmat": 196,
             "shmdt": 197,
+            "io_uring_setup": 425,
         },
         198,
     ),
 }
 _ARCH["arm64"] = _ARCH["aarch64"]
 #: The names of the calls the filter refuses (the same set on every supported architecture).
-IPC_SYSCALLS = tuple(sorted(_ARCH["x86_64"][1]))
+#: ``io_uring_setup`` too: an io_uring submits ``socket``/``connect`` operations that never pass through
+#: the filter's ``socket`` rule (Docker's default profile refuses it for the same reason).
+DENIED_SYSCALLS = tuple(sorted(_ARCH["x86_64"][1]))
 
 _X32_BIT = 0x40000000
 _AF_UNIX = 1
