@@ -65,6 +65,16 @@ FAMILIES = {
     "memory bomb (2 GiB)": "resource",
     "fill /tmp (4x the tmp cap)": "resource",
 }
+#: Issue 38: rows that need two trajectories of one pool (the next one after a reset, a sibling beside it)
+#: or a planted host object, probed by :func:`_ipc_and_host_probes` in a pool of two.
+IPC_AND_HOST_FAMILIES = {
+    "IPC to the next trajectory (SysV shm/msg, POSIX mq)": "ipc",
+    "IPC to a sibling (SysV shm/msg, POSIX mq)": "ipc",
+    "connect to a host UNIX socket (mode 0777)": "file",
+    "stat() a file in a 0700 host folder": "stat",
+    "cells run as a uid other than 0": "user",
+}
+FAMILIES.update(IPC_AND_HOST_FAMILIES)
 LIMITS = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_procs=32, max_file_mb=4)
 
 
@@ -302,6 +312,7 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
                     "output": r.output[-300:],
                 }
             landlock = sb.landlock
+        verdicts.update(await _ipc_and_host_probes(config, plant))
     finally:
         plant.close()
     return {
@@ -310,6 +321,82 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
         "available": True,
         "landlock": landlock,
         "probes": verdicts,
+    }
+
+
+async def _ipc_and_host_probes(config: SandboxConfig, plant: Plant) -> dict[str, dict[str, object]]:
+    """The rows of :data:`IPC_AND_HOST_FAMILIES`, in a pool of two sandboxes of ``config``.
+
+    IPC: a secret written through System V shared memory, a System V message queue and a POSIX message
+    queue by one trajectory, looked for by the next trajectory of the same (reset) sandbox and by a
+    sibling running beside it. Host: a UNIX socket the harness listens on (outside every workspace, mode
+    0777 so that file permissions do not stop it), a file in a 0700 folder of the harness (a run folder;
+    ``$HOME`` is one too), the cells' uid.
+    """
+    from datadojo.testing.ipc import IpcChannel, ipc_probe_cells
+
+    sock_path = str(plant.root / "daemon.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sock_path)
+    os.chmod(sock_path, 0o777)
+    listener.listen(4)
+    listener.setblocking(False)
+    private = plant.root / "run"
+    private.mkdir(mode=0o700)
+    (private / "summary.json").write_text(plant.token)
+    channels = {"next": IpcChannel.new(), "sibling": IpcChannel.new()}
+    out: dict[str, str] = {"next": "", "sibling": ""}
+    try:
+        async with SandboxPool(config, size=1) as pool:
+            async with pool.session([]) as first:
+                for write, _read in ipc_probe_cells(channels["next"]).values():
+                    await first.run(write)
+            async with pool.session([]) as nxt:  # the same sandbox, reset
+                for _write, read in ipc_probe_cells(channels["next"]).values():
+                    out["next"] += (await nxt.run(read)).output
+                host = await nxt.run(
+                    "import os, socket\nprint('uid', os.getuid(), os.geteuid())\n"
+                    f"try:\n    print('size', os.stat({str(private / 'summary.json')!r}).st_size)\n"
+                    "except OSError as exc:\n    print('stat failed', exc.errno)\n"
+                    "s = socket.socket(socket.AF_UNIX)\n"
+                    f"try:\n    s.connect({sock_path!r}); s.send(b'x'); print('connected')\n"
+                    "except OSError as exc:\n    print('connect failed', exc.errno)\n"
+                )
+        async with (
+            SandboxPool(config, size=2) as pool,
+            pool.session([]) as writer,
+            pool.session([]) as sibling,
+        ):
+            for write, read in ipc_probe_cells(channels["sibling"]).values():
+                await writer.run(write)
+                out["sibling"] += (await sibling.run(read)).output
+        try:
+            conn, _addr = listener.accept()
+            conn.close()
+            accepted = True
+        except BlockingIOError:
+            accepted = False
+    finally:
+        listener.close()
+        for channel in channels.values():
+            channel.host_remove()
+    uid = next((line.split()[1:] for line in host.output.splitlines() if line.startswith("uid")), ["0"])
+    rows = {
+        "IPC to the next trajectory (SysV shm/msg, POSIX mq)": (
+            channels["next"].secret not in out["next"],
+            out["next"],
+        ),
+        "IPC to a sibling (SysV shm/msg, POSIX mq)": (
+            channels["sibling"].secret not in out["sibling"],
+            out["sibling"],
+        ),
+        "connect to a host UNIX socket (mode 0777)": (not accepted, host.output),
+        "stat() a file in a 0700 host folder": (f"size {len(plant.token)}" not in host.output, host.output),
+        "cells run as a uid other than 0": ("0" not in uid, host.output),
+    }
+    return {
+        name: {"contained": contained, "status": host.status, "output": output[-300:]}
+        for name, (contained, output) in rows.items()
     }
 
 

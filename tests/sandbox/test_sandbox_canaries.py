@@ -3,12 +3,17 @@
 A rollout whose (scripted) model reads, through computed paths, the reference answers planted beside the
 task file, a token in ``$HOME`` and the run folder's config: at the bubblewrap and Landlock levels it
 reads nothing; at reduced isolation it reads them (which is why ``train rl`` refuses that level unless told).
+The folders are readable by every user, so that file permissions (cells run under a uid of their own) do
+not stop the reads: what contains them is the level alone.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,10 +47,22 @@ LEVELS = [
 ]
 
 
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder every user may read (pytest's tmp_path is below a 0700 folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="datadojo-canaries-"))
+    os.chmod(folder, 0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("iso", LEVELS)
 async def test_rollout_cannot_read_the_answers(
-    tmp_path: Path, iso: str, monkeypatch: pytest.MonkeyPatch
+    open_folder: Path, iso: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_path = open_folder
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

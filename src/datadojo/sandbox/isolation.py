@@ -33,9 +33,13 @@ and network namespaces only where ``unshare`` works).
 cleared environment, every resource limit, the process sweep after each cell and the static policy, and
 copies the data files into the workspace. It cannot stop network access, writes outside the workspace or
 reads of other files by code that gets past the policy, which is why every result records ``reduced``
-and a warning is logged once per process. Under root the cells use a dedicated uid only when the Python
-installation is readable by other users; otherwise they run as root, ``RLIMIT_NPROC`` cannot apply and
-the worker counts the cell's processes itself.
+and a warning is logged once per process.
+
+Under root the cells use a dedicated uid at every level. At the Landlock and reduced levels a Python tree
+that uid cannot reach (pyenv under ``/root``) is held open by the worker for it
+(:mod:`datadojo.sandbox.worker.heldpaths`, ``held_paths`` in the settings). Every cell process installs a
+seccomp filter (:mod:`datadojo.sandbox.seccomp`, ``seccomp`` in the settings): no System V IPC or POSIX
+message queues anywhere, no ``AF_UNIX`` sockets where the host's file system is in view.
 """
 
 from __future__ import annotations
@@ -365,9 +369,11 @@ def _world_accessible(path: str) -> bool:
     return True
 
 
-def cells_can_drop_root(paths: list[str]) -> bool:
-    """Whether cells could run as a dedicated uid without bubblewrap (the Python tree is world-readable)."""
-    return all(_world_accessible(p) for p in paths)
+def unreachable_paths(paths: list[str]) -> list[str]:
+    """Those of ``paths`` (the Python trees) that another user cannot reach: a folder above is not
+    traversable by others (pyenv under ``/root``). A worker holds them open for its cells'
+    uid (:mod:`datadojo.sandbox.worker.heldpaths`)."""
+    return [p for p in paths if not _world_accessible(p)]
 
 
 def _base_env(home: str, tmp: str) -> dict[str, str]:
@@ -420,8 +426,13 @@ def build_launch(
         env = {**plan.env, "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib"}
         forked_settings = dict(plan.settings)
         paths = forked_settings["landlock"]
-        forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp"]}
+        forked_settings["landlock"] = {**paths, "read_write": [*paths["read_write"], "/tmp", "/dev/shm"]}
+        forked_settings.pop("held_paths", None)  # the server's tree has traversable parents
         forked_settings["private_tmp"] = True
+        forked_settings["private_shm"] = True
+        # The host's sockets are out of the server's bubblewrap tree, the siblings' out of this mount
+        # namespace: AF_UNIX sockets (multiprocessing.Manager) stay usable, as in a worker of its own.
+        forked_settings["seccomp"] = _seccomp_settings("bwrap")
         forked_settings["private_tmp_of"] = {
             "tmp_mb": tmp_mb,
             "sandbox_root": str(workspace.root),
@@ -439,6 +450,9 @@ def build_launch(
         # The private /tmp first: binds below it (an install directory under /tmp) must stay visible.
         argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
         argv += _filesystem_args(python_paths(extra))
+        # A private /dev/shm (POSIX semaphores and shared memory: multiprocessing's locks and queues),
+        # writable by the cells and emptied between trajectories like /tmp.
+        argv += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/dev/shm"]
         argv += ["--bind", str(workspace.path), WORKSPACE_MOUNT]
         argv += ["--ro-bind", str(workspace.inputs), INPUTS_MOUNT]
         # The root bubblewrap builds is a tmpfs that, without root, the cells' uid owns: read-only, or a
@@ -448,7 +462,10 @@ def build_launch(
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--", *python]
-        settings.update(workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True)
+        settings.update(
+            workspace=WORKSPACE_MOUNT, pidns=True, count_procs=False, private_tmp=True, private_shm=True
+        )
+        settings["seccomp"] = _seccomp_settings("bwrap")
         return LaunchPlan(argv=argv, env=env, cwd=str(workspace.root), isolation="bwrap", settings=settings)
     tmp = workspace.root / "tmp"
     tmp.mkdir(mode=0o1777, exist_ok=True)
@@ -464,7 +481,29 @@ def build_launch(
     if isolation == "landlock":
         level = "landlock"
         settings["landlock"] = landlock_paths(workspace, python_paths(extra))
+    if settings.get("cell_uid") is not None and os.geteuid() == 0:
+        settings["held_paths"] = unreachable_paths(python_paths(extra))
+    settings["seccomp"] = _seccomp_settings(level)
     return LaunchPlan(argv=argv, env=env, cwd=str(workspace.path), isolation=level, settings=settings)
+
+
+def _seccomp_settings(level: str) -> dict[str, bool] | None:
+    """The seccomp filter of every cell process at ``level`` (:mod:`datadojo.sandbox.seccomp`).
+
+    No System V IPC or POSIX message queues at any level (nothing of one trajectory reaches the next or a
+    sibling through them); no ``AF_UNIX`` sockets where the host's file system is in view (Landlock and
+    reduced: Landlock does not cover ``connect()`` to a path socket). Required at ``bwrap`` and
+    ``landlock`` (:class:`IsolationUnavailable` where the kernel refuses it); at reduced isolation used
+    where it works.
+    """
+    from datadojo.sandbox import seccomp
+
+    ok, why = seccomp.available()
+    if not ok:
+        if level == "reduced":
+            return None
+        raise IsolationUnavailable(f"isolation {level!r} needs a seccomp filter for its cells, but {why}")
+    return {"deny_unix_sockets": level != "bwrap"}
 
 
 def bwrap_server_argv(root: str, extra_paths: list[str], tmp_mb: int, python: list[str]) -> list[str]:

@@ -31,8 +31,6 @@ from datadojo.sandbox.isolation import (
     LaunchPlan,
     allocate_uid,
     build_launch,
-    cells_can_drop_root,
-    python_paths,
     resolve_isolation,
 )
 from datadojo.sandbox.policy import check_code, format_violations
@@ -255,14 +253,10 @@ class Sandbox:
             raise SandboxError(
                 f"this pool's fork server runs at level {fork_server.isolation!r}, not {isolation!r}"
             )
+        # As root, cells run under a uid of their own at every level: under bubblewrap the Python tree is
+        # bound with traversable parents; elsewhere a tree other users cannot reach (pyenv under /root)
+        # is held open by the worker for them (datadojo.sandbox.worker.heldpaths).
         uid = allocate_uid()
-        extra = [str(default_install_dir() if config.install_dir is None else config.install_dir)]
-        extra = extra if config.auto_install else []
-        # Under bubblewrap (a sandbox's own, or the pool's fork server's) the Python tree is bound with
-        # traversable parents, so cells can always run under their own uid.
-        own_mounts = isolation == "bwrap"
-        if not own_mounts and uid is not None and not cells_can_drop_root(python_paths(extra)):
-            uid = None  # the Python installation is not readable by other users: cells stay root
         parent = config.workspace_root
         if isolation == "bwrap" and fork_server is not None:
             parent = fork_server.root  # the one folder the pool's bubblewrap sandbox shows

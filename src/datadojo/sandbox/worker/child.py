@@ -30,6 +30,7 @@ from typing import Any
 
 from datadojo.sandbox.landlock import build_ruleset, drop_capabilities, restrict_self
 from datadojo.sandbox.protocol import read_frame_fd, write_frame_fd
+from datadojo.sandbox.seccomp import install as install_seccomp
 from datadojo.sandbox.worker.execution import (
     chunk_list,
     flush_std,
@@ -69,6 +70,12 @@ class Forker:
     landlock: dict[str, list[str]] | None = None
     #: Whether a persistent kernel runs the pandas warm-up before its first cell (see kernel_loop).
     warm_kernel: bool = True
+    #: The seccomp filter every child installs first (:mod:`datadojo.sandbox.seccomp`): ``None`` for
+    #: none, else ``{"deny_unix_sockets": bool}``. No System V or POSIX mq IPC crosses a trajectory.
+    seccomp: dict[str, bool] | None = None
+    #: Directory handles of a Python tree the cell uid cannot reach by its path (:mod:`.heldpaths`):
+    #: kept open in every child, at these numbers.
+    held_fds: tuple[int, ...] = ()
 
     def fork(self, body: Callable[[], None], *, cpu_hard: bool, fds: dict[int, int]) -> int:
         """Fork a child with fds 0=/dev/null and ``fds`` (target: source), all others closed."""
@@ -78,6 +85,8 @@ class Forker:
             try:
                 if self.landlock is not None:  # before anything else; a failure ends the child
                     confine(self.landlock)
+                if self.seccomp is not None:
+                    install_seccomp(deny_unix_sockets=bool(self.seccomp.get("deny_unix_sockets")))
                 os.dup2(self.devnull, 0)
                 # Move the fds into place (via fresh copies, so that no source is clobbered first).
                 moved = {
@@ -85,7 +94,11 @@ class Forker:
                 }
                 for target, src in moved.items():
                     os.dup2(src, target)
-                os.closerange(max(moved) + 1, 1 << 20)
+                if self.held_fds:  # every fd but the moved ones and the held Python trees
+                    os.closerange(max(moved) + 1, self.held_fds[0])
+                    os.closerange(self.held_fds[-1] + 1, 1 << 20)
+                else:
+                    os.closerange(max(moved) + 1, 1 << 20)
                 self.setup(cpu_hard=cpu_hard)
                 body()
                 code = 0
@@ -115,8 +128,8 @@ class Forker:
             os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
             os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
         elif self.landlock is not None:
-            # a root cell at the Landlock level: uid 0 without any capability; a forked worker's cell
-            # without root: nothing of what its worker holds in its own user namespace
+            # a forked worker's cell without root: nothing of what its worker holds in its own user
+            # namespace (as root, cells always have a uid of their own: see .heldpaths)
             drop_capabilities()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if os.getppid() != self.parent:

@@ -13,7 +13,8 @@ settings or runs anything of the agent's, makes its own mount, IPC and network n
    mount private (nothing propagates back);
 2. the mounts beneath ``/tmp`` that it must keep (the pool's workspace folder and any Python path that
    lives under ``/tmp``, e.g. a virtual environment made there) are opened as ``O_PATH`` handles;
-3. a fresh tmpfs of ``tmp_mb`` MiB (mode 1777) is mounted on ``/tmp``;
+3. a fresh tmpfs of ``tmp_mb`` MiB (mode 1777) is mounted on ``/tmp``, and another on ``/dev/shm`` (POSIX
+   semaphores and shared memory, which ``multiprocessing`` uses);
 4. the kept mounts are bound back at their paths, with their read-only flag; of the pool's workspace
    folder only this sandbox's own folder comes back (the siblings' folders are not even visible), bound
    read-only but for its ``workspace`` and ``tmp`` folders (the cells may write all of ``/tmp``, so
@@ -311,6 +312,13 @@ def enter_own_namespaces(want: PrivateTmp) -> list[str]:
         for point, fd, flags, is_dir in keep:
             _make_mount_point(point, is_dir)
             _bind(libc, fd, point, flags)
+        # a private /dev/shm too (POSIX semaphores: multiprocessing), emptied between trajectories
+        _check(
+            libc.mount(
+                b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size},mode=1777".encode()
+            ),
+            "mount a private tmpfs on /dev/shm",
+        )
     finally:
         for _point, fd, _flags, _is_dir in keep:
             os.close(fd)

@@ -25,8 +25,10 @@ from typing import Any
 from datadojo.sandbox.cells import compile_cell, register_source
 from datadojo.sandbox.landlock import build_ruleset
 from datadojo.sandbox.protocol import ProtocolError, read_frame_fd, write_frame_fd
+from datadojo.sandbox.seccomp import prepare as prepare_seccomp
 from datadojo.sandbox.worker.child import Child, Forker, child_main, fork_child
 from datadojo.sandbox.worker.execution import chunk_list, warm_up
+from datadojo.sandbox.worker.heldpaths import hold_paths
 from datadojo.sandbox.worker.kernel import Kernel, start_kernel
 from datadojo.sandbox.worker.procfs import (
     PR_SET_CHILD_SUBREAPER,
@@ -84,6 +86,7 @@ class Zygote:
             devnull=devnull,
             # Forked by the pool's fork server: no pandas warm-up per kernel (CPU and pages per sandbox).
             warm_kernel=not settings.get("forked"),
+            seccomp=settings.get("seccomp"),
         )
         self.kernel: Kernel | None = None
         self.spare: Child | None = None
@@ -123,6 +126,12 @@ class Zygote:
             # Objects that exist now are never collected in a child: a collection would touch (and so
             # copy) every page the child shares with us.
             gc.collect()
+        held = self.settings.get("held_paths")
+        if held:  # cells under their own uid, the Python tree behind a folder they cannot traverse
+            fds = hold_paths([str(p) for p in held])
+            self.forker = dataclasses.replace(self.forker, held_fds=tuple(fds))
+        if self.forker.seccomp is not None:
+            prepare_seccomp(deny_unix_sockets=bool(self.forker.seccomp.get("deny_unix_sockets")))
         gc.freeze()
         landlock = self._landlock()
         self._start_execution_process()
@@ -247,17 +256,19 @@ class Zygote:
         return {"op": "reset"}, finish
 
     def _wipe_private_tmp(self) -> None:
-        """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched).
+        """Empty the sandbox's own /tmp and /dev/shm (tmpfs under bubblewrap; the host's are never touched).
 
         Cells write there as the cell uid in a sticky directory, so the removal runs as that uid.
         """
-        if not self.settings.get("private_tmp"):
-            return
         # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
-        # path under /tmp): never walked into.
-        keep = set(self.settings.get("tmp_keep") or ())
+        # path under /tmp): never walked into. /dev/shm is the sandbox's own under bubblewrap.
+        folders = (
+            {"/tmp": set(self.settings.get("tmp_keep") or ())} if self.settings.get("private_tmp") else {}
+        )
+        if self.settings.get("private_shm"):
+            folders["/dev/shm"] = set()
         try:
-            if not set(os.listdir("/tmp")) - keep:
+            if not any(set(os.listdir(folder)) - keep for folder, keep in folders.items()):
                 return  # nothing written there (most trajectories): no process to fork for it
         except OSError:
             pass
@@ -269,15 +280,16 @@ class Zygote:
                     os.setgroups([])
                     os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
                     os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
-                for name in os.listdir("/tmp"):
-                    if name in keep:
-                        continue
-                    path = os.path.join("/tmp", name)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(OSError):
-                            os.unlink(path)
+                for folder, keep in folders.items():
+                    for name in os.listdir(folder):
+                        if name in keep:
+                            continue
+                        path = os.path.join(folder, name)
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            shutil.rmtree(path, ignore_errors=True)
+                        else:
+                            with contextlib.suppress(OSError):
+                                os.unlink(path)
             except BaseException:
                 code = 1
             finally:
