@@ -54,10 +54,12 @@ from datadojo.compare.core import (
     Number,
     Verdict,
     answer_candidates,
+    compare_answers,
     entity_check,
     find_numbers,
     hedge,
     numbers_match,
+    signs_from_words,
 )
 from datadojo.compare.matchers import MatchConfig, _bipartite, match_answer
 from datadojo.compare.text import normalize_text
@@ -180,9 +182,15 @@ def _contains_phrase(haystack: list[str], phrase: list[str]) -> bool:
 
 
 def match_scientific(
-    prediction: str | None, reference: str, config: ScientificConfig | None = None
+    prediction: str | None,
+    reference: str,
+    config: ScientificConfig | None = None,
+    *,
+    question: str | None = None,
 ) -> ScientificMatch:
     """Whether ``prediction`` answers a scientific QA question like ``reference`` (module docstring).
+
+    ``question`` (where the caller has it) accounts for the reference's words it repeats.
 
     Never raises on any prediction; a blank reference is a ``ValueError`` (nothing to score against).
     """
@@ -196,9 +204,24 @@ def match_scientific(
     if normalize_text(ref) in _YES_NO:
         r = match_answer(pred, ref, kind="bool")
         return ScientificMatch(r.correct, r.reason, "bool")
+    core = compare_answers(
+        pred, ref, question=question, rel_tol=cfg.rel_tol, abs_tol=cfg.abs_tol,
+        magnitude_letters=cfg.magnitude_letters,
+    )  # fmt: skip
+    if core.basis in ("contradiction", "dates", "list"):  # what the core read beyond the numbers decides
+        return ScientificMatch(core.correct, core.reason, core.basis, decisive=core.decided)
     names = entity_check(pred, ref)
     if names is not None and names.decided:
         return ScientificMatch(False, names.reason, "entity")
+    if core.basis != "direction":  # "fell by 5.3%" is -5.3%, unless the reference states no sign at all
+        pred, ref = signs_from_words(pred), signs_from_words(ref)
+    r = _match_reference(pred, ref, names, cfg)
+    if r.correct and r.decisive and not core.decided and core.basis in ("content", "direction"):
+        return ScientificMatch(core.correct, f"{r.reason}; {core.reason}", r.kind, decisive=False)
+    return r
+
+
+def _match_reference(pred: str, ref: str, names: Verdict | None, cfg: ScientificConfig) -> ScientificMatch:
     ref_values: list[Number] = []
     categorical: list[str] = []
     free_text: list[str] = []
