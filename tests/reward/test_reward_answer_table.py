@@ -37,13 +37,14 @@ def _id(p: AnswerPair) -> str:
 
 @pytest.mark.parametrize("pair", ANSWER_PAIRS, ids=_id)
 def test_the_three_users_of_the_core_agree_with_the_careful_grader(pair: AnswerPair) -> None:
-    m = match_answer(pair.prediction, pair.reference, config=MatchConfig(rel_tol=TOLERANCE))
+    q = pair.question
+    m = match_answer(pair.prediction, pair.reference, config=MatchConfig(rel_tol=TOLERANCE), question=q)
     assert (m.correct, m.decided) == (pair.correct, pair.decided), f"matcher: {m.reason} ({pair.section})"
-    s = match_scientific(pair.prediction, pair.reference, ScientificConfig(rel_tol=TOLERANCE))
+    s = match_scientific(pair.prediction, pair.reference, ScientificConfig(rel_tol=TOLERANCE), question=q)
     assert (s.correct, s.decisive) == (pair.correct, pair.decided), f"scientific: {s.reason} ({pair.section})"
-    r = rule_check([pair.reference, pair.prediction], TOLERANCE)
+    r = rule_check([pair.reference, pair.prediction], TOLERANCE, question=q)
     assert r.consistent == pair.consistent, f"consistency: {r.reason} ({pair.section})"
-    core = compare_answers(pair.prediction, pair.reference, rel_tol=TOLERANCE)
+    core = compare_answers(pair.prediction, pair.reference, question=q, rel_tol=TOLERANCE)
     assert (core.correct, core.decided) == (pair.correct, pair.decided), core.reason
 
 

@@ -259,10 +259,20 @@ def stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """The words of ``text`` (letters, then letters, digits or ``_``), stemmed; ``n't`` becomes ``not``."""
+    """The words of ``text`` (letters, then letters, digits or ``_``), stemmed; ``n't`` becomes ``not``; a
+    single capital letter inside a sentence is a label (``Product A`` → ``~a``), not the article."""
     out: list[str] = []
     for m in _TOKEN.finditer(text):
         w = m.group(0)
+        if len(w) == 1 and w.isupper() and w != "I":
+            before = text[: m.start()].rstrip()
+            if (
+                before
+                and before[-1] not in ".!?:;\n"
+                and (m.end() == len(text) or not text[m.end()].isalpha())
+            ):
+                out.append("~" + w.lower())
+                continue
         low = w.lower().replace("’", "'")
         if low.endswith("n't"):
             out.append(stem(low[:-3]))
@@ -310,6 +320,14 @@ def check_content(prediction: str, reference: str, question: str | None = None) 
         if other and not same:
             contradiction = f"the prediction says {sorted(other)[0]!r} where the reference says {w!r}"
             break
+    if contradiction is None:  # "Product B" where the reference says "Product A"
+        rlabels = {w for w in rset if w.startswith("~")}
+        plabels = {w for w in pset if w.startswith("~")}
+        if rlabels and not rlabels & plabels and plabels:
+            contradiction = (
+                f"the prediction names {sorted(plabels)[0][1:].upper()!r} where the reference names "
+                f"{sorted(rlabels)[0][1:].upper()!r}"
+            )
     negates = bool(pset & NEGATIONS) and not (rset & NEGATIONS)
     if contradiction and negates:  # "did not decrease": turned around, not certainly the opposite
         contradiction = None

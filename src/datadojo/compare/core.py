@@ -623,7 +623,10 @@ def compare_answers(
     if _light(prediction) == _light(reference):
         return Verdict(True, True, "identical after normalization")
     if normalize_text(reference) in _YES | _NO:
-        return _yes_no(prediction, normalize_text(reference) in _YES)
+        said = _yes_no(prediction, normalize_text(reference) in _YES)
+        if symmetric and said.decided:  # the other answer's wording differs: the judge reads it
+            return Verdict(said.correct, False, f"{said.reason}; the wording differs")
+        return said
     pmask, pdates = mask_dates(normalize_unit_text(prediction))
     rmask, rdates = mask_dates(normalize_unit_text(reference))
     dates = compare_dates(pdates, rdates)
@@ -649,9 +652,12 @@ def compare_answers(
         if pnums and symmetric:
             return Verdict(False, False, "one answer states a number, the other does not")
         if dates is not None and not content_words(rwords) and not _has_poles(rwords):
-            return Verdict(dates[0], dates[1] and not content.extra_negation, dates[2], "dates")
-        verdict = _compare_text(pwords if rdates else prediction, rwords if rdates else reference, ent,
-                                question)  # fmt: skip
+            same_words = not symmetric or content_words(pwords) == content_words(rwords)
+            return Verdict(
+                dates[0], dates[1] and not content.extra_negation and same_words, dates[2], "dates"
+            )
+        ptext, rtext = (pwords, rwords) if rdates else (prediction, reference)
+        verdict = _compare_text(ptext, rtext, ent, question, symmetric)
         if dates is not None and verdict.correct and not dates[1]:
             return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
         return verdict
@@ -692,7 +698,7 @@ def compare_answers(
         )
     if content.extra_negation and _has_content(rwords):
         return Verdict(
-            True, False, f"{verdict.reason}; the prediction negates what the reference states", "content"
+            False, False, f"{verdict.reason}; the prediction negates what the reference states", "content"
         )
     if direction_note:
         return Verdict(True, False, f"{verdict.reason}; {direction_note}", "direction")
@@ -803,7 +809,9 @@ def bipartite(n: int, ok: list[list[bool]]) -> int:
     return sum(augment(i, set()) for i in range(n))
 
 
-def _compare_text(prediction: str, reference: str, ent: Verdict | None, question: str | None) -> Verdict:
+def _compare_text(
+    prediction: str, reference: str, ent: Verdict | None, question: str | None, symmetric: bool = False
+) -> Verdict:
     """A reference without numbers: equal after normalization, or its items (one for a name, several for a
     list) stated in the prediction (:func:`datadojo.compare.content.check_items`)."""
     p, r = normalize_text(prediction), normalize_text(reference)
@@ -819,7 +827,7 @@ def _compare_text(prediction: str, reference: str, ent: Verdict | None, question
         if found.correct and ent is not None:
             return Verdict(False, False, f"{found.reason}, but {ent.reason}")
         if len(items) > 1 or found.correct or found.longer:
-            return Verdict(found.correct, found.decided, found.reason, "list")
+            return Verdict(found.correct, found.decided and not symmetric, found.reason, "list")
     if len(r.split()) <= 3 and len(p.split()) <= 3:
         return Verdict(False, True, f"{p[:60]!r} != {r[:60]!r} after normalization")
     return Verdict(False, False, f"descriptive answers differ in wording ({p[:40]!r} vs {r[:40]!r})")

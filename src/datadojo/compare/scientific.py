@@ -203,22 +203,26 @@ def match_scientific(
     ref = reference.strip()
     if normalize_text(ref) in _YES_NO:
         r = match_answer(pred, ref, kind="bool")
-        return ScientificMatch(r.correct, r.reason, "bool")
+        return ScientificMatch(r.correct, r.reason, "bool", decisive=r.decided)
     core = compare_answers(
         pred, ref, question=question, rel_tol=cfg.rel_tol, abs_tol=cfg.abs_tol,
         magnitude_letters=cfg.magnitude_letters,
     )  # fmt: skip
-    if core.basis in ("contradiction", "dates", "list"):  # what the core read beyond the numbers decides
+    if core.basis in ("contradiction", "dates", "list") or (core.basis == "direction" and core.decided):
         return ScientificMatch(core.correct, core.reason, core.basis, decisive=core.decided)
     names = entity_check(pred, ref)
     if names is not None and names.decided:
         return ScientificMatch(False, names.reason, "entity")
-    if core.basis != "direction":  # "fell by 5.3%" is -5.3%, unless the reference states no sign at all
-        pred, ref = signs_from_words(pred), signs_from_words(ref)
+    signed_ref = signs_from_words(ref)
+    if signed_ref != ref or _SIGNED.search(ref):  # "fell by 5.3%" is -5.3% where the reference has signs
+        pred, ref = signs_from_words(pred), signed_ref
     r = _match_reference(pred, ref, names, cfg)
     if r.correct and r.decisive and not core.decided and core.basis in ("content", "direction"):
         return ScientificMatch(core.correct, f"{r.reason}; {core.reason}", r.kind, decisive=False)
     return r
+
+
+_SIGNED = re.compile(r"(?<![\w.])[-+−]\s?[$€£¥₹]?\d")
 
 
 def _match_reference(pred: str, ref: str, names: Verdict | None, cfg: ScientificConfig) -> ScientificMatch:
