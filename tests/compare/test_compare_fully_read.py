@@ -133,4 +133,6 @@ def test_list_items_and_sentences() -> None:
     assert list_items("temperature and salinity") == [["temperature"], ["salinity"]]
     sentence = "The files are organized by station and year, with one CSV per station-year"
     assert len(list_items(sentence)) == 1
-    assert check_items("Apples, Bananas or Cherries", list_items("Apples, Bananas, Cherries")).decided is False
+    assert (
+        check_items("Apples, Bananas or Cherries", list_items("Apples, Bananas, Cherries")).decided is False
+    )

@@ -279,7 +279,9 @@ async def test_the_reward_asks_the_judge_when_the_undecided_guess_says_correct()
     assert (certain.answer, certain.answer_decided) == (1.0, True)
 
 
-async def test_scidata_rule_and_judge_lets_the_judge_decide_an_undecided_correct_guess(tmp_path: Path) -> None:
+async def test_scidata_rule_and_judge_lets_the_judge_decide_an_undecided_correct_guess(
+    tmp_path: Path,
+) -> None:
     tasks = _qa_tasks(tmp_path, ["2021-03-04", "5.3%"], "rule+judge")
     answers = ["04/03/2021", "Revenue fell by 5.3%"]  # both undecided guesses of "correct"
     double = DisagreeingJudge(rule=lambda cand, ref: True)  # a strict judge: 0 for everything

@@ -240,7 +240,7 @@ POLES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 _POLE_OF: dict[str, tuple[str, int]] = {
     w: (group, side) for group, sides in POLES.items() for side, words in enumerate(sides) for w in words
 }
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:['’][A-Za-z]+)?")
+_TOKEN = re.compile(r"[^\W\d_]\w*(?:['’][^\W\d_]+)?")  # letters of any script, then letters/digits/_
 
 
 def stem(word: str) -> str:
@@ -259,7 +259,7 @@ def stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """The words of ``text`` (letters, then letters, digits or ``_``), stemmed; ``n't`` becomes ``not``; a
+    """The words of ``text`` (a letter of any script, then letters, digits or ``_``), stemmed; ``n't`` becomes ``not``; a
     single capital letter inside a sentence is a label (``Product A`` → ``~a``), not the article."""
     out: list[str] = []
     for m in _TOKEN.finditer(text):
@@ -368,9 +368,9 @@ _ORDER_ASKED = re.compile(
     r"smallest|least|worst|first|oldest|newest) to)\b",
     re.IGNORECASE,
 )
-_STREAM = re.compile(r"(?P<w>[A-Za-z][A-Za-z0-9_]*(?:['’][A-Za-z]+)?)|(?P<sep>[,;\n&])|(?P<colon>:)")
+_STREAM = re.compile(r"(?P<w>[^\W\d_]\w*(?:['’][^\W\d_]+)?)|(?P<sep>[,;\n&])|(?P<colon>:)")
 _ARTICLES = frozenset({"a", "an", "the"})
-_ITEM_WORDS = 4
+_ITEM_WORDS = 5
 _COPULAS = frozenset({"is", "are", "was", "were", "include", "includes", "included", "being", "be"})
 
 

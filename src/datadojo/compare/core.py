@@ -718,7 +718,9 @@ def _yes_no(prediction: str, reference: bool) -> Verdict:
     if words and (words[0] in _YES or words[0] in _NO):
         said = words[0] in _YES
     else:
-        stated = re.search(r"\b(?:answer|result|verdict)\s+is\s*:?\s*(\w+)\s*\.?\s*$", prediction, re.I)
+        stated = re.search(
+            r"\b(?:answer|result|verdict)\s+is\s*:?\s*[\"'“‘]?(\w+)[\"'”’]?\s*\.?\s*$", prediction, re.I
+        )
         if stated and stated.group(1).lower() in _YES | _NO:
             said = stated.group(1).lower() in _YES
         else:

@@ -292,7 +292,9 @@ def _match_bool(pred: Any, gold: Any) -> MatchResult:
     p = _bool_of(_clean(pred) if isinstance(pred, str) else pred)
     decided = True
     if p is None and isinstance(pred, str):  # "Based on 101 rows, the answer is no"
-        stated = re.search(r"\b(?:answer|result|verdict)\s+is\s*:?\s*(\w+)\s*\.?\s*$", pred, re.IGNORECASE)
+        stated = re.search(
+            r"\b(?:answer|result|verdict)\s+is\s*:?\s*[\"'“‘]?(\w+)[\"'”’]?\s*\.?\s*$", pred, re.IGNORECASE
+        )
         words = set(normalize_text(pred).split())
         polarities = {True for w in words if w in _TRUE} | {False for w in words if w in _FALSE}
         if stated and _bool_of(stated.group(1)) is not None:
