@@ -290,18 +290,13 @@ def content_words(text: str) -> list[str]:
 @dataclass(frozen=True)
 class ContentCheck:
     """What the words of a prediction do with the reference's: ``contradiction`` (a reason: the opposite
-    pole of a reference's direction word, certain), ``unaccounted`` (reference content words neither in
-    the prediction nor in the question), ``extra_negation`` (the prediction negates, the reference does
-    not), ``extra`` (prediction content words the reference and question do not have)."""
+    pole of a reference's direction word, or another single-letter label, certain), ``unaccounted``
+    (reference content words neither in the prediction nor in the question) and ``extra_negation`` (the
+    prediction negates, the reference does not)."""
 
     contradiction: str | None
     unaccounted: tuple[str, ...]
     extra_negation: bool
-    extra: tuple[str, ...]
-
-    @property
-    def complete(self) -> bool:
-        return self.contradiction is None and not self.unaccounted and not self.extra_negation
 
 
 def check_content(prediction: str, reference: str, question: str | None = None) -> ContentCheck:
@@ -340,8 +335,7 @@ def check_content(prediction: str, reference: str, question: str | None = None) 
             if POLES[group][side] & pset:
                 continue  # "rose" for "increased": the same pole
         unaccounted.append(w)
-    extra = tuple(w for w in dict.fromkeys(content_words(prediction)) if w not in rset and w not in qw)
-    return ContentCheck(contradiction, tuple(unaccounted), negates, extra)
+    return ContentCheck(contradiction, tuple(unaccounted), negates)
 
 
 def polar_words(text: str) -> list[str]:

@@ -30,9 +30,17 @@ What the core does:
 * :func:`entity_check` compares the names an answer gives: identifiers with digits (``Q1``/``Q3``,
   ``Store_12``/``Store_7``, ``Site_7``), file names (``a.csv``/``b.csv``), months and weekdays. A
   different name of the same kind is wrong; a reference name the prediction does not state is uncertain.
+* :func:`worded_signs` reads a signed change written in words (``fell by 5.3%``, ``dropped``, ``down``,
+  ``a decrease of``) as a negative number.
 * :func:`compare_answers` puts these together for one pair of answers and returns a :class:`Verdict`
   with ``decided`` (the rule is certain) — callers send undecided pairs to a judge where one is configured
-  and count them as undecided where none is.
+  and count them as undecided where none is. **A rule decides only what it fully read** (issue 39): dates
+  are cut out and compared as dates, and every content word and direction word of the reference must be
+  accounted for by the prediction or the question (:mod:`datadojo.compare.content`); an opposite
+  direction word or another complementary label is a decided wrong, anything else not accounted for
+  leaves the verdict undecided. A reference without numbers is compared item by item (a name is one item,
+  ``Apples, Bananas, Cherries`` three): a preamble ending in a copula is set aside, a further item makes
+  a longer list (wrong), order counts when the question asks for one.
 """
 
 from __future__ import annotations

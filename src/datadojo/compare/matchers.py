@@ -23,9 +23,16 @@ are a number, a name, a yes/no or a short list, so this matcher applies the rule
   :mod:`datadojo.compare.judge` for that.
 * **booleans**: yes/true/y/correct vs no/false/n/incorrect; a prediction may start with its verdict
   (``"Yes, because …"``).
-* **lists** must have the same length and match element by element, order-insensitive by default
-  (a maximum bipartite matching, so tolerance never depends on the order tried). Predictions may be
-  JSON/Python literals, bullet or numbered lines, or ``,``/``;``-separated text.
+* **lists** must have the same length (a longer list is wrong) and match element by element,
+  order-insensitive unless ``ordered_lists``, ``kind="ordered_list"`` or a question that asks for an order
+  ("rank", "in order", "sorted", "from highest to lowest") (a maximum bipartite matching, so tolerance never
+  depends on the order tried). Predictions may be JSON/Python literals, bullet or numbered lines, or
+  ``,``/``;``-separated text. A text reference written as a list (``Apples, Bananas, Cherries``) is read
+  by the core: a preamble ("The top 3 products are …") set aside, ``and`` and ``,`` as separators.
+* **everything the reference says** (issue 39, :mod:`datadojo.compare.content`): dates compare as dates,
+  signed changes in words as signed numbers, and a verdict is decided only when every content word and
+  direction word of the reference is accounted for (by the prediction or by ``question``); the wrong
+  direction or the complementary label (``male`` for ``female``) is wrong.
 * **records** (a dict of named values, like DABench's ``@name[value]`` sub-answers): every reference key
   must be present in the prediction (``{"k": v}``, ``@k[v]`` or ``k: v`` lines) and match.
 * **tables**: DataMind's table comparison (:func:`~datadojo.compare.tables.compare_tables`) with the

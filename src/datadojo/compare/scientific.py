@@ -35,6 +35,10 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
   and checks names first: a different identifier, file name or month beside the right number
   (``Site_3`` for ``Site_7``, ``July`` for ``January``) is wrong and decisive (SciDataSailor App. B.2.3:
   a wrong entity scores 0); a reference name the prediction does not state is wrong, not decisive.
+* **beyond the numbers** (issue 39): the core's reading of everything else decides first — a contradicting
+  direction or label word, a date (compared as a date), a list of names (a longer one is wrong); a
+  reference content word the prediction and the question do not account for leaves the verdict
+  undecided; a signed change in words (``fell by 5.3%``) is a signed number where the reference is signed.
 * **decisive**: a reference containing a longer number-free segment (a sentence) is free text, which rules
   cannot compare; the rule then falls back to normalized equality and reports ``decisive=False``, as it
   does for every verdict it is not certain of (above), so a caller combining rule and judge
@@ -48,6 +52,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 
+from datadojo.compare.content import mask_dates
 from datadojo.compare.core import (
     MAGNITUDE_LETTERS,
     MagnitudeLetters,
@@ -208,7 +213,11 @@ def match_scientific(
         pred, ref, question=question, rel_tol=cfg.rel_tol, abs_tol=cfg.abs_tol,
         magnitude_letters=cfg.magnitude_letters,
     )  # fmt: skip
-    if core.basis in ("contradiction", "dates", "list") or (core.basis == "direction" and core.decided):
+    if (
+        core.basis in ("contradiction", "dates", "list")
+        or (core.basis == "direction" and core.decided)
+        or mask_dates(ref)[1]  # a reference with a date: the core compares it as a date
+    ):
         return ScientificMatch(core.correct, core.reason, core.basis, decisive=core.decided)
     names = entity_check(pred, ref)
     if names is not None and names.decided:
