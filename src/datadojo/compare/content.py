@@ -249,7 +249,7 @@ def stem(word: str) -> str:
     w = word.lower().replace("’", "'")
     if w.endswith("'s"):
         w = w[:-2]
-    if w in _POLE_OF or w in FILLER:
+    if w in FILLER:
         return w
     if len(w) > 4 and w.endswith("ies"):
         return w[:-3] + "y"
@@ -432,7 +432,8 @@ def check_items(prediction: str, items: list[list[str]], question: str | None = 
     A preamble ending in a copula or a colon (``The top 3 products are …``) is set aside; the items may be
     separated by ``,`` ``;`` ``and`` ``&`` (and filler words); order counts only when the question asks for
     one. A further item after a separator makes a longer list, which is wrong (decided when it is written
-    as a name, capitalized; a guess otherwise); a missing item is wrong (decided when the prediction is a
+    as a name, capitalized; a guess otherwise; after a single name it may be an elaboration, ``Paris,
+    France``, so a judge decides); a missing item is wrong (decided when the prediction is a
     clean list of short items); other words around the items leave the verdict to a judge.
     """
     qw = set(tokens(question or ""))
@@ -481,10 +482,10 @@ def check_items(prediction: str, items: list[list[str]], question: str | None = 
             raw = [orig for k, _, orig in trailing if k == "w"]
             capital = bool(raw) and raw[0][:1].isupper() and len(named[0]) <= 4
             if len(items) > 1:
-                return ListCheck(
-                    False, capital, f"a longer list: {len(items)} item(s) and {' '.join(named[0])!r}"
-                )
-            return ListCheck(not capital, capital, f"the answer goes on: {' '.join(named[0])!r}")
+                what = f"a longer list: {len(items)} item(s) and {' '.join(named[0])!r}"
+                return ListCheck(False, capital, what, longer=True)
+            # one name and more ("Paris, France", "France and Germany"): an elaboration or a second answer
+            return ListCheck(True, False, f"the answer goes on: {' '.join(named[0])!r}", longer=True)
     elif any(k == "w" and w not in FILLER and w not in qw for k, w, _ in trailing):
         decided = False
         reasons.append("words after the items")

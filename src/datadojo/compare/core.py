@@ -52,6 +52,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from datadojo.compare.content import (
+    FILLER,
+    NEGATIONS,
     check_content,
     check_items,
     compare_dates,
@@ -60,6 +62,7 @@ from datadojo.compare.content import (
     mask_dates,
     polar_words,
     question_pole,
+    stem,
 )
 from datadojo.compare.text import normalize_text
 from datadojo.compare.units import Unit, normalize_unit_text, parse_unit, read_unit
@@ -670,6 +673,11 @@ def compare_answers(
             return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
         return verdict
     if not pnums:
+        spelled = set(normalize_text(pwords).split()) & _NUMBER_WORDS
+        if spelled:  # "no missing values" for 0, "twelve" for 12: the judge reads words
+            return Verdict(
+                False, False, f"no number in digits in the prediction ({sorted(spelled)[0]!r} in words)"
+            )
         return Verdict(False, True, f"no number in the prediction (reference {rnums[0].text})")
     direction_note = ""
     for i, n in enumerate(pnums):  # "fell by 5.3%" against an unsigned 5.3%: a magnitude, or the opposite?
@@ -697,6 +705,9 @@ def compare_answers(
         return verdict
     if ent is not None:  # incomplete unless the question named it: a judge decides
         return Verdict(False, False, f"{verdict.reason}, but {ent.reason}")
+    swapped = _label_mismatch(pmask, pnums, rmask, rnums, rel_tol, abs_tol)
+    if swapped:  # "the median is 3.2, the mean 3.0" for "mean 3.2, median 3.0"
+        return Verdict(False, False, f"{verdict.reason}, but {swapped}", "content")
     if dates is not None and not dates[1]:
         return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
     if content.unaccounted:
@@ -711,6 +722,74 @@ def compare_answers(
     if direction_note:
         return Verdict(True, False, f"{verdict.reason}; {direction_note}", "direction")
     return verdict
+
+
+_NUMBER_WORDS = frozenset(
+    [
+        "zero",
+        "no",
+        "none",
+        "nil",
+        "nothing",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "half",
+        "dozen",
+        "once",
+        "twice",
+        "single",
+    ]
+)
+_LABEL_BEFORE = re.compile(
+    r"([^\W\d_]\w*)\s*(?:[:=]|\b(?:is|was|are|were|of|equals|at)\b)?\s*"
+    r"(?:(?:approximately|about|around|roughly)\s+)?$"
+)
+
+
+def _labels(text: str, numbers: list[Number]) -> dict[str, Number]:
+    """The number each label names (``mean 3.2``, ``median: 3.0``, ``the mean is 3.2``): the word right
+    before the number, filler and linking words skipped; the first number of a label counts."""
+    out: dict[str, Number] = {}
+    for n in numbers:
+        m = _LABEL_BEFORE.search(text[max(0, n.start - 40) : n.start])
+        if m:
+            word = stem(m.group(1))
+            if word not in FILLER and word not in NEGATIONS and word not in out:
+                out[word] = n
+    return out
+
+
+def _label_mismatch(
+    ptext: str, pnums: list[Number], rtext: str, rnums: list[Number], rel_tol: float, abs_tol: float
+) -> str:
+    """A label both answers give a number to, with numbers that differ (a swap), or ``""``."""
+    rl = _labels(rtext, rnums)
+    if not rl:
+        return ""
+    pl = _labels(ptext, pnums)
+    for word, r in rl.items():
+        p = pl.get(word)
+        if p is not None and not numbers_match(p, r, rel_tol, abs_tol).correct:
+            return f"the prediction gives {word!r} {p.text}, the reference {r.text}"
+    return ""
 
 
 _YES = frozenset({"yes", "true", "y", "correct"})
@@ -838,8 +917,8 @@ def _compare_text(
             return Verdict(False, False, f"{found.reason}, but {ent.reason}")
         if len(items) > 1 or found.correct or found.longer:
             return Verdict(found.correct, found.decided and not symmetric, found.reason, "list")
-    if len(r.split()) <= 3 and len(p.split()) <= 3:
-        return Verdict(False, True, f"{p[:60]!r} != {r[:60]!r} after normalization")
+    if len(r.split()) <= 3 and len(p.split()) <= 3:  # "USA" / "United States": a judge knows synonyms
+        return Verdict(False, False, f"{p[:60]!r} != {r[:60]!r} after normalization")
     return Verdict(False, False, f"descriptive answers differ in wording ({p[:40]!r} vs {r[:40]!r})")
 
 
