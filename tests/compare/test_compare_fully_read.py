@@ -151,3 +151,13 @@ def test_what_only_a_judge_can_tell_is_left_undecided() -> None:
         m = match_answer(pred, ref)
         assert not m.decided, (pred, m.reason)
     assert match_answer("I could not compute it", "12").decided is True  # no number at all: wrong
+
+
+def test_a_second_name_of_the_reference_kind_is_not_decided_correct() -> None:
+    for pred, ref in [("Store_7 and Store_12 tie with 830", "Store_12: 830"),
+                      ("Product A and Product B both sold 340", "Product A: 340")]:  # fmt: skip
+        m = compare_answers(pred, ref)
+        assert (m.correct, m.decided) == (True, False), m.reason
+    assert compare_answers("Store_12 leads with 830", "Store_12: 830").decided is True
+    both = match_answer("Yes and no", "yes")
+    assert (both.correct, both.decided) == (False, False)

@@ -63,6 +63,7 @@ from datadojo.compare.content import (
     polar_words,
     question_pole,
     stem,
+    tokens,
 )
 from datadojo.compare.text import normalize_text
 from datadojo.compare.units import Unit, normalize_unit_text, parse_unit, read_unit
@@ -708,6 +709,9 @@ def compare_answers(
     swapped = _label_mismatch(pmask, pnums, rmask, rnums, rel_tol, abs_tol)
     if swapped:  # "the median is 3.2, the mean 3.0" for "mean 3.2, median 3.0"
         return Verdict(False, False, f"{verdict.reason}, but {swapped}", "content")
+    others = _other_names(pwords, rwords)
+    if others:  # "Store_7 and Store_12 tie with 830" for "Store_12: 830": a second answer, or an aside
+        return Verdict(True, False, f"{verdict.reason}; the prediction also names {others}", "content")
     if dates is not None and not dates[1]:
         return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
     if content.unaccounted:
@@ -777,6 +781,19 @@ def _labels(text: str, numbers: list[Number]) -> dict[str, Number]:
     return out
 
 
+def _other_names(prediction: str, reference: str) -> str:
+    """A name of a kind the reference names (an identifier with digits, a file, a month, a single-letter
+    label) that the prediction states beside the reference's, or ``""``."""
+    ref, pred = _entities(reference), _entities(prediction)
+    for kind, names in ref.items():
+        extra = pred.get(kind, set()) - names
+        if extra:
+            return sorted(extra)[0]
+    rl = {w for w in tokens(reference) if w.startswith("~")}
+    extra_labels = {w for w in tokens(prediction) if w.startswith("~")} - rl
+    return sorted(extra_labels)[0][1:].upper() if rl and extra_labels else ""
+
+
 def _label_mismatch(
     ptext: str, pnums: list[Number], rtext: str, rnums: list[Number], rel_tol: float, abs_tol: float
 ) -> str:
@@ -802,6 +819,8 @@ def _yes_no(prediction: str, reference: bool) -> Verdict:
     words = normalize_text(prediction).split()
     said: bool | None = None
     decided = True
+    if re.match(r"\s*(?:yes|no)\s*(?:and|or|/)\s*(?:yes|no)\b", prediction, re.IGNORECASE):
+        return Verdict(False, False, "the prediction says yes and no")
     if words and (words[0] in _YES or words[0] in _NO):
         said = words[0] in _YES
     else:

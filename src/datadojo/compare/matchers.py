@@ -296,6 +296,8 @@ def _match_bool(pred: Any, gold: Any) -> MatchResult:
     g = _bool_of(gold)
     if g is None:
         raise ValueError(f"the reference answer {gold!r} is not a yes/no value")
+    if isinstance(pred, str) and _BOTH_POLES.match(_clean(pred)):  # "Yes and no": both, so neither
+        return MatchResult(False, "the prediction says yes and no", "bool", False)
     p = _bool_of(_clean(pred) if isinstance(pred, str) else pred)
     decided = True
     if p is None and isinstance(pred, str):  # "Based on 101 rows, the answer is no"
@@ -316,6 +318,7 @@ def _match_bool(pred: Any, gold: Any) -> MatchResult:
     )
 
 
+_BOTH_POLES = re.compile(r"\s*(?:yes|no|true|false)\s*(?:and|or|/)\s*(?:yes|no|true|false)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 

@@ -158,6 +158,7 @@ ANSWER_PAIRS: tuple[AnswerPair, ...] = (
     _p("Yes.", "yes", True, True, "yes-no", _DM_SEM, consistent=True),
     _p("Yes, the difference is significant (p = 0.003)", "yes", True, True, "yes-no", _DM_SEM),
     _p("There is no significant difference", "yes", False, False, "yes-no", _DM_SEM),
+    _p("Yes and no", "yes", False, False, "yes-no", _DM_SEM),
     _p("No significant difference", "Yes, the difference is significant", False, True, "yes-no", _DM_SEM),
     # harmless words around a number stay decided
     _p("The mean is 4.5", "4.5", True, True, "filler"),
