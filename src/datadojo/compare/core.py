@@ -596,10 +596,12 @@ def _explicit_sign(n: Number) -> bool:
 
 
 def _counted_end(text: str, n: Number) -> int:
-    """Where a number ends with the word naming what it counts (``8 sequences``, ``1200 customers``): that
-    word belongs to the number (a different one on the other side already makes the numbers undecided)."""
+    """Where a number ends with the unknown word written after it (``8 sequences``, ``12 apples``): that
+    word belongs to the number, and a different one on the other side already makes the numbers
+    undecided (:func:`numbers_match`). A counted noun the core knows (``1200 customers``) stays a content
+    word, so ``1200 orders`` does not answer it."""
     w = _WORD_AFTER.match(text, n.end)
-    if w and (n.word or _CONTEXT_AFTER.match(text, n.end)):
+    if w and n.word:
         return w.end()
     return n.end
 

@@ -144,6 +144,7 @@ ANSWER_PAIRS: tuple[AnswerPair, ...] = (
     _p("The median is 3.2 and the mean is 3.0", "mean 3.2, median 3.0", False, False, "label", _DM_SEM),
     _p("The mean is 3.2 and the median is 3.0", "mean 3.2, median 3.0", True, True, "label", _DM_SEM),
     _p("Males", "male", True, True, "label", _DM_SEM),
+    _p("Germany: 1200 orders", "Germany: 1200 customers", False, False, "label", _DM_SEM),
     _p("The answer is Paris, France.", "Paris", True, False, "label", _DM_SEM),
     # direction and polarity words
     _p("Sales increased in 2020.", "Sales decreased in 2020.", False, True, "direction", _DM_SEM),
