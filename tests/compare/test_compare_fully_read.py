@@ -161,3 +161,13 @@ def test_a_second_name_of_the_reference_kind_is_not_decided_correct() -> None:
     assert compare_answers("Store_12 leads with 830", "Store_12: 830").decided is True
     both = match_answer("Yes and no", "yes")
     assert (both.correct, both.decided) == (False, False)
+
+
+def test_the_converse_of_a_comparison_is_not_a_contradiction() -> None:
+    ref = "Women had a survival rate 3.9 times higher than men"
+    converse = compare_answers("Men had a survival rate 3.9 times lower than women", ref)
+    assert not converse.decided or converse.correct, converse.reason  # never decided wrong
+    opposite = compare_answers(
+        "Women had a lower survival rate: 3.9", "Women had a higher survival rate: 3.9"
+    )
+    assert (opposite.correct, opposite.decided) == (False, True)

@@ -20,7 +20,8 @@ cannot tell must leave the verdict to the judge. :func:`datadojo.compare.core.co
 * **polarity** (:data:`POLES`): direction and polarity words come in opposed groups (increase/decrease,
   higher/lower, highest/lowest, positive/negative, yes/no, male/female, strong/weak). A reference's pole
   is accounted for by the same pole in the prediction; the opposite pole without the same one is a
-  contradiction. A negation (``not``, ``n't``, ``no``, ``never``, ``without``) in the prediction that the
+  contradiction (a comparative in a two-sided comparison only when the other words stand in the same
+  order: "B is lower than A" is the converse of "A is higher than B"). A negation (``not``, ``n't``, ``no``, ``never``, ``without``) in the prediction that the
   reference does not have means the words may be turned around: never a decided match.
 """
 
@@ -237,6 +238,8 @@ POLES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "sex": (_words("male males man men boy boys"), _words("female females woman women girl girls")),
     "strength": (_words("strong strongly"), _words("weak weakly")),
 }
+#: Words of a two-sided comparison, whose converse says the same with the other comparative.
+_CONVERSE = frozenset({"than", "vs", "versus", "compared"})
 _POLE_OF: dict[str, tuple[str, int]] = {
     w: (group, side) for group, sides in POLES.items() for side, words in enumerate(sides) for w in words
 }
@@ -299,6 +302,13 @@ class ContentCheck:
     extra_negation: bool
 
 
+def _frame(words: list[str]) -> list[str]:
+    """The words of a comparison besides its comparative, in order: equal frames with opposite
+    comparatives contradict ("higher in Q2 than in Q1" / "lower in Q2 than in Q1"), swapped ones may be
+    the converse."""
+    return [w for w in words if w not in FILLER and _POLE_OF.get(w, ("", 0))[0] != "comparison"]
+
+
 def check_content(prediction: str, reference: str, question: str | None = None) -> ContentCheck:
     """Compare the words of two texts whose numbers and dates were already cut out (module docstring)."""
     pw, rw = tokens(prediction), tokens(reference)
@@ -313,6 +323,8 @@ def check_content(prediction: str, reference: str, question: str | None = None) 
         same = POLES[group][side] & pset
         other = POLES[group][1 - side] & pset
         if other and not same:
+            if group == "comparison" and _CONVERSE & (pset | rset) and _frame(pw) != _frame(rw):
+                continue  # "B is lower than A" may say what "A is higher than B" says: not certain
             contradiction = f"the prediction says {sorted(other)[0]!r} where the reference says {w!r}"
             break
     if contradiction is None:  # "Product B" where the reference says "Product A"
