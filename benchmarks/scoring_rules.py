@@ -22,6 +22,13 @@ the ways models write them, each with the careful grader's verdict, scored by th
 scientific matcher and the DataMind consistency pre-check *before* (the code of commit
 ``_answer_rewrites.BEFORE``, loaded from git) and *after* the comparison core; printed: verdicts right,
 false accepts, false rejects and undecided, per rule and per way of writing (``benchmarks/_answer_rewrites.py``).
+
+**Verdicts** (``--section verdicts``, issue 39): the same three rules *before* (the code of commit
+``_answer_rewrites.BEFORE_39``, the core included, loaded from git) and *after*, on the adversarial table
+``datadojo.testing.answers.ANSWER_PAIRS`` (with each pair's question) and on the real references
+rewritten (issue 28's ways plus issue 39's: a label beside the value, a signed change in words, a text
+list with a preamble or one item more, a date reformatted); printed: decided right, decided wrong (a
+confident error no judge sees) and undecided, with the undecided share.
 """
 
 from __future__ import annotations
@@ -146,7 +153,9 @@ def main() -> None:
     ap.add_argument(
         "--matchers-limit", type=int, default=400, help="references per benchmark for the matchers"
     )
-    ap.add_argument("--section", choices=("all", "spider", "tablebench", "matchers"), default="all")
+    ap.add_argument(
+        "--section", choices=("all", "spider", "tablebench", "matchers", "verdicts"), default="all"
+    )
     args = ap.parse_args()
     if args.section in ("all", "spider"):
         run_spider(args.data, args.spider_limit)
@@ -157,6 +166,11 @@ def main() -> None:
         from _answer_rewrites import run_matchers
 
         run_matchers(args.data, args.matchers_limit)
+    if args.section in ("all", "verdicts"):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _answer_rewrites import run_verdicts
+
+        run_verdicts(args.data, args.matchers_limit)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from datadojo.compare.tables import as_columns, compare_tables, csv_value
+from datadojo.compare.tables import DATAMIND_ABS_TOL, as_columns, compare_tables, csv_value, values_equal
 
 
 def test_extra_columns_and_any_column_order_match() -> None:
@@ -23,6 +23,18 @@ def test_numeric_tolerance_is_absolute_one_hundredth() -> None:
     assert compare_tables([(0.333,)], [(0.33,)]).match  # |diff| = 0.003
     assert compare_tables([(1.009,)], [(1.0,)]).match
     assert not compare_tables([(1.02,)], [(1.0,)]).match
+
+
+def test_the_tolerance_boundary_is_the_official_one_hundredth() -> None:
+    """eval_bird.py compares with ``math.isclose(a, b, abs_tol=1e-2)``: |1.011 − 1.0| = 0.011 is outside
+    (a doubled tolerance, 0.02, would accept it), |1.0099 − 1.0| = 0.0099 inside; by hand, not by the
+    function under test. (1.02 against 1.0 cannot tell the two apart: 0.020000000000000018 > 0.02.)"""
+    assert DATAMIND_ABS_TOL == 1e-2
+    assert not compare_tables([(1.011,)], [(1.0,)]).match
+    assert compare_tables([(1.0099,)], [(1.0,)]).match
+    assert not compare_tables([(-0.0115,)], [(0.0,)]).match  # 0.0115 > 0.01 around zero too
+    assert compare_tables([(-0.0095,)], [(0.0,)]).match
+    assert not values_equal(250.0111, 250.0) and values_equal(250.0099, 250.0)
 
 
 def test_numbers_sort_by_value_so_tolerance_is_not_defeated() -> None:

@@ -117,3 +117,71 @@ def test_a_value_converted_to_an_equivalent_unit_converts_back(family, data, val
     assert a is not None and b is not None and a.compatible(b)
     back = b.convert(a.convert(value, b), a)
     assert back == pytest.approx(value, rel=1e-9, abs=1e-9 * max(1.0, abs(a.offset), abs(b.offset)))
+
+
+# --- absolute factors (issue 39 item 5): each against its definition, not a round trip ----------------
+
+
+@pytest.mark.parametrize(
+    ("unit", "si"),
+    [
+        ("km", 1000.0),  # 1 km = 1000 m
+        ("mm", 1e-3),
+        ("mg", 1e-6),  # 1 mg = 1e-6 kg (SI base kg)
+        ("t", 1000.0),  # 1 tonne = 1000 kg
+        ("mi", 1609.344),  # international mile, exact by definition
+        ("ft", 0.3048),
+        ("in", 0.0254),
+        ("lb", 0.45359237),  # avoirdupois pound, exact by definition
+        ("min", 60.0),
+        ("h", 3600.0),
+        ("d", 86400.0),
+        ("atm", 101325.0),
+        ("hPa", 100.0),
+        ("L", 1e-3),  # 1 L = 1 dm³
+        ("mL", 1e-6),
+        ("GiB", 2.0**30),
+        ("kB", 1000.0),
+        ("%", 0.01),
+        ("ppm", 1e-6),
+        ("mM", 1.0),  # 1 mmol/L = 1 mol/m³
+        ("kWh", 3.6e6),
+    ],
+)
+def test_absolute_unit_factors(unit: str, si: float) -> None:
+    parsed = parse_unit(unit)
+    assert parsed is not None
+    assert parsed.to_si(1.0) == pytest.approx(si, rel=1e-12)
+
+
+def test_temperature_offsets_against_fixed_points() -> None:
+    c, f = parse_unit("°C"), parse_unit("°F")
+    assert c is not None and f is not None
+    assert c.to_si(0.0) == pytest.approx(273.15) and c.to_si(100.0) == pytest.approx(373.15)
+    assert f.to_si(32.0) == pytest.approx(273.15) and f.to_si(212.0) == pytest.approx(373.15)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1 million", 1e6), ("1.2 million", 1.2e6), ("1.2M", 1.2e6), ("5k", 5000.0), ("5K", 5000.0),
+        ("2 thousand", 2000.0), ("3bn", 3e9), ("3 billion", 3e9), ("$3B", 3e9), ("1 trillion", 1e12),
+        ("4.5 mn", 4.5e6),
+    ],
+)  # fmt: skip
+def test_absolute_magnitudes(text: str, value: float) -> None:
+    from datadojo.compare.core import find_numbers
+
+    assert find_numbers(text)[0].value == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("5k", 5000.0), ("2 thousand", 2000.0), ("1.2 million", 1.2e6), ("3 bn", 3e9), ("1 trillion", 1e12),
+     ("45%", 0.45), ("$1,234.5", 1234.5)],
+)  # fmt: skip
+def test_absolute_magnitudes_of_parse_number(text: str, value: float) -> None:
+    from datadojo.compare.text import parse_number
+
+    parsed = parse_number(text)
+    assert parsed is not None and parsed.value == pytest.approx(value, rel=1e-12)

@@ -37,13 +37,14 @@ def _id(p: AnswerPair) -> str:
 
 @pytest.mark.parametrize("pair", ANSWER_PAIRS, ids=_id)
 def test_the_three_users_of_the_core_agree_with_the_careful_grader(pair: AnswerPair) -> None:
-    m = match_answer(pair.prediction, pair.reference, config=MatchConfig(rel_tol=TOLERANCE))
+    q = pair.question
+    m = match_answer(pair.prediction, pair.reference, config=MatchConfig(rel_tol=TOLERANCE), question=q)
     assert (m.correct, m.decided) == (pair.correct, pair.decided), f"matcher: {m.reason} ({pair.section})"
-    s = match_scientific(pair.prediction, pair.reference, ScientificConfig(rel_tol=TOLERANCE))
+    s = match_scientific(pair.prediction, pair.reference, ScientificConfig(rel_tol=TOLERANCE), question=q)
     assert (s.correct, s.decisive) == (pair.correct, pair.decided), f"scientific: {s.reason} ({pair.section})"
-    r = rule_check([pair.reference, pair.prediction], TOLERANCE)
+    r = rule_check([pair.reference, pair.prediction], TOLERANCE, question=q)
     assert r.consistent == pair.consistent, f"consistency: {r.reason} ({pair.section})"
-    core = compare_answers(pair.prediction, pair.reference, rel_tol=TOLERANCE)
+    core = compare_answers(pair.prediction, pair.reference, question=q, rel_tol=TOLERANCE)
     assert (core.correct, core.decided) == (pair.correct, pair.decided), core.reason
 
 
@@ -245,3 +246,50 @@ def test_the_eval_header_names_who_decided() -> None:
     console.print(_summary_table(summary))
     text = console.export_text()
     assert "verdicts decided by" in text and "judge 1, rule 3" in text and "50.00% (2)" in text
+
+
+# --- issue 39 item 5: an undecided guess of "correct" still goes to the judge ---------------------------
+
+
+async def test_the_reward_asks_the_judge_when_the_undecided_guess_says_correct() -> None:
+    """A strict judge (0 for everything) against a rule whose undecided guess is "correct": the judge is
+    asked once per undecided answer and its 0 stands (skipping it would pay 1.0 for an unchecked answer)."""
+    from datadojo.compare.judge import LLMJudge
+    from datadojo.reward import DataMindReward
+
+    def answered(text: str) -> Trajectory:
+        turn = Turn(raw=f"<think>Done.</think>\n<answer>{text}</answer>", thought="Done.",
+                    action=Action(kind="answer", text=text))  # fmt: skip
+        return Trajectory(task_id="t", sample=0, turns=[turn], final_answer=text, stop_reason="answer",
+                          prompt=[{"role": "user", "content": "q"}])  # fmt: skip
+
+    task = Task(id="t", question="On which day did sales peak?", answer="2021-03-04")
+    guess = default_answer_check(task, "04/03/2021")  # day/month order ambiguous: a guess of "correct"
+    assert (guess.correct, guess.decided) == (True, False)
+    double = DisagreeingJudge(rule=lambda cand, ref: True)  # answers the opposite: 0 for everything
+    with ScriptedLLMServer(double) as srv:
+        backend = load_backend(f"openai:judge@{srv.base_url}?max_retries=0")
+        reward = DataMindReward(judge=LLMJudge(backend), rule_first=True)
+        undecided = await reward.ascore(answered("04/03/2021"), task)
+        calls_after_undecided = len(srv.requests)
+        certain = await reward.ascore(answered("2021-03-04"), task)  # identical: decided, no request
+        await backend.aclose()
+    assert calls_after_undecided == 1 and len(srv.requests) == 1
+    assert (undecided.answer, undecided.answer_source) == (0.0, "judge:judge")
+    assert (certain.answer, certain.answer_decided) == (1.0, True)
+
+
+async def test_scidata_rule_and_judge_lets_the_judge_decide_an_undecided_correct_guess(
+    tmp_path: Path,
+) -> None:
+    tasks = _qa_tasks(tmp_path, ["2021-03-04", "5.3%"], "rule+judge")
+    answers = ["04/03/2021", "Revenue fell by 5.3%"]  # both undecided guesses of "correct"
+    double = DisagreeingJudge(rule=lambda cand, ref: True)  # a strict judge: 0 for everything
+    with ScriptedLLMServer(double) as srv:
+        backend = load_backend(f"openai:judge@{srv.base_url}")
+        verdicts = await SciData().gather_verdicts(zip(tasks, answers, strict=True), backend, concurrency=1)
+        await backend.aclose()
+    assert len(srv.requests) == 2
+    scores = [SciData().with_verdicts(verdicts).score(t, a) for t, a in zip(tasks, answers, strict=True)]
+    assert [(s.parts["rule"]["correct"], s.parts["rule"]["decisive"]) for s in scores] == [(True, False)] * 2
+    assert [(s.correct, s.parts["decided_by"]) for s in scores] == [(False, "judge")] * 2

@@ -305,7 +305,7 @@ class SciData(JudgedBenchmark):
         if not prediction.strip():
             return ItemScore(0.0, False, "", "empty answer", metric, {"qa_scoring": mode})
         try:
-            rule = match_scientific(prediction, str(task.answer), cfg)
+            rule = match_scientific(prediction, str(task.answer), cfg, question=task.question or None)
         except ValueError as exc:
             raise BenchmarkError(f"scidata: task {task.id!r}: {exc}") from exc
         parts: dict[str, Any] = {"qa_scoring": mode, "rule": rule.to_dict()}

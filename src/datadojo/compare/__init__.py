@@ -4,6 +4,8 @@
 * :mod:`~datadojo.compare.core`: the one comparison core (numbers, percent, magnitude, units, entities,
   hedges, inclusive tolerance, certainty) behind the matcher, the scientific matcher and DataMind's
   consistency pre-check;
+* :mod:`~datadojo.compare.content`: what an answer says besides its numbers (dates, content and direction
+  words, list items), so the core decides only what it fully read;
 * :mod:`~datadojo.compare.text`: SQuAD normalization, ROUGE-L and number parsing;
 * :mod:`~datadojo.compare.tables`: DataMind's table comparison and order-insensitive denotation equality;
 * :mod:`~datadojo.compare.matchers`: the deterministic tolerant matcher for synthesized tasks;

@@ -30,9 +30,17 @@ What the core does:
 * :func:`entity_check` compares the names an answer gives: identifiers with digits (``Q1``/``Q3``,
   ``Store_12``/``Store_7``, ``Site_7``), file names (``a.csv``/``b.csv``), months and weekdays. A
   different name of the same kind is wrong; a reference name the prediction does not state is uncertain.
+* :func:`worded_signs` reads a signed change written in words (``fell by 5.3%``, ``dropped``, ``down``,
+  ``a decrease of``) as a negative number.
 * :func:`compare_answers` puts these together for one pair of answers and returns a :class:`Verdict`
   with ``decided`` (the rule is certain) — callers send undecided pairs to a judge where one is configured
-  and count them as undecided where none is.
+  and count them as undecided where none is. **A rule decides only what it fully read** (issue 39): dates
+  are cut out and compared as dates, and every content word and direction word of the reference must be
+  accounted for by the prediction or the question (:mod:`datadojo.compare.content`); an opposite
+  direction word or another complementary label is a decided wrong, anything else not accounted for
+  leaves the verdict undecided. A reference without numbers is compared item by item (a name is one item,
+  ``Apples, Bananas, Cherries`` three): a preamble ending in a copula is set aside, a further item makes
+  a longer list (wrong), order counts when the question asks for one.
 """
 
 from __future__ import annotations
@@ -43,6 +51,20 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
+from datadojo.compare.content import (
+    FILLER,
+    NEGATIONS,
+    check_content,
+    check_items,
+    compare_dates,
+    content_words,
+    list_items,
+    mask_dates,
+    polar_words,
+    question_pole,
+    stem,
+    tokens,
+)
 from datadojo.compare.text import normalize_text
 from datadojo.compare.units import Unit, normalize_unit_text, parse_unit, read_unit
 
@@ -57,7 +79,9 @@ __all__ = [
     "find_numbers",
     "hedge",
     "numbers_match",
+    "signs_from_words",
     "within",
+    "worded_signs",
 ]
 
 #: How magnitude letters are read: ``glued`` (default) reads ``k``/``K``/``M``/``B`` written right after
@@ -84,13 +108,17 @@ class Verdict:
     """A rule's verdict on one pair of answers: ``correct``, and whether the rule is certain (``decided``).
 
     ``decided=False`` means the rule guessed (several candidate numbers, a hedge, a missing entity, unknown
-    units, descriptive text): a caller with a judge asks it, a caller without one uses ``correct`` and
-    counts the verdict as undecided.
+    units, descriptive text, a reference word it could not account for): a caller with a judge asks it, a
+    caller without one uses ``correct`` and counts the verdict as undecided. ``basis`` names what a
+    verdict of :func:`compare_answers` rests on where it is not the numbers alone: ``contradiction`` (an
+    opposite direction or label word), ``dates``, ``list``, ``content`` (reference words not accounted
+    for, a negation) or ``direction`` (a signed change in words against an unsigned reference).
     """
 
     correct: bool
     decided: bool
     reason: str
+    basis: str = ""
 
     def __bool__(self) -> bool:
         return self.correct
@@ -513,10 +541,84 @@ def _words(text: str, numbers: list[Number]) -> set[str]:
     return set(normalize_text(rest).split())
 
 
+_DOWN_WORDS = (
+    "fell|falls|fall|dropped|drops|drop|declined|declines|decreased|decreases|shrank|shrunk|lost|loses|"
+    "down|dipped|slid|sank|plunged|plummeted|contracted|went down"
+)
+_UP_WORDS = (
+    "rose|rises|rise|grew|grows|increased|increases|climbed|gained|gains|up|jumped|surged|soared|went up"
+)
+_WORDED_SIGN = re.compile(
+    rf"\b(?:(?P<down>{_DOWN_WORDS})|(?P<up>{_UP_WORDS}))\s+(?:by\s+)?"
+    r"(?:(?:about|approximately|around|roughly|nearly|almost|some|just)\s+)?$"
+    r"|\b(?:(?P<ndown>decrease|decline|drop|fall|reduction|loss)|(?P<nup>increase|rise|gain|growth))\s+"
+    r"(?:of\s+)?(?:(?:about|approximately|around|roughly|nearly|almost|some|just)\s+)?$",
+    re.IGNORECASE,
+)
+
+
+def worded_signs(text: str, numbers: list[Number]) -> tuple[list[Number], dict[int, tuple[int, int]]]:
+    """Numbers whose sign is written in words (``fell by 5.3%``, ``dropped 5.3%``, ``down 5.3%``, ``a
+    decrease of 5.3%``) made negative, and for each such number (by index) ``(direction, phrase start)``:
+    ``-1`` down, ``+1`` up. ``text`` is the :func:`normalize_unit_text` form the numbers were read from.
+    A number written with its own sign keeps it (``fell by -5.3%`` says nothing clear).
+    """
+    out, worded = list(numbers), {}
+    for i, n in enumerate(numbers):
+        head = text[max(0, n.start - 40) : n.start]
+        m = _WORDED_SIGN.search(head)
+        if m is None:
+            continue
+        direction = -1 if (m.group("down") or m.group("ndown")) else 1
+        worded[i] = (direction, n.start - len(head) + m.start())
+        if direction < 0 and n.value > 0 and not _explicit_sign(n):
+            out[i] = replace(n, value=-n.value, text=f"-{n.text}")
+    return out, worded
+
+
+_HEDGE_WORDS = r"(?:(?:about|approximately|around|roughly|nearly|almost|some|just)\s+)?"
+_SIGN_PHRASE = re.compile(
+    rf"\b(?:(?P<down>{_DOWN_WORDS})|(?P<up>{_UP_WORDS}))\s+(?:by\s+)?{_HEDGE_WORDS}(?=[$€£¥₹]?\d)"
+    rf"|\b(?:an?\s+)?(?:(?P<ndown>decrease|decline|drop|fall|reduction|loss)|(?P<nup>increase|rise|gain|growth))"
+    rf"\s+(?:of\s+)?{_HEDGE_WORDS}(?=[$€£¥₹]?\d)",
+    re.IGNORECASE,
+)
+
+
+def signs_from_words(text: str) -> str:
+    """``text`` with a signed change in words written as a sign: ``fell by 5.3%`` → ``-5.3%``, ``rose
+    5%`` → ``5%`` (for rules that read numbers from text themselves, like the scientific matcher)."""
+    return _SIGN_PHRASE.sub(lambda m: "-" if m.group("down") or m.group("ndown") else "", text)
+
+
+def _explicit_sign(n: Number) -> bool:
+    return n.text[:1] in "+-−–"
+
+
+def _counted_end(text: str, n: Number) -> int:
+    """Where a number ends with the unknown word written after it (``8 sequences``, ``12 apples``): that
+    word belongs to the number, and a different one on the other side already makes the numbers
+    undecided (:func:`numbers_match`). A counted noun the core knows (``1200 customers``) stays a content
+    word, so ``1200 orders`` does not answer it."""
+    w = _WORD_AFTER.match(text, n.end)
+    if w and n.word:
+        return w.end()
+    return n.end
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the spans blanked (positions kept)."""
+    chars = list(text)
+    for a, b in spans:
+        chars[a:b] = " " * (b - a)
+    return "".join(chars)
+
+
 def compare_answers(
     prediction: str,
     reference: str,
     *,
+    question: str | None = None,
     rel_tol: float = 0.03,
     abs_tol: float = 1e-6,
     symmetric: bool = False,
@@ -524,33 +626,230 @@ def compare_answers(
 ) -> Verdict:
     """Whether ``prediction`` says what ``reference`` says (module docstring), and how certain that is.
 
-    ``symmetric`` is for N answers of equal standing (the self-consistency pre-check): the tolerance is
-    relative to the larger value, hedges on either side count, and differing words around equal numbers
-    leave the verdict undecided (the judge checks meaning and completeness).
+    Decided only when every content-bearing part of the reference is accounted for: its numbers (sign,
+    unit, scale), dates, names, content words and direction words (:mod:`datadojo.compare.content`).
+    ``question``, where the caller has it, accounts for the reference's words it repeats ("How many
+    customers does Germany have?" lets ``1200`` answer ``Germany: 1200``) and says whether a list is
+    ordered. ``symmetric`` is for N answers of equal standing (the self-consistency pre-check): the
+    tolerance is relative to the larger value, hedges on either side count, and differing words around
+    equal numbers leave the verdict undecided (the judge checks meaning and completeness).
     """
     if _light(prediction) == _light(reference):
         return Verdict(True, True, "identical after normalization")
-    pnums = find_numbers(prediction, magnitude_letters=magnitude_letters)
-    rnums = find_numbers(reference, magnitude_letters=magnitude_letters)
-    ent = entity_check(prediction, reference, symmetric=symmetric)
+    if normalize_text(reference) in _YES | _NO:
+        said = _yes_no(prediction, normalize_text(reference) in _YES)
+        if symmetric and said.decided:  # the other answer's wording differs: the judge reads it
+            return Verdict(said.correct, False, f"{said.reason}; the wording differs")
+        return said
+    pmask, pdates = mask_dates(normalize_unit_text(prediction))
+    rmask, rdates = mask_dates(normalize_unit_text(reference))
+    dates = compare_dates(pdates, rdates)
+    if dates is not None and dates[1] and not dates[0]:
+        return Verdict(False, True, dates[2], "dates")
+    pnums = find_numbers(pmask, magnitude_letters=magnitude_letters)
+    rnums = find_numbers(rmask, magnitude_letters=magnitude_letters)
+    pnums, pworded = worded_signs(pmask, pnums)
+    rnums, rworded = worded_signs(rmask, rnums)
+    ent = entity_check(pmask, rmask, symmetric=symmetric)
     if ent is not None and ent.decided:
         return ent
+    pwords = _cut(
+        pmask, [(pworded.get(i, (0, n.start))[1], _counted_end(pmask, n)) for i, n in enumerate(pnums)]
+    )
+    rwords = _cut(
+        rmask, [(rworded.get(i, (0, n.start))[1], _counted_end(rmask, n)) for i, n in enumerate(rnums)]
+    )
+    content = check_content(pwords, rwords, question)
+    if content.contradiction is not None:
+        return Verdict(False, True, f"contradiction: {content.contradiction}", "contradiction")
     if not rnums:
         if pnums and symmetric:
             return Verdict(False, False, "one answer states a number, the other does not")
-        return _compare_text(prediction, reference, ent)
+        if dates is not None and not content_words(rwords) and not _has_poles(rwords):
+            same_words = not symmetric or content_words(pwords) == content_words(rwords)
+            return Verdict(
+                dates[0], dates[1] and not content.extra_negation and same_words, dates[2], "dates"
+            )
+        ptext, rtext = (pwords, rwords) if rdates else (prediction, reference)
+        verdict = _compare_text(ptext, rtext, ent, question, symmetric)
+        if dates is not None and verdict.correct and not dates[1]:
+            return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
+        return verdict
     if not pnums:
+        spelled = set(normalize_text(pwords).split()) & _NUMBER_WORDS
+        if spelled:  # "no missing values" for 0, "twelve" for 12: the judge reads words
+            return Verdict(
+                False, False, f"no number in digits in the prediction ({sorted(spelled)[0]!r} in words)"
+            )
         return Verdict(False, True, f"no number in the prediction (reference {rnums[0].text})")
+    direction_note = ""
+    for i, n in enumerate(pnums):  # "fell by 5.3%" against an unsigned 5.3%: a magnitude, or the opposite?
+        if i in pworded and not any(_explicit_sign(r) or j in rworded for j, r in enumerate(rnums)):
+            asked = question_pole(question)
+            pole = pworded[i][0]
+            if asked == -pole:
+                return Verdict(
+                    False,
+                    True,
+                    f"{n.text}: the prediction's direction is the opposite of the question's",
+                    "direction",
+                )
+            pnums[i] = replace(n, value=abs(n.value), text=n.text.lstrip("-"))
+            if asked != pole:
+                direction_note = "the prediction states a direction the unsigned reference does not"
     rcands = answer_candidates(rnums)
     if len(rcands) == 1:
-        verdict = _one_number(prediction, pnums, reference, rnums, rcands[0], rel_tol, abs_tol, symmetric)
+        verdict = _one_number(pmask, pnums, rmask, rnums, rcands[0], rel_tol, abs_tol, symmetric)
     else:
-        verdict = _several_numbers(pnums, rcands, rel_tol, abs_tol, symmetric)
-    if verdict.correct and symmetric and _words(prediction, pnums) != _words(reference, rnums):
+        verdict = _several_numbers(pmask, pnums, rcands, rel_tol, abs_tol, symmetric)
+    if verdict.correct and symmetric and _words(pmask, pnums) != _words(rmask, rnums):
         return Verdict(True, False, f"{verdict.reason}; the wording differs")
-    if ent is not None and verdict.correct:  # incomplete unless the question named it: a judge decides
+    if not verdict.correct:
+        return verdict
+    if ent is not None:  # incomplete unless the question named it: a judge decides
         return Verdict(False, False, f"{verdict.reason}, but {ent.reason}")
+    swapped = _label_mismatch(pmask, pnums, rmask, rnums, rel_tol, abs_tol)
+    if swapped:  # "the median is 3.2, the mean 3.0" for "mean 3.2, median 3.0"
+        return Verdict(False, False, f"{verdict.reason}, but {swapped}", "content")
+    others = _other_names(pwords, rwords)
+    if others:  # "Store_7 and Store_12 tie with 830" for "Store_12: 830": a second answer, or an aside
+        return Verdict(True, False, f"{verdict.reason}; the prediction also names {others}", "content")
+    if dates is not None and not dates[1]:
+        return Verdict(True, False, f"{verdict.reason}; {dates[2]}", "dates")
+    if content.unaccounted:
+        shown = ", ".join(repr(w) for w in content.unaccounted[:3])
+        return Verdict(
+            False, False, f"{verdict.reason}, but the reference's {shown} is not stated", "content"
+        )
+    if content.extra_negation and _has_content(rwords):
+        return Verdict(
+            False, False, f"{verdict.reason}; the prediction negates what the reference states", "content"
+        )
+    if direction_note:
+        return Verdict(True, False, f"{verdict.reason}; {direction_note}", "direction")
     return verdict
+
+
+_NUMBER_WORDS = frozenset(
+    [
+        "zero",
+        "no",
+        "none",
+        "nil",
+        "nothing",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "half",
+        "dozen",
+        "once",
+        "twice",
+        "single",
+    ]
+)
+_LABEL_BEFORE = re.compile(
+    r"([^\W\d_]\w*)\s*(?:[:=]|\b(?:is|was|are|were|of|equals|at)\b)?\s*"
+    r"(?:(?:approximately|about|around|roughly)\s+)?$"
+)
+
+
+def _labels(text: str, numbers: list[Number]) -> dict[str, Number]:
+    """The number each label names (``mean 3.2``, ``median: 3.0``, ``the mean is 3.2``): the word right
+    before the number, filler and linking words skipped; the first number of a label counts."""
+    out: dict[str, Number] = {}
+    for n in numbers:
+        m = _LABEL_BEFORE.search(text[max(0, n.start - 40) : n.start])
+        if m:
+            word = stem(m.group(1))
+            if word not in FILLER and word not in NEGATIONS and word not in out:
+                out[word] = n
+    return out
+
+
+def _other_names(prediction: str, reference: str) -> str:
+    """A name of a kind the reference names (an identifier with digits, a file, a month, a single-letter
+    label) that the prediction states beside the reference's, or ``""``."""
+    ref, pred = _entities(reference), _entities(prediction)
+    for kind, names in ref.items():
+        extra = pred.get(kind, set()) - names
+        if extra:
+            return sorted(extra)[0]
+    rl = {w for w in tokens(reference) if w.startswith("~")}
+    extra_labels = {w for w in tokens(prediction) if w.startswith("~")} - rl
+    return sorted(extra_labels)[0][1:].upper() if rl and extra_labels else ""
+
+
+def _label_mismatch(
+    ptext: str, pnums: list[Number], rtext: str, rnums: list[Number], rel_tol: float, abs_tol: float
+) -> str:
+    """A label both answers give a number to, with numbers that differ (a swap), or ``""``."""
+    rl = _labels(rtext, rnums)
+    if not rl:
+        return ""
+    pl = _labels(ptext, pnums)
+    for word, r in rl.items():
+        p = pl.get(word)
+        if p is not None and not numbers_match(p, r, rel_tol, abs_tol).correct:
+            return f"the prediction gives {word!r} {p.text}, the reference {r.text}"
+    return ""
+
+
+_YES = frozenset({"yes", "true", "y", "correct"})
+_NO = frozenset({"no", "false", "n", "incorrect"})
+
+
+def _yes_no(prediction: str, reference: bool) -> Verdict:
+    """A yes/no reference: the prediction's first word, or its "the answer is …", decides; a lone yes or
+    no elsewhere in a sentence is a guess (the rule of :func:`datadojo.compare.matchers.match_answer`)."""
+    words = normalize_text(prediction).split()
+    said: bool | None = None
+    decided = True
+    if re.match(r"\s*(?:yes|no)\s*(?:and|or|/)\s*(?:yes|no)\b", prediction, re.IGNORECASE):
+        return Verdict(False, False, "the prediction says yes and no")
+    if words and (words[0] in _YES or words[0] in _NO):
+        said = words[0] in _YES
+    else:
+        stated = re.search(
+            r"\b(?:answer|result|verdict)\s+is\s*:?\s*[\"'“‘]?(\w+)[\"'”’]?\s*\.?\s*$", prediction, re.I
+        )
+        if stated and stated.group(1).lower() in _YES | _NO:
+            said = stated.group(1).lower() in _YES
+        else:
+            poles = {w in _YES for w in words if w in _YES | _NO}
+            if len(poles) == 1:
+                said, decided = poles.pop(), False
+    if said is None:
+        return Verdict(False, len(words) <= 1, "the prediction is neither yes nor no")
+    return Verdict(
+        said == reference,
+        decided,
+        f"prediction {'yes' if said else 'no'}, reference {'yes' if reference else 'no'}",
+    )
+
+
+def _has_poles(text: str) -> bool:
+    return bool(polar_words(text))
+
+
+def _has_content(text: str) -> bool:
+    return bool(content_words(text)) or _has_poles(text)
 
 
 def _one_number(
@@ -582,7 +881,7 @@ def _one_number(
 
 
 def _several_numbers(
-    pnums: list[Number], rcands: list[Number], rel_tol: float, abs_tol: float, symmetric: bool
+    ptext: str, pnums: list[Number], rcands: list[Number], rel_tol: float, abs_tol: float, symmetric: bool
 ) -> Verdict:
     pcands = answer_candidates(pnums)
     ok = [
@@ -592,6 +891,13 @@ def _several_numbers(
     if matched < len(rcands):
         return Verdict(False, True, f"{len(rcands) - matched} of {len(rcands)} reference numbers not matched")
     if len(pcands) > len(rcands):
+        if not content_words(_cut(ptext, [(n.start, n.end) for n in pnums])):  # nothing but the numbers
+            return Verdict(
+                False,
+                True,
+                f"a longer list: {len(pcands)} values where the reference has {len(rcands)}",
+                "list",
+            )
         return Verdict(True, False, f"all {len(rcands)} numbers found among {len(pcands)} stated")
     return Verdict(True, True, f"all {len(rcands)} numbers match")
 
@@ -613,7 +919,11 @@ def bipartite(n: int, ok: list[list[bool]]) -> int:
     return sum(augment(i, set()) for i in range(n))
 
 
-def _compare_text(prediction: str, reference: str, ent: Verdict | None) -> Verdict:
+def _compare_text(
+    prediction: str, reference: str, ent: Verdict | None, question: str | None, symmetric: bool = False
+) -> Verdict:
+    """A reference without numbers: equal after normalization, or its items (one for a name, several for a
+    list) stated in the prediction (:func:`datadojo.compare.content.check_items`)."""
     p, r = normalize_text(prediction), normalize_text(reference)
     if not r:
         p, r = prediction.strip().lower(), reference.strip().lower()
@@ -621,13 +931,15 @@ def _compare_text(prediction: str, reference: str, ent: Verdict | None) -> Verdi
         if ent is not None:
             return ent
         return Verdict(True, True, "equal after normalization")
-    words = r.split()
-    pw = p.split()
-    contained = any(pw[i : i + len(words)] == words for i in range(len(pw) - len(words) + 1))
-    if contained:
-        return Verdict(True, False, f"the reference {r[:40]!r} appears in a longer prediction")
-    if len(words) <= 3 and len(pw) <= 3:
-        return Verdict(False, True, f"{p[:60]!r} != {r[:60]!r} after normalization")
+    items = list_items(reference)
+    if items:
+        found = check_items(prediction, items, question)
+        if found.correct and ent is not None:
+            return Verdict(False, False, f"{found.reason}, but {ent.reason}")
+        if len(items) > 1 or found.correct or found.longer:
+            return Verdict(found.correct, found.decided and not symmetric, found.reason, "list")
+    if len(r.split()) <= 3 and len(p.split()) <= 3:  # "USA" / "United States": a judge knows synonyms
+        return Verdict(False, False, f"{p[:60]!r} != {r[:60]!r} after normalization")
     return Verdict(False, False, f"descriptive answers differ in wording ({p[:40]!r} vs {r[:40]!r})")
 
 

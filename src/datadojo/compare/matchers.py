@@ -23,9 +23,16 @@ are a number, a name, a yes/no or a short list, so this matcher applies the rule
   :mod:`datadojo.compare.judge` for that.
 * **booleans**: yes/true/y/correct vs no/false/n/incorrect; a prediction may start with its verdict
   (``"Yes, because …"``).
-* **lists** must have the same length and match element by element, order-insensitive by default
-  (a maximum bipartite matching, so tolerance never depends on the order tried). Predictions may be
-  JSON/Python literals, bullet or numbered lines, or ``,``/``;``-separated text.
+* **lists** must have the same length (a longer list is wrong) and match element by element,
+  order-insensitive unless ``ordered_lists``, ``kind="ordered_list"`` or a question that asks for an order
+  ("rank", "in order", "sorted", "from highest to lowest") (a maximum bipartite matching, so tolerance never
+  depends on the order tried). Predictions may be JSON/Python literals, bullet or numbered lines, or
+  ``,``/``;``-separated text. A text reference written as a list (``Apples, Bananas, Cherries``) is read
+  by the core: a preamble ("The top 3 products are …") set aside, ``and`` and ``,`` as separators.
+* **everything the reference says** (issue 39, :mod:`datadojo.compare.content`): dates compare as dates,
+  signed changes in words as signed numbers, and a verdict is decided only when every content word and
+  direction word of the reference is accounted for (by the prediction or by ``question``); the wrong
+  direction or the complementary label (``male`` for ``female``) is wrong.
 * **records** (a dict of named values, like DABench's ``@name[value]`` sub-answers): every reference key
   must be present in the prediction (``{"k": v}``, ``@k[v]`` or ``k: v`` lines) and match.
 * **tables**: DataMind's table comparison (:func:`~datadojo.compare.tables.compare_tables`) with the
@@ -53,6 +60,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from datadojo.compare.content import order_asked
 from datadojo.compare.core import MAGNITUDE_LETTERS, MagnitudeLetters, bipartite, compare_answers
 from datadojo.compare.tables import compare_tables
 from datadojo.compare.text import ParsedNumber, find_numbers, normalize_text, parse_number
@@ -242,7 +250,7 @@ def _number_text(value: Any) -> str:
     return str(value)
 
 
-def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
+def _match_number(pred: Any, gold: Any, cfg: MatchConfig, question: str | None = None) -> MatchResult:
     g = _as_number(gold)
     if g is None:
         raise ValueError(f"the reference answer {gold!r} is not a number")
@@ -258,6 +266,7 @@ def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
     v = compare_answers(
         ptext,
         _number_text(gold) if not isinstance(gold, str) else gold,
+        question=question,
         rel_tol=0.0 if exact else cfg.rel_tol,
         abs_tol=0.0 if exact else cfg.abs_tol,
         magnitude_letters=cfg.magnitude_letters,
@@ -266,13 +275,16 @@ def _match_number(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
     return MatchResult(v.correct, f"{v.reason} ({tol})", "number", v.decided)
 
 
-def _match_text(pred: Any, gold: Any, cfg: MatchConfig | None = None, *, exact: bool = False) -> MatchResult:
+def _match_text(
+    pred: Any, gold: Any, cfg: MatchConfig | None = None, *, exact: bool = False, question: str | None = None
+) -> MatchResult:
     """Text through the core: names checked, numbers inside compared (``exact``: without tolerance, for
     ``kind="text"`` asked for explicitly)."""
     cfg = cfg or MatchConfig()
     v = compare_answers(
         _clean(str(pred)),
         str(gold),
+        question=question,
         rel_tol=0.0 if exact else cfg.rel_tol,
         abs_tol=0.0 if exact else cfg.abs_tol,
         magnitude_letters=cfg.magnitude_letters,
@@ -284,23 +296,29 @@ def _match_bool(pred: Any, gold: Any) -> MatchResult:
     g = _bool_of(gold)
     if g is None:
         raise ValueError(f"the reference answer {gold!r} is not a yes/no value")
+    if isinstance(pred, str) and _BOTH_POLES.match(_clean(pred)):  # "Yes and no": both, so neither
+        return MatchResult(False, "the prediction says yes and no", "bool", False)
     p = _bool_of(_clean(pred) if isinstance(pred, str) else pred)
     decided = True
     if p is None and isinstance(pred, str):  # "Based on 101 rows, the answer is no"
-        stated = re.search(r"\b(?:answer|result|verdict)\s+is\s*:?\s*(\w+)\s*\.?\s*$", pred, re.IGNORECASE)
+        stated = re.search(
+            r"\b(?:answer|result|verdict)\s+is\s*:?\s*[\"'“‘]?(\w+)[\"'”’]?\s*\.?\s*$", pred, re.IGNORECASE
+        )
         words = set(normalize_text(pred).split())
         polarities = {True for w in words if w in _TRUE} | {False for w in words if w in _FALSE}
         if stated and _bool_of(stated.group(1)) is not None:
             p = _bool_of(stated.group(1))
         elif len(polarities) == 1:  # one polarity somewhere in the sentence: a guess
             p, decided = polarities.pop(), False
-    if p is None:
-        return MatchResult(False, "the prediction is neither yes nor no", "bool")
+    if p is None:  # a sentence that says neither may still mean one of them ("it is normally distributed")
+        sentence = isinstance(pred, str) and len(normalize_text(pred).split()) > 1
+        return MatchResult(False, "the prediction is neither yes nor no", "bool", not sentence)
     return MatchResult(
         p == g, f"prediction {'yes' if p else 'no'}, reference {'yes' if g else 'no'}", "bool", decided
     )
 
 
+_BOTH_POLES = re.compile(r"\s*(?:yes|no|true|false)\s*(?:and|or|/)\s*(?:yes|no|true|false)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
@@ -339,7 +357,9 @@ def _as_list(pred: Any, numeric: bool, expected: int) -> list[Any]:
 _bipartite = bipartite  # the core's maximum matching (scientific.py imports it from here)
 
 
-def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchResult:
+def _match_list(
+    pred: Any, gold: Any, cfg: MatchConfig, ordered: bool, question: str | None = None
+) -> MatchResult:
     g = list(gold) if isinstance(gold, list | tuple) else _literal(str(gold))
     if not isinstance(g, list | tuple):
         g = _split_items(str(gold))
@@ -349,13 +369,13 @@ def _match_list(pred: Any, gold: Any, cfg: MatchConfig, ordered: bool) -> MatchR
     if len(p) != len(g):
         return MatchResult(False, f"{len(p)} item(s) predicted, {len(g)} expected", "list")
     if ordered:
-        results = [_match_scalar(pi, gi, cfg) for pi, gi in zip(p, g, strict=True)]
+        results = [_match_scalar(pi, gi, cfg, question) for pi, gi in zip(p, g, strict=True)]
         for i, r in enumerate(results):
             if not r.correct:
                 return MatchResult(False, f"item {i}: {r.reason}", "ordered_list", r.decided)
         decided = all(r.decided for r in results)
         return MatchResult(True, f"all {len(g)} items match in order", "ordered_list", decided)
-    res = [[_match_scalar(pj, gi, cfg) for pj in p] for gi in g]
+    res = [[_match_scalar(pj, gi, cfg, question) for pj in p] for gi in g]
     ok = [[r.correct for r in row] for row in res]
     matched = _bipartite(len(g), ok)
     if matched == len(g):
@@ -372,13 +392,13 @@ def _infer_scalar(x: Any) -> str:
     return kind if kind in ("number", "bool") else "text"
 
 
-def _match_scalar(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
+def _match_scalar(pred: Any, gold: Any, cfg: MatchConfig, question: str | None = None) -> MatchResult:
     kind = _infer_scalar(gold)
     if kind == "number":
-        return _match_number(pred, gold, cfg)
+        return _match_number(pred, gold, cfg, question)
     if kind == "bool":
         return _match_bool(pred, gold)
-    return _match_text(pred, gold, cfg)
+    return _match_text(pred, gold, cfg, question=question)
 
 
 _PAIR_AT = re.compile(r"@(\w+)\[(.*?)\]")
@@ -400,7 +420,9 @@ def _as_record(pred: Any) -> dict[str, Any]:
     return {_key(k): v for k, v in pairs}
 
 
-def _match_record(pred: Any, gold: Mapping[str, Any], cfg: MatchConfig) -> MatchResult:
+def _match_record(
+    pred: Any, gold: Mapping[str, Any], cfg: MatchConfig, question: str | None = None
+) -> MatchResult:
     p = _as_record(pred)
     bad: list[str] = []
     decided = True
@@ -409,7 +431,7 @@ def _match_record(pred: Any, gold: Mapping[str, Any], cfg: MatchConfig) -> Match
         if pk not in p:
             bad.append(f"{k}: missing")
             continue
-        r = _match_any(p[pk], gv, None, cfg)
+        r = _match_any(p[pk], gv, None, cfg, question)
         decided = decided and r.decided
         if not r.correct:
             bad.append(f"{k}: {r.reason}")
@@ -445,22 +467,25 @@ def _match_table(pred: Any, gold: Any, cfg: MatchConfig) -> MatchResult:
     return MatchResult(res.match, res.reason, "table")
 
 
-def _match_any(pred: Any, gold: Any, kind: str | None, cfg: MatchConfig) -> MatchResult:
+def _match_any(
+    pred: Any, gold: Any, kind: str | None, cfg: MatchConfig, question: str | None = None
+) -> MatchResult:
     k = _KIND_ALIASES.get(kind, kind) if kind else _infer_kind(gold)
     if k not in MATCH_KINDS:
         k = _infer_kind(gold)
     if k == "number":
-        return _match_number(pred, gold, cfg)
+        return _match_number(pred, gold, cfg, question)
     if k == "bool":
         return _match_bool(pred, gold)
     if k == "text":
-        return _match_text(pred, gold, cfg, exact=kind is not None)
+        return _match_text(pred, gold, cfg, exact=kind is not None, question=question)
     if k in ("list", "ordered_list"):
-        return _match_list(pred, gold, cfg, ordered=k == "ordered_list" or cfg.ordered_lists)
+        ordered = k == "ordered_list" or cfg.ordered_lists or order_asked(question)
+        return _match_list(pred, gold, cfg, ordered=ordered, question=question)
     if k == "record":
         if not isinstance(gold, Mapping):
             raise ValueError(f"a record answer must be a dict, got {type(gold).__name__}")
-        return _match_record(pred, gold, cfg)
+        return _match_record(pred, gold, cfg, question)
     return _match_table(pred, gold, cfg)
 
 
@@ -475,12 +500,18 @@ def canonical_kind(kind: str) -> str | None:
 
 
 def match_answer(
-    prediction: Any, gold: Any, *, kind: str | None = None, config: MatchConfig | None = None
+    prediction: Any,
+    gold: Any,
+    *,
+    kind: str | None = None,
+    config: MatchConfig | None = None,
+    question: str | None = None,
 ) -> MatchResult:
     """Whether ``prediction`` answers like ``gold`` under the rules of the module docstring.
 
     ``kind`` forces a rule (one of :data:`MATCH_KINDS` or an alias such as ``numeric``/``boolean``);
-    ``None`` infers it from ``gold``. A missing or blank prediction is wrong; a missing reference is a
+    ``None`` infers it from ``gold``. ``question`` (where the caller has it) accounts for the reference's
+    words it repeats and makes a list ordered when it asks for an order. A missing or blank prediction is wrong; a missing reference is a
     ``ValueError`` (there is nothing to score against).
     """
     cfg = config or MatchConfig()
@@ -488,7 +519,7 @@ def match_answer(
         raise ValueError("no reference answer to match against")
     if prediction is None or (isinstance(prediction, str) and not prediction.strip()):
         return MatchResult(False, "empty prediction", kind or _infer_kind(gold))
-    return _match_any(prediction, gold, kind, cfg)
+    return _match_any(prediction, gold, kind, cfg, question)
 
 
 def match_task(task: Task, prediction: Any, config: MatchConfig | None = None) -> MatchResult:
@@ -496,6 +527,8 @@ def match_task(task: Task, prediction: Any, config: MatchConfig | None = None) -
     if task.answer is None:
         raise ValueError(f"task {task.id!r}: no reference answer to match against")
     try:
-        return match_answer(prediction, task.answer, kind=task.answer_kind, config=config)
+        return match_answer(
+            prediction, task.answer, kind=task.answer_kind, config=config, question=task.question or None
+        )
     except ValueError as exc:
         raise ValueError(f"task {task.id!r}: {exc}") from exc

@@ -35,6 +35,10 @@ procedure; these are DataDojo's rules, each a setting of :class:`ScientificConfi
   and checks names first: a different identifier, file name or month beside the right number
   (``Site_3`` for ``Site_7``, ``July`` for ``January``) is wrong and decisive (SciDataSailor App. B.2.3:
   a wrong entity scores 0); a reference name the prediction does not state is wrong, not decisive.
+* **beyond the numbers** (issue 39): the core's reading of everything else decides first — a contradicting
+  direction or label word, a date (compared as a date), a list of names (a longer one is wrong); a
+  reference content word the prediction and the question do not account for leaves the verdict
+  undecided; a signed change in words (``fell by 5.3%``) is a signed number where the reference is signed.
 * **decisive**: a reference containing a longer number-free segment (a sentence) is free text, which rules
   cannot compare; the rule then falls back to normalized equality and reports ``decisive=False``, as it
   does for every verdict it is not certain of (above), so a caller combining rule and judge
@@ -48,16 +52,19 @@ from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 
+from datadojo.compare.content import mask_dates
 from datadojo.compare.core import (
     MAGNITUDE_LETTERS,
     MagnitudeLetters,
     Number,
     Verdict,
     answer_candidates,
+    compare_answers,
     entity_check,
     find_numbers,
     hedge,
     numbers_match,
+    signs_from_words,
 )
 from datadojo.compare.matchers import MatchConfig, _bipartite, match_answer
 from datadojo.compare.text import normalize_text
@@ -180,9 +187,15 @@ def _contains_phrase(haystack: list[str], phrase: list[str]) -> bool:
 
 
 def match_scientific(
-    prediction: str | None, reference: str, config: ScientificConfig | None = None
+    prediction: str | None,
+    reference: str,
+    config: ScientificConfig | None = None,
+    *,
+    question: str | None = None,
 ) -> ScientificMatch:
     """Whether ``prediction`` answers a scientific QA question like ``reference`` (module docstring).
+
+    ``question`` (where the caller has it) accounts for the reference's words it repeats.
 
     Never raises on any prediction; a blank reference is a ``ValueError`` (nothing to score against).
     """
@@ -195,10 +208,33 @@ def match_scientific(
     ref = reference.strip()
     if normalize_text(ref) in _YES_NO:
         r = match_answer(pred, ref, kind="bool")
-        return ScientificMatch(r.correct, r.reason, "bool")
+        return ScientificMatch(r.correct, r.reason, "bool", decisive=r.decided)
+    core = compare_answers(
+        pred, ref, question=question, rel_tol=cfg.rel_tol, abs_tol=cfg.abs_tol,
+        magnitude_letters=cfg.magnitude_letters,
+    )  # fmt: skip
+    if (
+        core.basis in ("contradiction", "dates", "list")
+        or (core.basis == "direction" and core.decided)
+        or mask_dates(ref)[1]  # a reference with a date: the core compares it as a date
+    ):
+        return ScientificMatch(core.correct, core.reason, core.basis, decisive=core.decided)
     names = entity_check(pred, ref)
     if names is not None and names.decided:
         return ScientificMatch(False, names.reason, "entity")
+    signed_ref = signs_from_words(ref)
+    if signed_ref != ref or _SIGNED.search(ref):  # "fell by 5.3%" is -5.3% where the reference has signs
+        pred, ref = signs_from_words(pred), signed_ref
+    r = _match_reference(pred, ref, names, cfg)
+    if r.correct and r.decisive and not core.decided and core.basis in ("content", "direction"):
+        return ScientificMatch(core.correct, f"{r.reason}; {core.reason}", r.kind, decisive=False)
+    return r
+
+
+_SIGNED = re.compile(r"(?<![\w.])[-+−]\s?[$€£¥₹]?\d")
+
+
+def _match_reference(pred: str, ref: str, names: Verdict | None, cfg: ScientificConfig) -> ScientificMatch:
     ref_values: list[Number] = []
     categorical: list[str] = []
     free_text: list[str] = []

@@ -15,7 +15,10 @@ and ``benchmarks/scoring_rules.py`` rewrites real references the same ways. Each
   alone; ``None`` (ask the judge) for everything else — the rule never calls readable answers inconsistent;
 * ``section``: the rule of the papers (or of DataDojo, named as such) the verdict follows;
 * ``kind``: the way of writing it exercises (``percent``, ``tolerance``, ``context``, ``hedge``,
-  ``magnitude``, ``sign``, ``locale``, ``units``, ``entity``, ``rounding``).
+  ``magnitude``, ``sign``, ``locale``, ``units``, ``entity``, ``rounding``; issue 39: ``label``,
+  ``direction``, ``date``, ``signed change``, ``list``, ``yes-no``, ``filler``, ``negation``);
+* ``question``: the question, where the verdict depends on it (its words account for the reference's,
+  it asks for an order); ``None`` for a pair graded without one.
 
 Tolerance for the table: 3 % (DataMind's); the scientific matcher is run at the same tolerance.
 """
@@ -45,6 +48,7 @@ class AnswerPair:
     consistent: bool | None
     section: str
     kind: str
+    question: str | None = None
 
 
 def _p(
@@ -55,8 +59,9 @@ def _p(
     kind: str,
     section: str = _DM,
     consistent: bool | None = None,
+    question: str | None = None,
 ) -> AnswerPair:
-    return AnswerPair(prediction, reference, correct, decided, consistent, section, kind)
+    return AnswerPair(prediction, reference, correct, decided, consistent, section, kind, question)
 
 
 ANSWER_PAIRS: tuple[AnswerPair, ...] = (
@@ -127,7 +132,74 @@ ANSWER_PAIRS: tuple[AnswerPair, ...] = (
     # (TableBench references, benchmarks/scoring_rules.py)
     _p("The answer is nicosia (cyp), 3 - 0.", "nicosia (cyp), 3 - 0", True, True, "hedge", _DM_SEM),
     _p("The answer is 1982,Limerick.", "1982,Limerick", True, True, "context", _DM_SEM),
-)
+    # --- issue 39: a rule decides only what it fully read --------------------------------------------
+    # labels of any kind beside the right number: a complementary label is certain, an open name is not
+    _p("France, with 1,200 customers", "Germany: 1200", False, False, "label", _SDS),
+    _p("Male passengers had a higher survival rate: 0.74", "female: 0.74", False, True, "label", _SDS),
+    _p("Product B sold 340 units", "Product A: 340", False, True, "label", _SDS),
+    _p("Germany has 1,200 customers", "Germany: 1200", True, True, "label", _SDS),
+    _p("Women: 0.74", "female: 0.74", True, True, "label", _DM_SEM),
+    _p("1200", "Germany: 1200", True, True, "label", _SDS, question="How many customers does Germany have?"),
+    _p("1200", "Germany: 1200", False, False, "label", _DM_SEM),
+    _p("The median is 3.2 and the mean is 3.0", "mean 3.2, median 3.0", False, False, "label", _DM_SEM),
+    _p("The mean is 3.2 and the median is 3.0", "mean 3.2, median 3.0", True, True, "label", _DM_SEM),
+    _p("Males", "male", True, True, "label", _DM_SEM),
+    _p("Germany: 1200 orders", "Germany: 1200 customers", False, False, "label", _DM_SEM),
+    _p("The answer is Paris, France.", "Paris", True, False, "label", _DM_SEM),
+    # direction and polarity words
+    _p("Sales increased in 2020.", "Sales decreased in 2020.", False, True, "direction", _DM_SEM),
+    _p("Sales rose in 2020", "Sales increased in 2020", True, True, "direction", _DM_SEM),
+    _p("Revenue is higher in Q2 than in Q1", "Revenue is lower in Q2 than in Q1", False, True, "direction", _DM_SEM),
+    _p("Women were more likely to survive", "Women were less likely to survive", False, True, "direction", _DM_SEM),
+    _p("The correlation is positive", "The correlation is negative", False, True, "direction", _DM_SEM),
+    _p("negative correlation (-0.42)", "-0.42", True, True, "direction"),
+    _p("Sales did not decrease in 2020", "Sales decreased in 2020", False, False, "negation", _DM_SEM),
+    # yes/no, also inside a sentence
+    _p("No, it did not", "no", True, True, "yes-no", _DM_SEM),
+    _p("Yes.", "yes", True, True, "yes-no", _DM_SEM, consistent=True),
+    _p("Yes, the difference is significant (p = 0.003)", "yes", True, True, "yes-no", _DM_SEM),
+    _p("There is no significant difference", "yes", False, False, "yes-no", _DM_SEM),
+    _p("Yes and no", "yes", False, False, "yes-no", _DM_SEM),
+    _p("No significant difference", "Yes, the difference is significant", False, True, "yes-no", _DM_SEM),
+    # harmless words around a number stay decided
+    _p("The mean is 4.5", "4.5", True, True, "filler"),
+    _p("approximately 4.5 units", "4.5", True, True, "filler"),
+    # dates in common formats, with a weekday; day/month order ambiguous when both are at most 12
+    _p("2021-03-15", "March 15, 2021", True, True, "date", _DM_SEM, consistent=True),
+    _p("March 15, 2021", "2021-03-15", True, True, "date", _DM_SEM, consistent=True),
+    _p("15 March 2021", "2021-03-15", True, True, "date", _DM_SEM, consistent=True),
+    _p("03/15/2021", "2021-03-15", True, True, "date", _DM_SEM, consistent=True),
+    _p("Monday, March 15, 2021", "2021-03-15", True, True, "date", _DM_SEM, consistent=True),
+    _p("The peak was on 2021-03-15", "March 15, 2021", True, True, "date", _DM_SEM),
+    _p("04/03/2021", "2021-03-04", True, False, "date", _DM_SEM),
+    _p("2021-03-16", "March 15, 2021", False, True, "date", _DM_SEM),
+    _p("March 2021", "March 15, 2021", False, True, "date", _DM_SEM),
+    # signed changes written in words
+    _p("Revenue fell by 5.3%.", "-5.3%", True, True, "signed change"),
+    _p("down 5.3%", "-5.3%", True, True, "signed change"),
+    _p("a decrease of 5.3%", "-5.3%", True, True, "signed change"),
+    _p("Sales dropped 5.3%", "-5.3%", True, True, "signed change"),
+    _p("Revenue rose by 5.3%", "-5.3%", False, True, "signed change"),
+    _p("Revenue fell by 5.3%", "5.3%", True, True, "signed change", question="By how much did revenue fall?"),
+    _p("Revenue rose by 5.3%", "5.3%", False, True, "signed change", question="By how much did revenue fall?"),
+    _p("Revenue fell by 5.3%", "5.3%", True, False, "signed change"),
+    # lists: sets unless the question asks for an order, a preamble set aside, a longer list wrong
+    _p("The top 3 products are Apples, Bananas, and Cherries.", "Apples, Bananas, Cherries", True, True, "list", _DM_SEM),
+    _p("Cherries, Apples, Bananas", "Apples, Bananas, Cherries", True, True, "list", _DM_SEM),
+    _p("1. Apples\n2. Bananas\n3. Cherries", "Apples, Bananas, Cherries", True, True, "list", _DM_SEM),
+    _p("Apples, Bananas, Cherries, Dates", "Apples, Bananas, Cherries", False, True, "list", _DM_SEM),
+    _p("Apples and Bananas", "Apples, Bananas, Cherries", False, True, "list", _DM_SEM),
+    _p(
+        "Cherries, Apples, Bananas", "Apples, Bananas, Cherries", False, True, "list", _DM_SEM,
+        question="Rank the top 3 products by sales, in order.",
+    ),
+    _p("3, 5, 7", "3, 5", False, True, "list"),
+    # units and percent against a fraction
+    _p("1.2 km", "1200 m", True, True, "units", consistent=True),
+    _p("3 h", "180 min", True, True, "units", consistent=True),
+    _p("98.6 °F", "37 °C", True, True, "units", consistent=True),
+    _p("45%", "0.45", True, True, "percent", consistent=True),
+)  # fmt: skip
 
 
 def careful_verdict(prediction: str, reference: str) -> bool | None:

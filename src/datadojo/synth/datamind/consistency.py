@@ -95,8 +95,12 @@ def numbers_agree(a: float, b: float, tolerance: float) -> bool:
     return within(a, b, tolerance, symmetric=True)
 
 
-def rule_check(answers: Sequence[str | None], tolerance: float = 0.03) -> RuleOutcome:
+def rule_check(
+    answers: Sequence[str | None], tolerance: float = 0.03, *, question: str | None = None
+) -> RuleOutcome:
     """The deterministic pre-check of N final answers (module docstring).
+
+    ``question`` accounts for the words the answers repeat from it (the core's ``question``).
 
     ``consistent`` is ``True`` only when the core is certain every pair agrees, ``False`` only when an
     attempt gave no answer, ``None`` (ask the judge) otherwise. Signature and return type unchanged.
@@ -108,7 +112,9 @@ def rule_check(answers: Sequence[str | None], tolerance: float = 0.03) -> RuleOu
     reasons: list[str] = []
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):
-            v = compare_answers(texts[j], texts[i], rel_tol=tolerance, abs_tol=0.0, symmetric=True)
+            v = compare_answers(
+                texts[j], texts[i], question=question, rel_tol=tolerance, abs_tol=0.0, symmetric=True
+            )
             if not (v.correct and v.decided):
                 return RuleOutcome(None, f"attempts {i + 1} and {j + 1}: {v.reason}; the judge decides")
             reasons.append(v.reason)
@@ -198,7 +204,7 @@ async def judge_one(
     """The verdict on one group: the rule when it decides, else the judge (errors become an inconsistent verdict)."""
     answers = [t.final_answer for t in trajectories]
     samples = [t.sample for t in trajectories]
-    rule = rule_check(answers, config.tolerance)
+    rule = rule_check(answers, config.tolerance, question=query.question or None)
     base: dict[str, Any] = {"task_id": query.id, "round": round_, "samples": samples, "answers": answers}
     if rule.consistent is False:
         return ConsistencyVerdict(**base, consistent=False, critique=rule.reason, best=None, method="rule")
