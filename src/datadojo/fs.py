@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,14 @@ from typing import Any
 
 from datadojo.tmpfiles import temp_sibling
 
-__all__ = ["atomic_path", "temp_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = [
+    "atomic_path",
+    "close_to_others",
+    "temp_path",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 
 def temp_path(path: str | Path) -> Path:
@@ -70,3 +78,16 @@ def write_json_atomic(path: str | Path, data: Any, *, indent: int | None = 2, **
     """
     dumps.setdefault("ensure_ascii", False)
     return write_text_atomic(path, json.dumps(data, indent=indent, **dumps) + "\n")
+
+
+def close_to_others(folder: str | Path) -> None:
+    """Remove the other users' rights from ``folder`` (owner and group keep theirs).
+
+    Why: a sandbox cell at the Landlock level runs under a uid of its own and Landlock has no right for
+    ``stat()``; only the host's permissions keep it from learning which files a run folder holds and
+    their sizes (``datadojo.sandbox.exposure``). DataDojo closes the run folders it creates this way.
+    """
+    p = Path(folder)
+    mode = stat.S_IMODE(p.stat().st_mode)
+    if mode & stat.S_IRWXO:
+        p.chmod(mode & ~stat.S_IRWXO)

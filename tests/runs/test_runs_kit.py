@@ -206,3 +206,24 @@ def test_a_ledger_written_before_the_kit_resumes_through_key_of(tmp_path):
     )
     progress = Paths(tmp_path).work_ledger()
     assert progress.done("queries:abc:Counting") and progress.done("compose:f:0:2") and len(progress) == 2
+
+
+def test_a_new_run_folder_is_closed_to_other_users_and_an_existing_one_is_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    # A Landlock-level cell runs under a uid of its own and may stat() whatever "others" may reach
+    # (docs/sandbox.md): the folder a run creates grants nothing to others; group and owner keep theirs.
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        RunFolder(tmp_path / "new" / "run", "eval", {"k": 1})
+        existing = tmp_path / "mine"
+        existing.mkdir(mode=0o755)
+        existing.chmod(0o755)
+        RunFolder(existing, "eval", {"k": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new" / "run").stat().st_mode) == 0o750  # 0o755 less o=rx
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o755

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.errors import ResumeError
-from datadojo.fs import write_json_atomic
+from datadojo.fs import close_to_others, write_json_atomic
 from datadojo.version import __version__
 
 __all__ = ["RUN_FILE", "RunFolder", "settings_diff"]
@@ -97,7 +97,10 @@ class RunFolder:
                 f"{self.path}: not empty and has no {RUN_FILE} (not made by a {self.kind!r} run); choose "
                 "another folder or empty it"
             )
+        created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
+        if created:
+            close_to_others(self.path)  # a Landlock-level cell may not stat() what a run holds
         write_json_atomic(
             self.record, {"kind": self.kind, "settings": self.settings, "datadojo": __version__}
         )
