@@ -255,6 +255,9 @@ class Provenance(_Model):
 
     config_hash: str | None = None
     seed: int | None = None
+    #: The seed of the trajectory's sandbox (``random`` and numpy in agent code), derived from the task id,
+    #: the sample and ``seed`` (:func:`datadojo.sandbox.session.trajectory_seed`); ``None``: not seeded.
+    sandbox_seed: int | None = None
     versions: dict[str, str] = Field(default_factory=_versions)
     created: float = Field(default_factory=time.time)
     argv: list[str] = Field(default_factory=lambda: list(sys.argv))

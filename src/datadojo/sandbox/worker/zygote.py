@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import gc
 import importlib
+import linecache
 import os
 import select
 import shutil
@@ -91,6 +92,7 @@ class Zygote:
         # thinks, instead of when the next cell arrives (see SandboxConfig.prereplay).
         self.prereplay: bool = bool(settings.get("prereplay", True)) and self.mode == "chunked"
         self.kept: list[tuple[str, str]] = []  # the chunks the harness keeps, as far as we know
+        self.linecache_base: dict[str, Any] = {}
         # Silent versions of chunks that already ran successfully in a child, compiled once here so that
         # every later replay inherits the code objects instead of re-parsing the whole history.
         self.compiled: dict[tuple[str, str], types.CodeType] = {}
@@ -124,6 +126,8 @@ class Zygote:
             # copy) every page the child shares with us.
             gc.collect()
         gc.freeze()
+        # What a fresh worker's line cache holds; a reset puts it back (see reset).
+        self.linecache_base = dict(linecache.cache)
         landlock = self._landlock()
         self._start_execution_process()
         return {
@@ -240,11 +244,23 @@ class Zygote:
                 self.spare = None
             self.sweep(keep=set(), sessions=set())
             self._wipe_private_tmp()
-            self.kept = []
-            self.compiled = {}
+            self.forget_trajectory()
             self._start_execution_process()
 
         return {"op": "reset"}, finish
+
+    def forget_trajectory(self) -> None:
+        """Drop what the worker itself kept of the trajectory: kept and compiled chunks, their source.
+
+        The worker registers every kept chunk's source in its ``linecache`` (for the tracebacks of the
+        replays); every later child inherits that cache, so without this a new trajectory could read the
+        previous one's cells from ``linecache.cache`` (issue 38, finding 1). The cache goes back to what
+        the worker held when it was ready, exactly.
+        """
+        self.kept = []
+        self.compiled = {}
+        linecache.cache.clear()
+        linecache.cache.update(self.linecache_base)
 
     def _wipe_private_tmp(self) -> None:
         """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched).
@@ -341,7 +357,8 @@ class Zygote:
         if child is not None:
             alive = reap_pid(child.pid) is None and not exited(child.pid)
             fits = child.prereplayed is None or (
-                msg.get("op") == "sql" or child.prereplayed == chunk_list(msg)
+                msg.get("op") == "sql"
+                or (child.prereplayed == chunk_list(msg) and child.seed == msg.get("seed", child.seed))
             )
             if alive and fits:
                 return child
@@ -355,7 +372,14 @@ class Zygote:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _follow_seed(self, msg: dict[str, Any]) -> None:
+        """The trajectory's seed comes with every Python request; a child re-running chunks ahead uses it."""
+        seed = msg.get("seed")
+        if msg.get("op") == "python" and seed is not None and seed != self.forker.seed:
+            self.forker = dataclasses.replace(self.forker, seed=int(seed))
+
     def _run_in_child(self, msg: dict[str, Any]) -> tuple[dict[str, Any], Finish]:
+        self._follow_seed(msg)
         child = self._take_child(msg)
         with contextlib.suppress(OSError):  # a child that died already shows up in supervise()
             write_frame_fd(child.req_w, msg)
@@ -425,6 +449,8 @@ class Zygote:
         }
         if msg.get("invalidate_caches"):
             request["invalidate_caches"] = True
+        if msg.get("seed") is not None:
+            request["seed"] = msg["seed"]
         with contextlib.suppress(OSError):  # it died just now: supervise() sees the exit
             write_frame_fd(kernel.req_w, request)
         outcome = self.supervise(kernel.pid, kernel.out_r, kernel.st_r, session=kernel.pid, cpu_base=cpu_base)
