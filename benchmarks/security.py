@@ -17,7 +17,14 @@ each from the host side, not from the cell's own word where the host can check:
 * write outside the workspace through a computed path;
 * TCP to a listener of the host (a model server, a Ray dashboard), UDP to a host socket (DNS egress);
 * signal and ptrace a process of the host;
-* a (bounded) fork bomb, a memory bomb, filling ``/tmp``.
+* a (bounded) fork bomb, a memory bomb, filling ``/tmp``;
+* **reuse** (issue 38): what trajectory 1 leaves in a pool's worker and trajectory 2, after the reset, finds
+  (module caches, patched libraries, builtins, atexit hooks, threads, environment, cwd, ``/tmp``,
+  ``/dev/shm``, IPC objects, processes, descriptors, the random stream), in chunked and persistent mode;
+* **sibling**: what sandbox A writes and sandbox B of the same pool, alive at the same time, finds
+  (``/tmp``, ``/dev/shm``, IPC objects, signals to A's processes), in both modes.
+
+The reuse and sibling probes are :mod:`datadojo.sandbox.leak_probes` (``--no-leaks`` skips them).
 
 It prints a contained / NOT contained table, one column per level; docs/sandbox.md's isolation table is
 this table. ``tests/sandbox/test_sandbox_security.py`` runs it with bubblewrap and with bubblewrap made
@@ -45,6 +52,7 @@ from pathlib import Path
 from datadojo.sandbox import Limits, PolicyConfig, SandboxConfig, SandboxPool
 from datadojo.sandbox.forkserver import fork_level
 from datadojo.sandbox.isolation import IsolationUnavailable, resolve_isolation
+from datadojo.sandbox.leak_probes import reuse_probes, run_reuse_probes, run_sibling_probes, sibling_probes
 
 LEVELS = ("bwrap", "landlock", "reduced", "bwrap+fork")
 #: Probe name -> its family (the CI test requires every "file" and "tcp" probe contained at Landlock).
@@ -65,6 +73,18 @@ FAMILIES = {
     "memory bomb (2 GiB)": "resource",
     "fill /tmp (4x the tmp cap)": "resource",
 }
+MODES = ("chunked", "persistent")
+
+
+def leak_row(kind: str, mode: str, name: str) -> str:
+    """The matrix row of one reuse/sibling probe in one mode."""
+    return f"{kind} ({mode}): {name}"
+
+
+for _kind, _probes_of in (("reuse", reuse_probes), ("sibling", sibling_probes)):
+    for _mode in MODES:
+        for _probe in _probes_of("x" * 18):
+            FAMILIES[leak_row(_kind, _mode, _probe.name)] = f"{_kind}-{_probe.family}"
 LIMITS = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_procs=32, max_file_mb=4)
 
 
@@ -271,7 +291,24 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
     ]
 
 
-async def run_level(level: str, *, policy: bool) -> dict[str, object]:
+async def run_leaks(config: SandboxConfig) -> dict[str, dict[str, object]]:
+    """The reuse and sibling rows at one level: the probe set in both modes."""
+    verdicts: dict[str, dict[str, object]] = {}
+    for mode in MODES:
+        # the default memory limit: the bombs' 1 GiB leaves no room for a thread's stack beside pandas
+        cfg = config.replace(mode=mode, limits=Limits(wall_s=30, max_file_mb=LIMITS.max_file_mb))
+        for kind, run in (("reuse", run_reuse_probes), ("sibling", run_sibling_probes)):
+            for v in await run(cfg):
+                verdicts[leak_row(kind, mode, v.name)] = {
+                    "contained": v.contained,
+                    "status": v.look_status,
+                    "output": v.look_output[-300:],
+                    "write_output": v.write_output[-300:],
+                }
+    return verdicts
+
+
+async def run_level(level: str, *, policy: bool, leaks: bool = True) -> dict[str, object]:
     """Run every probe at ``level`` (``bwrap``/``landlock``/``reduced``/``auto``, each optionally with
     ``+fork``: a worker forked by a pool's fork server); the verdicts."""
     base, fork = level.removesuffix("+fork"), level.endswith("+fork")
@@ -302,6 +339,8 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
                     "output": r.output[-300:],
                 }
             landlock = sb.landlock
+        if leaks:
+            verdicts.update(await run_leaks(config))
     finally:
         plant.close()
     return {
@@ -318,9 +357,14 @@ def _table(results: list[dict[str, object]]) -> str:
     width = max(len(n) for n in FAMILIES)
     lines = ["probe".ljust(width) + "".join(f"  {r['level']!s:>14}" for r in cols)]
     for name in FAMILIES:
+        if not any(name in r["probes"] for r in cols):  # type: ignore[operator]
+            continue  # --no-leaks
         cells = []
         for r in cols:
-            verdict = r["probes"][name]["contained"]  # type: ignore[index]
+            verdict = r["probes"].get(name, {}).get("contained")  # type: ignore[attr-defined]
+            if verdict is None:
+                cells.append(f"  {'-':>14}")
+                continue
             cells.append(f"  {'contained' if verdict else 'NOT contained':>14}")
         lines.append(name.ljust(width) + "".join(cells))
     for r in results:
@@ -345,9 +389,12 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the verdicts here")
     parser.add_argument("--policy", action="store_true", help="keep the static policy on (default: off)")
+    parser.add_argument(
+        "--no-leaks", action="store_true", help="skip the reuse and sibling rows (issue 38; ~10 s per level)"
+    )
     args = parser.parse_args()
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
-    results = [asyncio.run(run_level(level, policy=args.policy)) for level in levels]
+    results = [asyncio.run(run_level(level, policy=args.policy, leaks=not args.no_leaks)) for level in levels]
     print(
         f"# sandbox security matrix  python {sys.version.split()[0]}  uid {os.geteuid()}  policy {'on' if args.policy else 'off'}"
     )

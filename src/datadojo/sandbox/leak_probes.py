@@ -129,11 +129,15 @@ def _ipc_cells(token: str) -> list[tuple[str, str, str]]:
             _LIBC + "libc.shmat.restype = ctypes.c_void_p\n"
             f"sid = libc.shmget({key}, 4096, 0o1666)\nprint('shmget', sid)\n"
             "if sid >= 0:\n    addr = libc.shmat(sid, None, 0)\n"
-            f"    ctypes.memmove(addr, {token!r}.encode(), {len(token)})\n",
+            "    if addr not in (None, ctypes.c_void_p(-1).value):\n"
+            f"        ctypes.memmove(addr, {token!r}.encode(), {len(token)})\n",
             _LIBC + "libc.shmat.restype = ctypes.c_void_p\n"
             f"sid = libc.shmget({key}, 0, 0)\n"
-            "if sid >= 0:\n    addr = libc.shmat(sid, None, 0o10000)\n"
-            f"    print('{LEAK} segment', sid, addr and ctypes.string_at(addr, {len(token)}))\n"
+            # the segment's existence is the leak (its key is the token's): said before attaching
+            f"if sid >= 0:\n    print('{LEAK} segment', sid, flush=True)\n"
+            "    addr = libc.shmat(sid, None, 0o10000)\n"
+            "    if addr not in (None, ctypes.c_void_p(-1).value):\n"
+            f"        print(ctypes.string_at(addr, {len(token)}))\n"
             "else:\n    print('no segment', ctypes.get_errno())\n",
         ),
         (
@@ -244,7 +248,7 @@ def reuse_probes(token: str | None = None) -> list[LeakProbe]:
     add(
         "thread left running",
         "state",
-        f"import threading, time\nthreading.Thread(target=time.sleep, args=(3600,), name={token!r}, daemon=True).start()\n"
+        f"import threading, time\nthreading.stack_size(256 * 1024)\nthreading.Thread(target=time.sleep, args=(3600,), name={token!r}, daemon=True).start()\n"
         "print('started')\n",
         "import threading\n"
         f"found = [th.name for th in threading.enumerate() if {t} in th.name]\n"
