@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datadojo.errors import DataDojoError, ExitCode
+from datadojo.sandbox.cells import render_parts
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.sandbox.install import default_install_dir, ensure_module
 from datadojo.sandbox.isolation import (
@@ -500,12 +501,16 @@ class Sandbox:
             reply = await self._call({**message, "invalidate_caches": True})
         self._reported_failures.update(reply.get("replay_failed") or [])
         output = str(reply.get("output", ""))
+        # The worker's reply says which pieces the cell printed; a reply made here is the harness's own.
+        parts = [(str(s), str(t)) for s, t in reply.get("parts") or ([("harness", output)] if output else [])]
         if before:
-            output = "\n".join(before) + "\n" + output
+            parts.insert(0, ("harness", "\n".join(before) + "\n"))
         if after:
-            output = output + ("" if not output or output.endswith("\n") else "\n") + "\n".join(after)
+            parts.append(
+                ("harness", ("" if not output or output.endswith("\n") else "\n") + "\n".join(after))
+            )
         return ExecResult.make(
-            output,
+            render_parts(parts),
             str(reply.get("status", "env_error")),
             timed_out=bool(reply.get("timed_out")),
             killed=bool(reply.get("killed")),
@@ -513,6 +518,7 @@ class Sandbox:
             isolation=self.isolation,
             installed=installed,
             restarted=bool(reply.get("restarted")),
+            parts=parts,
         )
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:

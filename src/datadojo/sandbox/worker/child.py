@@ -263,14 +263,15 @@ def _python_body(
         namespace, failed = replayed
     already_reported = set(msg.get("reported_failures", []))
     new = [f"{name} ({exc})" for name, exc in failed if name not in already_reported]
+    status = run_code(str(msg["code"]), str(msg.get("filename") or "<cell>"), namespace, silent=False)
+    status["replay_failed"] = [name for name, _exc in failed]
     if new:
-        # Said once per chunk: the harness passes back the chunks it has already told the model about.
-        sys.stderr.write(
+        # Said once per chunk: the harness passes back the chunks it has already told the model about. A
+        # harness note, so it travels in the status frame, not in the cell's stream (see reply.build_reply).
+        status["replay_note"] = (
             f"[note: re-running earlier cells raised errors this time: {', '.join(new)}; "
             "variables they define may be missing]\n"
         )
-    status = run_code(str(msg["code"]), str(msg.get("filename") or "<cell>"), namespace, silent=False)
-    status["replay_failed"] = [name for name, _exc in failed]
     return status
 
 
