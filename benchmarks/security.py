@@ -72,6 +72,10 @@ FAMILIES = {
     "fork bomb (bounded, 200)": "resource",
     "memory bomb (2 GiB)": "resource",
     "fill /tmp (4x the tmp cap)": "resource",
+    # issue 38, the Landlock-level items (contained there by a separate change; see the CI test):
+    "connect to a host UNIX socket": "host",
+    "stat() the answers file": "host",
+    "cells run as the host's uid 0": "host",
 }
 MODES = ("chunked", "persistent")
 
@@ -101,6 +105,8 @@ class Plant:
     tcp: socket.socket
     udp: socket.socket
     victim: subprocess.Popen[bytes]
+    unix: socket.socket
+    unix_path: Path
 
     @classmethod
     def make(cls) -> Plant:
@@ -125,12 +131,23 @@ class Plant:
         udp.bind(("127.0.0.1", 0))
         udp.setblocking(False)
         victim = subprocess.Popen(["sleep", "3600"])
-        return cls(root, answers, home_token, outside, token, env_token, tcp, udp, victim)
+        # a host service's socket (Docker's, a Ray raylet's), world-connectable as such sockets often are
+        run = root / "run"
+        run.mkdir()
+        os.chmod(run, 0o755)
+        unix_path = run / "docker.sock"
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(unix_path))
+        os.chmod(unix_path, 0o666)
+        unix.listen(16)
+        unix.setblocking(False)
+        return cls(root, answers, home_token, outside, token, env_token, tcp, udp, victim, unix, unix_path)
 
     def close(self) -> None:
         self.home_token.unlink(missing_ok=True)
         self.tcp.close()
         self.udp.close()
+        self.unix.close()
         if self.victim.poll() is None:
             self.victim.kill()
         self.victim.wait()
@@ -143,6 +160,16 @@ class Plant:
         while True:
             try:
                 conn, _addr = self.tcp.accept()
+            except BlockingIOError:
+                return n
+            conn.close()
+            n += 1
+
+    def unix_accepted(self) -> int:
+        n = 0
+        while True:
+            try:
+                conn, _addr = self.unix.accept()
             except BlockingIOError:
                 return n
             conn.close()
@@ -205,6 +232,15 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
     def filled(out: str) -> bool:
         total = sum(f.stat().st_size for f in Path("/tmp").glob("datadojo-fill-*"))
         return total <= LIMITS.max_file_mb * 1024 * 1024
+
+    def uid_contained(out: str) -> bool:
+        line = next((x for x in out.splitlines() if x.startswith("uid ")), "")
+        fields = line.split()
+        if len(fields) < 2 or fields[1] != "0":
+            return bool(fields)  # another uid (or nothing printed: not contained, unknown)
+        # uid 0 inside a user namespace that maps it to an ordinary uid of the host is not the host's root
+        mapped = [x.split() for x in out.splitlines() if x.startswith("map ")]
+        return any(len(m) >= 3 and m[1] == "0" and m[2] != "0" for m in mapped)
 
     home = _split(p.home_token)
     return [
@@ -287,6 +323,27 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
             f"            f.write(b'x' * ({LIMITS.max_file_mb} * 1024 * 1024 - 1))\n"
             "    except Exception as exc:\n        print('failed', type(exc).__name__)\n",
             filled,
+        ),
+        (
+            "connect to a host UNIX socket",
+            "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ntry:\n"
+            f"    s.connect('/' + '/'.join({_split(p.unix_path)!r})); print('connected')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            lambda out: p.unix_accepted() == 0 and "connected" not in out,
+        ),
+        (
+            "stat() the answers file",
+            "import os\ntry:\n"
+            f"    st = os.stat({absolute}); print('size', st.st_size)\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            lambda out: "size " not in out,
+        ),
+        (
+            "cells run as the host's uid 0",
+            "import os\nprint('uid', os.getuid())\ntry:\n"
+            "    for line in open('/proc/self/uid_map'):\n        print('map', *line.split())\n"
+            "except OSError as exc:\n    print('no map', type(exc).__name__)\n",
+            uid_contained,
         ),
     ]
 

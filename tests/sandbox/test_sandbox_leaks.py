@@ -128,3 +128,20 @@ async def test_each_trajectory_of_a_pool_draws_its_own_seeded_stream() -> None:
     # the second cell draws the second value, as in one interpreter
     assert second == stream.random()
     assert unseeded[0] != unseeded[1]
+
+
+def test_a_cell_that_replaces_json_dumps_still_gets_its_observation() -> None:
+    """The process that runs a cell reports its status as JSON: a cell that replaced ``json.dumps`` (a
+    monkey-patch of the probe set) silenced that report on main, and the cell ran into its wall-clock
+    limit (status ``timeout``). The frame encoder is bound when the protocol module is imported."""
+    from datadojo.sandbox import Limits, run_cells
+
+    config = SandboxConfig(isolation="none", preload=(), limits=Limits(wall_s=5))
+    for mode in ("chunked", "persistent"):
+        cells = [
+            "import json\njson.dumps = lambda *a, **k: 'forged'\nprint('patched')",
+            "print(json.dumps(1))",
+        ]
+        patched, used = run_cells(cells, config=config.replace(mode=mode))
+        assert (patched.status, patched.output) == ("ok", "patched\n"), (mode, patched)
+        assert (used.status, used.output) == ("ok", "forged\n"), (mode, used)

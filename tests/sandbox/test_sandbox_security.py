@@ -89,7 +89,9 @@ def _leaks(result: dict) -> dict[str, bool]:
 
 
 def _all_contained(result: dict) -> None:
-    """Every row contained; IPC rows (System V, POSIX queues) may still leak until branch sbipc is merged."""
+    """Every row contained; IPC rows (System V, POSIX queues) may still leak until branch sbipc is merged
+    (issue 38). The host rows (UNIX sockets, stat(), uid 0) must be contained here: bubblewrap shows no
+    host path and gives cells their own uid."""
     families = _families()
     not_contained = [name for name, v in result["probes"].items() if not v["contained"]]
     assert [n for n in not_contained if not families[n].endswith("-ipc")] == [], result
@@ -130,6 +132,13 @@ def test_matrix_where_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
     assert not reduced["probes"]["read answers (absolute path)"]["contained"]
     assert not reduced["probes"]["write outside (computed path)"]["contained"]
     assert not reduced["probes"]["reuse (chunked): file in /tmp"]["contained"]  # the host's /tmp
+    # issue 38's Landlock-level items (host UNIX sockets, stat() of host paths, cells as uid 0): the probes
+    # are in the matrix; containing them at this level is the parallel branch sbipc's part
+    families = _families()
+    host = {n: v["contained"] for n, v in auto["probes"].items() if families[n] == "host"}
+    assert len(host) == 3 and all(not reduced["probes"][n]["contained"] for n in host), reduced
+    if not all(host.values()):
+        pytest.xfail(f"contained by branch sbipc: {[n for n, ok in host.items() if not ok]}")
 
 
 def test_landlock_insisted_on_where_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
