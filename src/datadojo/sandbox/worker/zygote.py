@@ -263,20 +263,32 @@ class Zygote:
         linecache.cache.update(self.linecache_base)
 
     def _wipe_private_tmp(self) -> None:
-        """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched).
+        """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched), and
+        the /dev/shm of a sandbox's own bubblewrap.
 
-        Cells write there as the cell uid in a sticky directory, so the removal runs as that uid.
+        Cells write there as the cell uid in a sticky directory, so the removal runs as that uid. /dev/shm:
+        bubblewrap's ``--dev`` makes it a folder of the sandbox's private /dev; without root it belongs to
+        the sandbox's uid, so cells can write it, and a file left there met the next trajectory (issue 38;
+        found by the leak probes at ``bwrap`` without root). A forked worker's /dev/shm is the fork
+        server's, which Landlock denies to its cells: not touched.
         """
         if not self.settings.get("private_tmp"):
             return
         # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
         # path under /tmp): never walked into.
         keep = set(self.settings.get("tmp_keep") or ())
-        try:
-            if not set(os.listdir("/tmp")) - keep:
-                return  # nothing written there (most trajectories): no process to fork for it
-        except OSError:
-            pass
+        folders = {"/tmp": keep}
+        if self.pidns and not self.settings.get("forked"):
+            folders["/dev/shm"] = set()
+        dirty = {}
+        for folder, kept in folders.items():
+            try:
+                if set(os.listdir(folder)) - kept:
+                    dirty[folder] = kept
+            except OSError:
+                pass
+        if not dirty:
+            return  # nothing written there (most trajectories): no process to fork for it
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -285,15 +297,16 @@ class Zygote:
                     os.setgroups([])
                     os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
                     os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
-                for name in os.listdir("/tmp"):
-                    if name in keep:
-                        continue
-                    path = os.path.join("/tmp", name)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(OSError):
-                            os.unlink(path)
+                for folder, kept in dirty.items():
+                    for name in os.listdir(folder):
+                        if name in kept:
+                            continue
+                        path = os.path.join(folder, name)
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            shutil.rmtree(path, ignore_errors=True)
+                        else:
+                            with contextlib.suppress(OSError):
+                                os.unlink(path)
             except BaseException:
                 code = 1
             finally:
