@@ -18,6 +18,8 @@ each from the host side, not from the cell's own word where the host can check:
 * TCP to a listener of the host (a model server, a Ray dashboard), UDP to a host socket (DNS egress);
 * signal and ptrace a process of the host;
 * a (bounded) fork bomb, a memory bomb, filling ``/tmp``;
+* a host service's UNIX socket (a ``docker.sock`` planted beside the task set), ``stat()`` of the answers
+  file, whether cells run as the host's uid 0 (issue 38's Landlock-level items);
 * **reuse** (issue 38): what trajectory 1 leaves in a pool's worker and trajectory 2, after the reset, finds
   (module caches, patched libraries, builtins, atexit hooks, threads, environment, cwd, ``/tmp``,
   ``/dev/shm``, IPC objects, processes, descriptors, the random stream), in chunked and persistent mode;
