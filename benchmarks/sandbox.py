@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/sandbox.py [--isolation auto|bwrap|landlock|none] [--trajectories 5] [--think-ms 250]
-                                 [--levels-only]
+                                 [--levels-only] [--reset-only]
 
 First the isolation levels side by side (bubblewrap, Landlock, reduced: per-cell medians and a 10-turn
 trajectory per mode) and what Landlock adds per execution process (fork + ruleset + restrict, against a
@@ -22,6 +22,11 @@ shared and the absolute numbers are noisy (medians and p99 are reported, not mea
   generation: the previous cell's clean-up (kill, reap, sweep, fork) and, in chunked mode, the replay.
 * **throughput**: cells per second with 2 and 8 concurrent trajectories of 10 ``print(1)`` cells.
 * **a 10-turn trajectory**: acquire a sandbox, run a realistic 10-cell analysis, close; total seconds.
+* **per-trajectory reset** (``--reset-only`` prints only this): a pool of one (fork server, the default),
+  trajectories of 3 analysis cells; the reset's answer (``Sandbox.reset``: the worker kills the
+  trajectory and answers, the harness empties the workspace) and the first ``print(1)`` of the next
+  trajectory, which waits for the rest of the reset (reaping, sweep, ``/tmp`` wipe, caches put back,
+  fresh kernel or child). Medians.
 * **naive**: the same cells the way the DataMind reference code runs them, a fresh ``python`` subprocess
   per cell that imports pandas; for the chunked comparison and the trajectory it also re-runs the
   concatenated earlier chunks, as that code does to keep state. Sampled at the start and at the end of
@@ -238,6 +243,46 @@ def naive_samples(cwd: Path, runs: int, into: dict[str, list[float]]) -> None:
         into.setdefault(f"{name}/concat", []).extend(naive_trajectory([code] * 10, cwd))
 
 
+RESET_CELLS = (
+    "import pandas as pd\ndf = pd.read_csv('data.csv')\nprint(df.shape)",
+    "g = df.groupby(df.columns[0]).size()\nprint(len(g))",
+    "import random\nprint(sorted(random.sample(range(100), 3)))",
+)
+
+
+async def reset_cost(isolation: str, trajectories: int) -> None:
+    """The per-trajectory reset (issue 38): its answer, and the next trajectory's first cell, per mode."""
+    tmp = Path(tempfile.mkdtemp(prefix="datadojo-bench-reset-"))
+    data = tmp / "data.csv"
+    make_csv(data)
+    print(
+        f"per-trajectory reset ({trajectories} trajectories of {len(RESET_CELLS)} cells, pool of 1, medians)"
+    )
+    for mode in ("chunked", "persistent"):
+        config = SandboxConfig(mode=mode, isolation=isolation)  # type: ignore[arg-type]
+        answers: list[float] = []
+        firsts: list[float] = []
+        async with SandboxPool(config, size=1) as pool:
+            await pool.start()
+            async with pool.session([data]) as sb:
+                for _ in range(trajectories):
+                    for cell in RESET_CELLS:
+                        await sb.run(cell)
+                    await asyncio.sleep(0.05)  # the model's last turn: the last cell's clean-up is done
+                    t0 = time.perf_counter()
+                    await sb.reset()
+                    answers.append(time.perf_counter() - t0)
+                    await sb.add_files([data])
+                    t1 = time.perf_counter()
+                    await sb.run(PRINT)
+                    firsts.append(time.perf_counter() - t1)
+                    await sb.reset()  # and start the next trajectory from a fresh one
+                    await sb.add_files([data])
+        print(f"  {mode:10} reset answer {ms(statistics.median(answers))}   "
+              f"next trajectory's first print(1) {ms(statistics.median(firsts))}")  # fmt: skip
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "landlock", "none"])
@@ -256,7 +301,11 @@ async def main() -> None:
         default=250.0,
         help="pause between a trajectory's cells (an LLM turn takes seconds)",
     )
+    parser.add_argument("--reset-only", action="store_true", help="only the per-trajectory reset (issue 38)")
     args = parser.parse_args()
+    if args.reset_only:
+        await reset_cost(args.isolation, max(3, args.trajectories * 2))
+        return
 
     tmp = Path(tempfile.mkdtemp(prefix="datadojo-bench-"))
     data = tmp / "data.csv"

@@ -17,7 +17,16 @@ each from the host side, not from the cell's own word where the host can check:
 * write outside the workspace through a computed path;
 * TCP to a listener of the host (a model server, a Ray dashboard), UDP to a host socket (DNS egress);
 * signal and ptrace a process of the host;
-* a (bounded) fork bomb, a memory bomb, filling ``/tmp``.
+* a (bounded) fork bomb, a memory bomb, filling ``/tmp``;
+* a host service's UNIX socket (a ``docker.sock`` planted beside the task set), ``stat()`` of the answers
+  file, whether cells run as the host's uid 0 (issue 38's Landlock-level items);
+* **reuse** (issue 38): what trajectory 1 leaves in a pool's worker and trajectory 2, after the reset, finds
+  (module caches, patched libraries, builtins, atexit hooks, threads, environment, cwd, ``/tmp``,
+  ``/dev/shm``, IPC objects, processes, descriptors, the random stream), in chunked and persistent mode;
+* **sibling**: what sandbox A writes and sandbox B of the same pool, alive at the same time, finds
+  (``/tmp``, ``/dev/shm``, IPC objects, signals to A's processes), in both modes.
+
+The reuse and sibling probes are :mod:`datadojo.sandbox.leak_probes` (``--no-leaks`` skips them).
 
 It prints a contained / NOT contained table, one column per level; docs/sandbox.md's isolation table is
 this table. ``tests/sandbox/test_sandbox_security.py`` runs it with bubblewrap and with bubblewrap made
@@ -45,6 +54,7 @@ from pathlib import Path
 from datadojo.sandbox import Limits, PolicyConfig, SandboxConfig, SandboxPool
 from datadojo.sandbox.forkserver import fork_level
 from datadojo.sandbox.isolation import IsolationUnavailable, resolve_isolation
+from datadojo.sandbox.leak_probes import reuse_probes, run_reuse_probes, run_sibling_probes, sibling_probes
 
 LEVELS = ("bwrap", "landlock", "reduced", "bwrap+fork")
 #: Probe name -> its family (the CI test requires every "file" and "tcp" probe contained at Landlock).
@@ -64,6 +74,10 @@ FAMILIES = {
     "fork bomb (bounded, 200)": "resource",
     "memory bomb (2 GiB)": "resource",
     "fill /tmp (4x the tmp cap)": "resource",
+    # issue 38, the Landlock-level items (contained there by a separate change; see the CI test):
+    "connect to a host UNIX socket": "host",
+    "stat() the answers file": "host",
+    "cells run as the host's uid 0": "host",
 }
 #: Issue 38: rows that need two trajectories of one pool (the next one after a reset, a sibling beside it)
 #: or a planted host object, probed by :func:`_ipc_and_host_probes` in a pool of two.
@@ -75,6 +89,18 @@ IPC_AND_HOST_FAMILIES = {
     "cells run as a uid other than 0": "user",
 }
 FAMILIES.update(IPC_AND_HOST_FAMILIES)
+MODES = ("chunked", "persistent")
+
+
+def leak_row(kind: str, mode: str, name: str) -> str:
+    """The matrix row of one reuse/sibling probe in one mode."""
+    return f"{kind} ({mode}): {name}"
+
+
+for _kind, _probes_of in (("reuse", reuse_probes), ("sibling", sibling_probes)):
+    for _mode in MODES:
+        for _probe in _probes_of("x" * 18):
+            FAMILIES[leak_row(_kind, _mode, _probe.name)] = f"{_kind}-{_probe.family}"
 LIMITS = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_procs=32, max_file_mb=4)
 
 
@@ -91,6 +117,8 @@ class Plant:
     tcp: socket.socket
     udp: socket.socket
     victim: subprocess.Popen[bytes]
+    unix: socket.socket
+    unix_path: Path
 
     @classmethod
     def make(cls) -> Plant:
@@ -115,12 +143,23 @@ class Plant:
         udp.bind(("127.0.0.1", 0))
         udp.setblocking(False)
         victim = subprocess.Popen(["sleep", "3600"])
-        return cls(root, answers, home_token, outside, token, env_token, tcp, udp, victim)
+        # a host service's socket (Docker's, a Ray raylet's), world-connectable as such sockets often are
+        run = root / "run"
+        run.mkdir()
+        os.chmod(run, 0o755)
+        unix_path = run / "docker.sock"
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(unix_path))
+        os.chmod(unix_path, 0o666)
+        unix.listen(16)
+        unix.setblocking(False)
+        return cls(root, answers, home_token, outside, token, env_token, tcp, udp, victim, unix, unix_path)
 
     def close(self) -> None:
         self.home_token.unlink(missing_ok=True)
         self.tcp.close()
         self.udp.close()
+        self.unix.close()
         if self.victim.poll() is None:
             self.victim.kill()
         self.victim.wait()
@@ -133,6 +172,16 @@ class Plant:
         while True:
             try:
                 conn, _addr = self.tcp.accept()
+            except BlockingIOError:
+                return n
+            conn.close()
+            n += 1
+
+    def unix_accepted(self) -> int:
+        n = 0
+        while True:
+            try:
+                conn, _addr = self.unix.accept()
             except BlockingIOError:
                 return n
             conn.close()
@@ -195,6 +244,15 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
     def filled(out: str) -> bool:
         total = sum(f.stat().st_size for f in Path("/tmp").glob("datadojo-fill-*"))
         return total <= LIMITS.max_file_mb * 1024 * 1024
+
+    def uid_contained(out: str) -> bool:
+        line = next((x for x in out.splitlines() if x.startswith("uid ")), "")
+        fields = line.split()
+        if len(fields) < 2 or fields[1] != "0":
+            return bool(fields)  # another uid (or nothing printed: not contained, unknown)
+        # uid 0 inside a user namespace that maps it to an ordinary uid of the host is not the host's root
+        mapped = [x.split() for x in out.splitlines() if x.startswith("map ")]
+        return any(len(m) >= 3 and m[1] == "0" and m[2] != "0" for m in mapped)
 
     home = _split(p.home_token)
     return [
@@ -278,10 +336,48 @@ def _probes(p: Plant) -> list[tuple[str, str, Callable[[str], bool]]]:
             "    except Exception as exc:\n        print('failed', type(exc).__name__)\n",
             filled,
         ),
+        (
+            "connect to a host UNIX socket",
+            "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ntry:\n"
+            f"    s.connect('/' + '/'.join({_split(p.unix_path)!r})); print('connected')\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            lambda out: p.unix_accepted() == 0 and "connected" not in out,
+        ),
+        (
+            "stat() the answers file",
+            "import os\ntry:\n"
+            f"    st = os.stat({absolute}); print('size', st.st_size)\n"
+            "except Exception as exc:\n    print('failed', type(exc).__name__)\n",
+            lambda out: "size " not in out,
+        ),
+        (
+            "cells run as the host's uid 0",
+            "import os\nprint('uid', os.getuid())\ntry:\n"
+            "    for line in open('/proc/self/uid_map'):\n        print('map', *line.split())\n"
+            "except OSError as exc:\n    print('no map', type(exc).__name__)\n",
+            uid_contained,
+        ),
     ]
 
 
-async def run_level(level: str, *, policy: bool) -> dict[str, object]:
+async def run_leaks(config: SandboxConfig) -> dict[str, dict[str, object]]:
+    """The reuse and sibling rows at one level: the probe set in both modes."""
+    verdicts: dict[str, dict[str, object]] = {}
+    for mode in MODES:
+        # the default memory limit: the bombs' 1 GiB leaves no room for a thread's stack beside pandas
+        cfg = config.replace(mode=mode, limits=Limits(wall_s=30, max_file_mb=LIMITS.max_file_mb))
+        for kind, run in (("reuse", run_reuse_probes), ("sibling", run_sibling_probes)):
+            for v in await run(cfg):
+                verdicts[leak_row(kind, mode, v.name)] = {
+                    "contained": v.contained,
+                    "status": v.look_status,
+                    "output": v.look_output[-300:],
+                    "write_output": v.write_output[-300:],
+                }
+    return verdicts
+
+
+async def run_level(level: str, *, policy: bool, leaks: bool = True) -> dict[str, object]:
     """Run every probe at ``level`` (``bwrap``/``landlock``/``reduced``/``auto``, each optionally with
     ``+fork``: a worker forked by a pool's fork server); the verdicts."""
     base, fork = level.removesuffix("+fork"), level.endswith("+fork")
@@ -313,6 +409,8 @@ async def run_level(level: str, *, policy: bool) -> dict[str, object]:
                 }
             landlock = sb.landlock
         verdicts.update(await _ipc_and_host_probes(config, plant))
+        if leaks:
+            verdicts.update(await run_leaks(config))
     finally:
         plant.close()
     return {
@@ -405,9 +503,14 @@ def _table(results: list[dict[str, object]]) -> str:
     width = max(len(n) for n in FAMILIES)
     lines = ["probe".ljust(width) + "".join(f"  {r['level']!s:>14}" for r in cols)]
     for name in FAMILIES:
+        if not any(name in r["probes"] for r in cols):  # type: ignore[operator]
+            continue  # --no-leaks
         cells = []
         for r in cols:
-            verdict = r["probes"][name]["contained"]  # type: ignore[index]
+            verdict = r["probes"].get(name, {}).get("contained")  # type: ignore[attr-defined]
+            if verdict is None:
+                cells.append(f"  {'-':>14}")
+                continue
             cells.append(f"  {'contained' if verdict else 'NOT contained':>14}")
         lines.append(name.ljust(width) + "".join(cells))
     for r in results:
@@ -432,9 +535,12 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the verdicts here")
     parser.add_argument("--policy", action="store_true", help="keep the static policy on (default: off)")
+    parser.add_argument(
+        "--no-leaks", action="store_true", help="skip the reuse and sibling rows (issue 38; ~10 s per level)"
+    )
     args = parser.parse_args()
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
-    results = [asyncio.run(run_level(level, policy=args.policy)) for level in levels]
+    results = [asyncio.run(run_level(level, policy=args.policy, leaks=not args.no_leaks)) for level in levels]
     print(
         f"# sandbox security matrix  python {sys.version.split()[0]}  uid {os.geteuid()}  policy {'on' if args.policy else 'off'}"
     )

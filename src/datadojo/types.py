@@ -29,6 +29,7 @@ __all__ = [
     "DataFile",
     "DataKind",
     "Observation",
+    "ObservationPart",
     "ObservationStatus",
     "Provenance",
     "StopReason",
@@ -168,6 +169,15 @@ class Action(_Model):
 ObservationStatus = Literal["ok", "error", "timeout", "killed", "rejected", "env_error", "feedback"]
 
 
+class ObservationPart(_Model):
+    """A piece of an observation and who wrote it: ``cell`` (the agent's code printed it) or ``harness``
+    (a note such as ``[timeout: …]``, a truncation marker, a policy rejection). Recorded so that a
+    cell that prints text identical to a harness note is told apart from the note (issue 38)."""
+
+    source: Literal["cell", "harness"]
+    text: str
+
+
 class Observation(_Model):
     """What the environment answered to one action.
 
@@ -183,6 +193,10 @@ class Observation(_Model):
     error: bool = False
     truncated: bool = False
     isolation: str | None = None
+    #: Where ``text`` came from, piece by piece, before escaping (empty: not recorded, e.g. a harness
+    #: message or an older trajectory). ``text`` is what the model read: the cell's pieces with any line
+    #: that imitates a harness note or a framing tag escaped (``datadojo.sandbox.cells.render_parts``).
+    parts: list[ObservationPart] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -255,6 +269,9 @@ class Provenance(_Model):
 
     config_hash: str | None = None
     seed: int | None = None
+    #: The seed of the trajectory's sandbox (``random`` and numpy in agent code), derived from the task id,
+    #: the sample and ``seed`` (:func:`datadojo.sandbox.session.trajectory_seed`); ``None``: not seeded.
+    sandbox_seed: int | None = None
     versions: dict[str, str] = Field(default_factory=_versions)
     created: float = Field(default_factory=time.time)
     argv: list[str] = Field(default_factory=lambda: list(sys.argv))

@@ -247,3 +247,31 @@ async def test_a_real_dabench_table(shared_data: Callable[..., Path]):
     assert traj.stop_reason == "answer"
     assert traj.final_answer == str(len(pd.read_csv(table)))
     assert "abalone.csv" in traj.prompt[0]["content"]
+
+
+async def test_each_sample_draws_its_own_reproducible_random_stream():
+    """Issue 38, finding 4: the samples of one task ran through one pool with one seed per sandbox, so
+    every sample's ``df.sample()`` drew the same rows. Each trajectory's sandbox now gets a seed derived
+    from the task and the sample, recorded in the trajectory, and the cell draws what that seed draws."""
+    import random
+
+    from datadojo.sandbox import SandboxPool
+    from datadojo.sandbox.seeding import trajectory_seed
+
+    script = "<think>Draw.</think>\n<code>\nimport random\nprint(repr(random.random()))\n"
+    draws: dict[int, list[float]] = {0: [], 1: []}
+    seeds: dict[int, list[int | None]] = {0: [], 1: []}
+    async with SandboxPool(SandboxConfig(isolation="none", preload=()), size=1) as pool:
+        for _round in range(2):
+            for sample in (0, 1):
+                with ScriptedLLMServer([script, "<answer>x</answer>"]) as server:
+                    backend = _backend(server)
+                    async with pool.session([]) as sb:
+                        traj = await run_agent(_task(), backend, sb, sample=sample, seed=5)
+                    await backend.aclose()
+                draws[sample].append(float(traj.turns[0].observation.text))
+                seeds[sample].append(traj.provenance.sandbox_seed)
+    assert seeds[0] == [trajectory_seed("t1", 0, 5)] * 2 and seeds[1] == [trajectory_seed("t1", 1, 5)] * 2
+    assert seeds[0][0] != seeds[1][0]
+    assert draws[0] == [random.Random(seeds[0][0]).random()] * 2  # reproducible in a reused worker
+    assert draws[1] == [random.Random(seeds[1][0]).random()] * 2 and draws[0][0] != draws[1][0]

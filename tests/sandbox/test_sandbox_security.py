@@ -42,14 +42,24 @@ def _standins(folder: Path) -> Path:
     return folder
 
 
-def _matrix(tmp_path: Path, levels: str, path_prefix: Path | None = None) -> list[dict]:
+def _matrix(
+    tmp_path: Path, levels: str, path_prefix: Path | None = None, *, leaks: bool = True
+) -> list[dict]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
     if path_prefix is not None:
         env["PATH"] = f"{path_prefix}{os.pathsep}{env['PATH']}"
     out = tmp_path / "matrix.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--levels", levels, "--json", str(out)],
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--levels",
+            levels,
+            "--json",
+            str(out),
+            *([] if leaks else ["--no-leaks"]),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -60,35 +70,61 @@ def _matrix(tmp_path: Path, levels: str, path_prefix: Path | None = None) -> lis
     return json.loads(out.read_text())
 
 
-def _file_and_tcp(result: dict) -> dict[str, bool]:
+def _families() -> dict[str, str]:
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         from security import FAMILIES  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(SCRIPT.parent))
+    return FAMILIES
+
+
+def _file_and_tcp(result: dict) -> dict[str, bool]:
+    families = _families()
     return {
         name: verdict["contained"]
         for name, verdict in result["probes"].items()
-        if FAMILIES[name] in ("file", "tcp")
+        if families[name] in ("file", "tcp")
     }
+
+
+def _leaks(result: dict) -> dict[str, bool]:
+    """The reuse and sibling rows (issue 38), IPC rows apart (see :func:`_all_contained`)."""
+    families = _families()
+    return {
+        name: v["contained"]
+        for name, v in result["probes"].items()
+        if families[name].startswith(("reuse-", "sibling-")) and not families[name].endswith("-ipc")
+    }
+
+
+def _all_contained(result: dict) -> None:
+    """Every row contained; IPC rows (System V, POSIX queues) may still leak until branch sbipc is merged
+    (issue 38). The host rows (UNIX sockets, stat(), uid 0) must be contained here: bubblewrap shows no
+    host path and gives cells their own uid."""
+    families = _families()
+    not_contained = [name for name, v in result["probes"].items() if not v["contained"]]
+    assert [n for n in not_contained if not families[n].endswith("-ipc")] == [], result
+    if not_contained:
+        pytest.xfail(f"contained by branch sbipc: {not_contained}")
 
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bwrap unusable here")
 def test_matrix_with_bubblewrap(tmp_path: Path) -> None:
     (result,) = _matrix(tmp_path, "bwrap")
     assert result["level"] == "bwrap"
-    not_contained = [name for name, v in result["probes"].items() if not v["contained"]]
-    assert not_contained == [], result
+    assert any(name.startswith("reuse (chunked): linecache") for name in result["probes"])
+    _all_contained(result)
 
 
 @pytest.mark.skipif(not (HAS_BWRAP and LANDLOCK), reason="needs bwrap and Landlock")
 def test_matrix_with_the_fork_server_under_bubblewrap(tmp_path: Path) -> None:
     """The pool's zygote in one bwrap, each forked worker's cells confined by Landlock: every probe
     contained, as with one bwrap per sandbox."""
-    (result,) = _matrix(tmp_path, "bwrap+fork")
+    # the reuse and sibling rows at this level: test_sandbox_leaks.py, probe by probe
+    (result,) = _matrix(tmp_path, "bwrap+fork", leaks=False)
     assert result["level"] == "bwrap+fork" and result["landlock"]["files"], result
-    not_contained = [name for name, v in result["probes"].items() if not v["contained"]]
-    assert not_contained == [], result
+    _all_contained(result)
 
 
 @pytest.mark.skipif(not LANDLOCK, reason=f"this kernel cannot run the Landlock level: {WHY_NOT}")
@@ -100,10 +136,20 @@ def test_matrix_where_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
     if auto["landlock"]["abi"] < 4:  # TCP needs ABI 4 (Linux 6.7); say so rather than pass silently
         pytest.fail(f"Landlock ABI {auto['landlock']['abi']} cannot deny TCP; the matrix: {verdicts}")
     assert all(verdicts.values()), {k: auto["probes"][k] for k, v in verdicts.items() if not v}
+    leaks = _leaks(auto)  # every reuse and sibling row but IPC (branch sbipc) at the Landlock level
+    assert leaks and all(leaks.values()), {k: auto["probes"][k] for k, v in leaks.items() if not v}
     # The same probes at the level main fell back to: the answers are read (the probes can fail).
     assert reduced["level"] == "reduced"
     assert not reduced["probes"]["read answers (absolute path)"]["contained"]
     assert not reduced["probes"]["write outside (computed path)"]["contained"]
+    assert not reduced["probes"]["reuse (chunked): file in /tmp"]["contained"]  # the host's /tmp
+    # issue 38's Landlock-level items (host UNIX sockets, stat() of host paths, cells as uid 0): the probes
+    # are in the matrix; containing them at this level is the parallel branch sbipc's part
+    families = _families()
+    host = {n: v["contained"] for n, v in auto["probes"].items() if families[n] == "host"}
+    assert len(host) == 3 and all(not reduced["probes"][n]["contained"] for n in host), reduced
+    if not all(host.values()):
+        pytest.xfail(f"contained by branch sbipc: {[n for n, ok in host.items() if not ok]}")
 
 
 def test_landlock_insisted_on_where_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from datadojo.agent.config import AgentConfig
 from datadojo.agent.prompts import episode_prompt
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.protocol import default_language_for_task, get_dialect
+from datadojo.sandbox.seeding import trajectory_seed
 from datadojo.types import Observation, Provenance, Task, Timings, TokenUsage, Trajectory, Turn, config_hash
 
 __all__ = ["AgentEvent", "CodeRunner", "run_agent"]
@@ -70,6 +71,20 @@ def _sqlite_names(task: Task) -> list[str]:
     return [f.visible_name for f in task.files if f.kind == "sqlite"]
 
 
+def _seed_sandbox(sandbox: CodeRunner, task_id: str, sample: int, run_seed: int | None) -> int | None:
+    """Give the trajectory's sandbox its own reproducible random stream; the seed (None: cannot be seeded).
+
+    Under GRPO the samples of one task run in the same pool: with one seed per sandbox they all drew the
+    same "random" rows (issue 38). A runner without ``reseed`` (a user's own) is left as it is.
+    """
+    reseed = getattr(sandbox, "reseed", None)
+    if not callable(reseed):
+        return None
+    value = trajectory_seed(task_id, sample, run_seed)
+    reseed(value)
+    return value
+
+
 async def run_agent(
     task: Task,
     backend: ChatBackend,
@@ -93,6 +108,7 @@ async def run_agent(
     stop_sequences = tuple(dict.fromkeys((*params.stop, *dialect.stop_sequences)))
     dbs = _sqlite_names(task)
     emit = on_event or (lambda _e: None)
+    sandbox_seed = _seed_sandbox(sandbox, task.id, sample, seed)
     emit(AgentEvent("prompt", task.id, sample, prompt))
 
     stop_reason = "max_turns"
@@ -203,7 +219,7 @@ async def run_agent(
         error=error,
         model=backend.model_id,
         sampling={**settings["sampling"], "stop": list(stop_sequences)},
-        provenance=Provenance(config_hash=config_hash(settings), seed=seed),
+        provenance=Provenance(config_hash=config_hash(settings), seed=seed, sandbox_seed=sandbox_seed),
     )
     emit(AgentEvent("end", task.id, sample, trajectory))
     return trajectory

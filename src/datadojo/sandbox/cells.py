@@ -57,13 +57,17 @@ __all__ = [
     "compile_cell",
     "decode_output",
     "display_value",
+    "escape_cell_text",
     "format_value",
     "quiet",
     "register_source",
+    "render_parts",
     "silent_print",
     "truncate_head_tail",
+    "truncate_head_tail_parts",
     "truncate_marker",
     "truncate_observation",
+    "truncate_observation_parts",
 ]
 
 HELPER_NAME = "__dd_cells__"
@@ -326,24 +330,23 @@ def truncate_marker(n_removed: int) -> str:
     return f"\n... [{n_removed} characters truncated] ...\n"
 
 
-def truncate_observation(text: str, limit: int = 2048) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` so the result is at most ``limit`` characters, marker included.
+#: One piece of an observation: ``(source, text)``, source ``"cell"`` (what the code printed) or
+#: ``"harness"`` (a note, a truncation marker, a separator the harness wrote).
+Part = tuple[str, str]
 
-    Returns ``(text, truncated)``. The budget left after the marker is split evenly (the head gets the odd
-    character): the head shows what the code printed first, the tail the final result or traceback. The
-    marker counts the characters actually removed. When ``limit`` is too small for a marker plus a
-    character of each side, the plain head ``text[:limit]`` is returned. ``limit < 0`` is an error.
-    """
+
+def _cut_sizes(text: str, limit: int) -> tuple[int, int, int] | None:
+    """``(head, removed, tail)`` for :func:`truncate_observation` (``removed`` < 0: plain head), or None."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     if len(text) <= limit:
-        return text, False
+        return None
     fixed = len(truncate_marker(0)) - 1  # the marker without its digits
     keep = removed = 0
     for digits in range(1, 25):
         keep = limit - fixed - digits
         if keep < 2:
-            return text[:limit], True
+            return limit, -1, 0
         removed = len(text) - keep
         if len(str(removed)) == digits:
             break
@@ -352,11 +355,47 @@ def truncate_observation(text: str, limit: int = 2048) -> tuple[str, bool]:
             keep, removed = keep - 1, removed + 1
             break
     if keep < 2:
-        return text[:limit], True
-    marker = truncate_marker(removed)
+        return limit, -1, 0
     head = (keep + 1) // 2
-    tail = keep - head
-    return text[:head] + marker + text[len(text) - tail :], True
+    return head, removed, keep - head
+
+
+def _cut_parts(text: str, head: int, removed: int, tail: int) -> list[Part]:
+    if removed < 0:
+        return [("cell", text[:head])]
+    parts: list[Part] = [("cell", text[:head]), ("harness", truncate_marker(removed))]
+    if tail:
+        parts.append(("cell", text[len(text) - tail :]))
+    return parts
+
+
+def truncate_observation_parts(text: str, limit: int = 2048) -> tuple[list[Part], bool]:
+    """:func:`truncate_observation` as parts: the cell's head and tail, the harness's marker between."""
+    sizes = _cut_sizes(text, limit)
+    if sizes is None:
+        return [("cell", text)], False
+    return _cut_parts(text, *sizes), True
+
+
+def truncate_observation(text: str, limit: int = 2048) -> tuple[str, bool]:
+    """Keep the head and tail of ``text`` so the result is at most ``limit`` characters, marker included.
+
+    Returns ``(text, truncated)``. The budget left after the marker is split evenly (the head gets the odd
+    character): the head shows what the code printed first, the tail the final result or traceback. The
+    marker counts the characters actually removed. When ``limit`` is too small for a marker plus a
+    character of each side, the plain head ``text[:limit]`` is returned. ``limit < 0`` is an error.
+    """
+    parts, cut = truncate_observation_parts(text, limit)
+    return "".join(t for _s, t in parts), cut
+
+
+def truncate_head_tail_parts(text: str, head: int, tail: int) -> tuple[list[Part], bool]:
+    """:func:`truncate_head_tail` as parts (see :func:`truncate_observation_parts`)."""
+    if head < 0 or tail < 0:
+        raise ValueError(f"head and tail must be >= 0, got head={head}, tail={tail}")
+    if len(text) <= head + tail:
+        return [("cell", text)], False
+    return _cut_parts(text, head, len(text) - head - tail, tail), True
 
 
 def truncate_head_tail(text: str, head: int, tail: int) -> tuple[str, bool]:
@@ -367,12 +406,44 @@ def truncate_head_tail(text: str, head: int, tail: int) -> tuple[str, bool]:
     characters of every observation, so the start of a long listing and the end of a traceback both
     survive. Text of at most ``head + tail`` characters is returned unchanged.
     """
-    if head < 0 or tail < 0:
-        raise ValueError(f"head and tail must be >= 0, got head={head}, tail={tail}")
-    if len(text) <= head + tail:
-        return text, False
-    removed = len(text) - head - tail
-    return text[:head] + truncate_marker(removed) + (text[len(text) - tail :] if tail else ""), True
+    parts, cut = truncate_head_tail_parts(text, head, tail)
+    return "".join(t for _s, t in parts), cut
+
+
+#: The tags of the built-in dialects' framing (``tests/protocol`` checks that every registered dialect's
+#: tags are here): cell output that writes one is escaped, so it cannot close the observation block or
+#: open a turn the model would take for its own or the environment's.
+FRAMING_TAGS = ("answer", "code", "interpreter", "python", "result", "think")
+_TAG_LIKE = re.compile(r"<(\\*)(/?(?:" + "|".join(FRAMING_TAGS) + r")\s*>)", re.IGNORECASE)
+#: A line that reads like a harness note (``[timeout: …]``, ``[note: …]``, ``[the interpreter was
+#: restarted: …]``, ``[the process exited …]``) or the truncation marker (``... [N characters truncated] ...``).
+_NOTE_LIKE = re.compile(
+    r"^([ \t]*)(\\*)(\[(?:[a-z][a-z -]*:|the process exited|the interpreter was restarted)"
+    r"|\.\.\. \[\d+ characters truncated\])",
+    re.MULTILINE,
+)
+
+
+def escape_cell_text(text: str) -> str:
+    """Cell output as the model sees it: what imitates the harness's notes or the framing is escaped.
+
+    A backslash goes before the ``[`` of a line that reads like a harness note (or before the truncation
+    marker) and after the ``<`` of a framing tag (``<\\/interpreter>``). Backslashes already there get one
+    more, so the escaping is reversible and a cell cannot produce an escaped form that reads as raw.
+    Only a harness part of an observation (see :func:`render_parts`) starts a line with a bare note.
+    """
+    text = _NOTE_LIKE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}{m.group(3)}", text)
+    return _TAG_LIKE.sub(lambda m: f"<\\{m.group(1)}{m.group(2)}", text)
+
+
+def render_parts(parts: list[Part] | list[list[str]]) -> str:
+    """The model-visible text of an observation: harness parts as written, cell parts escaped.
+
+    The one rendering of an observation's text: :class:`~datadojo.sandbox.result.ExecResult` and
+    ``Observation.text`` hold its result, and the agent loop, the chat messages and the training
+    episodes all wrap that same text in the dialect's tags.
+    """
+    return "".join(text if source == "harness" else escape_cell_text(text) for source, text in parts)
 
 
 _ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")

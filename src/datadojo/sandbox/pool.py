@@ -178,14 +178,15 @@ class SandboxPool:
 
     @contextlib.asynccontextmanager
     async def session(
-        self, files: Sequence[DataFile | str | os.PathLike[str]] = ()
+        self, files: Sequence[DataFile | str | os.PathLike[str]] = (), *, seed: int | None = None
     ) -> AsyncIterator[Sandbox]:
         """A sandbox for one trajectory holding ``files``.
 
         When the block ends the sandbox is reset (its processes ended, workspace, /tmp and kept chunks
         emptied; see :meth:`Sandbox.reset`) and goes back to the warm list, so the next trajectory pays
         neither an interpreter start nor the pandas import. A sandbox whose reset fails, or any sandbox
-        when ``config.reuse`` is off, is closed and replaced.
+        when ``config.reuse`` is off, is closed and replaced. ``seed``: the trajectory's random seed
+        (:meth:`Sandbox.reseed`); without one, every trajectory gets a fresh random seed.
         """
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
@@ -194,6 +195,8 @@ class SandboxPool:
             sandbox = await self._take()
             self._active.add(sandbox)
             self._refill()
+            if seed is not None:
+                sandbox.reseed(seed)
             try:
                 await sandbox.add_files(files)
                 yield sandbox

@@ -29,6 +29,10 @@ __all__ = [
 #: The largest message either side accepts (observations are truncated long before this).
 MAX_FRAME = 64 * 1024 * 1024
 _HEADER = struct.Struct(">I")
+#: Bound at import: a cell runs in the process that reports its status, and a cell that replaces
+#: ``json.dumps`` (a monkey-patch an agent may well try) must not silence that report (on main the cell
+#: then ran into its wall-clock limit).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class ProtocolError(DataDojoError, RuntimeError):
@@ -36,7 +40,7 @@ class ProtocolError(DataDojoError, RuntimeError):
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    body = _ENCODE(message).encode("utf-8", "surrogatepass")
     if len(body) > MAX_FRAME:
         raise ProtocolError(f"message of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit")
     return _HEADER.pack(len(body)) + body

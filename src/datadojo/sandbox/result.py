@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from datadojo.types import Observation, Trajectory
+from datadojo.types import Observation, ObservationPart, Trajectory
 
 __all__ = ["STATUSES", "ExecResult", "isolation_counts", "reduced_isolation_banner"]
 
@@ -42,6 +42,10 @@ class ExecResult:
     duration_s: float = 0.0
     installed: list[str] = field(default_factory=list)
     restarted: bool = False
+    #: ``(source, text)`` pieces of ``output`` before escaping: ``"cell"`` (what the code printed) or
+    #: ``"harness"`` (notes, truncation markers). Empty: all of ``output`` is the harness's (a policy
+    #: rejection, an environment failure). ``output`` is :func:`~datadojo.sandbox.cells.render_parts` of them.
+    parts: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -54,12 +58,14 @@ class ExecResult:
 
     def to_observation(self) -> Observation:
         """The :class:`datadojo.types.Observation` recorded in a trajectory's turn."""
+        parts = self.parts or ([("harness", self.output)] if self.output else [])
         return Observation(
             text=self.output,
             status=self.status,  # type: ignore[arg-type]
             error=self.error,
             truncated=self.truncated,
             isolation=self.isolation,
+            parts=[ObservationPart(source=s, text=t) for s, t in parts],  # type: ignore[arg-type]
         )
 
     def to_dict(self) -> dict[str, Any]:

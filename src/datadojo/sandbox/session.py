@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import posixpath
-import random
 import signal
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from datadojo.errors import DataDojoError, ExitCode
+from datadojo.sandbox.cells import render_parts
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.sandbox.install import default_install_dir, ensure_module
 from datadojo.sandbox.isolation import (
@@ -36,6 +36,7 @@ from datadojo.sandbox.isolation import (
 from datadojo.sandbox.policy import check_code, format_violations
 from datadojo.sandbox.protocol import ProtocolError, encode_frame, read_frame_async
 from datadojo.sandbox.result import ExecResult
+from datadojo.sandbox.seeding import new_seed
 from datadojo.sandbox.workspace import WORKSPACE_MOUNT, Workspace
 from datadojo.types import DataFile
 
@@ -210,7 +211,9 @@ class Sandbox:
         self.workspace: Path = workspace.path
         self.isolation = isolation
         self.cell_uid = cell_uid
-        self.seed = random.SystemRandom().randrange(2**31)
+        #: The trajectory's random seed (``random``, numpy): see :meth:`reseed`. A fresh one per trajectory
+        #: unless the caller gives one (the agent loop derives it from the task and the sample).
+        self.seed = new_seed()
         self._worker: WorkerProcess | None = None
         self._lock = asyncio.Lock()
         self._chunks: list[list[str]] = []
@@ -225,10 +228,16 @@ class Sandbox:
     # ------------------------------------------------------------------ life cycle
     @classmethod
     async def create(
-        cls, files: Sequence[DataFile | str | os.PathLike[str]] = (), config: SandboxConfig | None = None
+        cls,
+        files: Sequence[DataFile | str | os.PathLike[str]] = (),
+        config: SandboxConfig | None = None,
+        *,
+        seed: int | None = None,
     ) -> Sandbox:
-        """Start a sandbox (workspace + warm worker) holding ``files``."""
+        """Start a sandbox (workspace + warm worker) holding ``files``; ``seed``: see :meth:`reseed`."""
         sandbox = await cls.launch(config or SandboxConfig())
+        if seed is not None:
+            sandbox.reseed(seed)
         try:
             await sandbox.add_files(files)
         except BaseException:
@@ -331,12 +340,25 @@ class Sandbox:
         self._worker = worker
         self._worker_starts += 1
 
-    async def reset(self) -> None:
+    def reseed(self, seed: int) -> None:
+        """Seed this trajectory's random streams (``random``, numpy's global generator) with ``seed``.
+
+        Takes effect from the next cell: a chunked cell's process seeds itself before it re-runs the
+        kept chunks, a persistent kernel when the first cell with a new seed arrives. Call it before the
+        first cell (the agent loop does, with :func:`~datadojo.sandbox.seeding.trajectory_seed` of the task and sample) so that a
+        trajectory is reproducible and the samples of one task do not all draw the same numbers.
+        """
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"a sandbox seed must be a non-negative int, got {seed!r}")
+        self.seed = seed
+
+    async def reset(self, seed: int | None = None) -> None:
         """Make this sandbox fresh for another trajectory without restarting its worker.
 
-        The worker ends every process of the previous trajectory, empties its private /tmp and forks a
-        fresh child (or interpreter); the workspace and the data files are emptied; kept chunks are
-        forgotten. Raises :class:`SandboxError` when the worker is not healthy: close the sandbox then.
+        The worker ends every process of the previous trajectory, empties its private /tmp, puts its own
+        caches back as they were when it started and forks a fresh child (or interpreter); the workspace
+        and the data files are emptied; kept chunks are forgotten; the next trajectory gets ``seed`` or a
+        fresh random one. Raises :class:`SandboxError` when the worker is not healthy: close the sandbox then.
         """
         async with self._lock:
             if self._closed:
@@ -355,6 +377,7 @@ class Sandbox:
             self._reported_failures.clear()
             self._turn = 0
             self._sql_turn = 0
+            self.seed = new_seed() if seed is None else seed
 
     async def close(self) -> None:
         """Stop the worker and remove the workspace (unless ``keep_workspace``); safe to call twice."""
@@ -417,6 +440,7 @@ class Sandbox:
             "filename": filename,
             "chunks": chunks,
             "reported_failures": sorted(self._reported_failures),
+            "seed": self.seed,
         }
         result = await self._call_installing(message)
         if self.config.mode == "chunked" and result.status == "ok":
@@ -471,12 +495,16 @@ class Sandbox:
             reply = await self._call({**message, "invalidate_caches": True})
         self._reported_failures.update(reply.get("replay_failed") or [])
         output = str(reply.get("output", ""))
+        # The worker's reply says which pieces the cell printed; a reply made here is the harness's own.
+        parts = [(str(s), str(t)) for s, t in reply.get("parts") or ([("harness", output)] if output else [])]
         if before:
-            output = "\n".join(before) + "\n" + output
+            parts.insert(0, ("harness", "\n".join(before) + "\n"))
         if after:
-            output = output + ("" if not output or output.endswith("\n") else "\n") + "\n".join(after)
+            parts.append(
+                ("harness", ("" if not output or output.endswith("\n") else "\n") + "\n".join(after))
+            )
         return ExecResult.make(
-            output,
+            render_parts(parts),
             str(reply.get("status", "env_error")),
             timed_out=bool(reply.get("timed_out")),
             killed=bool(reply.get("killed")),
@@ -484,6 +512,7 @@ class Sandbox:
             isolation=self.isolation,
             installed=installed,
             restarted=bool(reply.get("restarted")),
+            parts=parts,
         )
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:

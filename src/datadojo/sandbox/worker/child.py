@@ -41,7 +41,7 @@ from datadojo.sandbox.worker.execution import (
 )
 from datadojo.sandbox.worker.procfs import PR_SET_PDEATHSIG, end_own_processes, prctl
 
-__all__ = ["Child", "Forker", "child_main", "confine", "fork_child"]
+__all__ = ["Child", "Forker", "child_main", "confine", "fork_child", "seed_random"]
 
 STATUS_FD = 3  # in a chunked/SQL child: where the status frame goes
 SPARE_FD = 4  # in a chunked/SQL child: a copy of the capture pipe (fds 1/2 are silenced during replay)
@@ -139,11 +139,21 @@ class Forker:
             signal.signal(signum, signal.SIG_DFL)
         install_std_streams()
         sys.argv = [""]
-        random.seed(self.seed)
-        np = sys.modules.get("numpy")
-        if np is not None:
-            with contextlib.suppress(Exception):
-                np.random.seed(self.seed % (2**32))
+        seed_random(self.seed)
+
+
+def seed_random(seed: int) -> None:
+    """Seed the trajectory's random streams: ``random`` and, when imported, numpy's global generator.
+
+    Called before any agent code of the process runs (a chunked child: before it re-runs the kept chunks;
+    a kernel: before its first cell), with the trajectory's seed from the request (issue 38: a pool's
+    worker used one seed per sandbox, so every trajectory of a pool drew the same "random" rows).
+    """
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        with contextlib.suppress(Exception):
+            np.random.seed(seed % (2**32))
 
 
 def confine(paths: dict[str, list[str]]) -> None:
@@ -172,6 +182,7 @@ class Child:
     st_r: int
     prereplayed: list[tuple[str, str]] | None = None  # the chunks it re-ran ahead of its request
     swept: bool = False  # what its replay ahead started has been killed
+    seed: int | None = None  # the seed its replay ahead drew with
 
 
 def fork_child(
@@ -193,8 +204,11 @@ def fork_child(
     child = Child(pid=pid, req_w=rq_w, out_r=out_r, st_r=st_r)
     if prereplay:
         with contextlib.suppress(OSError):  # if it died, the request finds out
-            write_frame_fd(rq_w, {"op": "prereplay", "chunks": [list(c) for c in prereplay]})
+            write_frame_fd(
+                rq_w, {"op": "prereplay", "chunks": [list(c) for c in prereplay], "seed": forker.seed}
+            )
         child.prereplayed = list(prereplay)
+        child.seed = forker.seed
     return child
 
 
@@ -204,6 +218,8 @@ def child_main(compiled: Compiled, sql: dict[str, Any]) -> None:
     warm_up(pandas=False)
     msg = read_frame_fd(REQUEST_FD)
     replayed: tuple[dict[str, Any], list[tuple[str, str]]] | None = None
+    if msg is not None and msg.get("seed") is not None:
+        seed_random(int(msg["seed"]))  # before the replay: it draws what the first run drew
     if msg is not None and msg.get("op") == "prereplay":
         namespace = new_main_module()
         replayed = (namespace, _replay(namespace, chunk_list(msg), compiled))
@@ -260,14 +276,15 @@ def _python_body(
         namespace, failed = replayed
     already_reported = set(msg.get("reported_failures", []))
     new = [f"{name} ({exc})" for name, exc in failed if name not in already_reported]
+    status = run_code(str(msg["code"]), str(msg.get("filename") or "<cell>"), namespace, silent=False)
+    status["replay_failed"] = [name for name, _exc in failed]
     if new:
-        # Said once per chunk: the harness passes back the chunks it has already told the model about.
-        sys.stderr.write(
+        # Said once per chunk: the harness passes back the chunks it has already told the model about. A
+        # harness note, so it travels in the status frame, not in the cell's stream (see reply.build_reply).
+        status["replay_note"] = (
             f"[note: re-running earlier cells raised errors this time: {', '.join(new)}; "
             "variables they define may be missing]\n"
         )
-    status = run_code(str(msg["code"]), str(msg.get("filename") or "<cell>"), namespace, silent=False)
-    status["replay_failed"] = [name for name, _exc in failed]
     return status
 
 

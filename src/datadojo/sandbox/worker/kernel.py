@@ -18,7 +18,7 @@ import signal
 from dataclasses import dataclass
 
 from datadojo.sandbox.protocol import read_frame_fd, write_frame_fd
-from datadojo.sandbox.worker.child import Forker
+from datadojo.sandbox.worker.child import Forker, seed_random
 from datadojo.sandbox.worker.execution import flush_std, new_main_module, run_code, warm_up
 
 __all__ = ["Kernel", "kernel_loop", "start_kernel"]
@@ -94,10 +94,15 @@ def kernel_loop(*, warm: bool = True) -> None:
     """
     warm_up(pandas=warm)
     namespace = new_main_module()
+    seeded: int | None = None
     while True:
         msg = read_frame_fd(KERNEL_IN_FD)
         if msg is None:
             return
+        if msg.get("seed") is not None and msg["seed"] != seeded:
+            # The trajectory's seed, once (then the stream runs on from cell to cell, as in a notebook).
+            seeded = int(msg["seed"])
+            seed_random(seeded)
         if msg.get("invalidate_caches"):
             importlib.invalidate_caches()
         used = resource.getrusage(resource.RUSAGE_SELF)

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from datadojo.sandbox.cells import decode_output, truncate_head_tail, truncate_observation
+from datadojo.sandbox.cells import (
+    Part,
+    decode_output,
+    render_parts,
+    truncate_head_tail_parts,
+    truncate_observation_parts,
+)
 from datadojo.sandbox.worker.supervisor import CellOutcome
 
 __all__ = ["build_reply"]
@@ -143,19 +149,27 @@ def build_reply(
     raw = bytes(outcome.output[: lim["max_output_bytes"]])
     text = decode_output(raw)
     note_text = "\n".join(notes)
+    parts: list[Part] = []
+    replay_note = status.get("replay_note") if status else None
+    if isinstance(replay_note, str) and replay_note:
+        parts.append(("harness", replay_note))  # said before the cell's own output, as it ran first
     if lim.get("observation_head_chars") is not None:
-        body, cut = truncate_head_tail(
+        body, cut = truncate_head_tail_parts(
             text, int(lim["observation_head_chars"]), int(lim["observation_tail_chars"])
         )
     else:
         budget = int(lim["max_observation_chars"]) - (len(note_text) + 1 if notes else 0)
-        body, cut = truncate_observation(text, max(budget, 64))
+        body, cut = truncate_observation_parts(text, max(budget, 64))
+    parts += [p for p in body if p[1]]
     if notes:
-        body = f"{body}\n{note_text}" if body and not body.endswith("\n") else f"{body}{note_text}"
+        ends_open = bool(parts) and not parts[-1][1].endswith("\n")
+        parts.append(("harness", ("\n" if ends_open else "") + note_text))
     return {
         "op": "result",
         "status": verdict.result,
-        "output": body,
+        # what the model reads (cell parts escaped, see cells.render_parts) and where each piece came from
+        "output": render_parts(parts),
+        "parts": [list(p) for p in parts],
         "truncated": verdict.truncated or cut,
         "timed_out": verdict.timed_out,
         "killed": verdict.killed,

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import gc
 import importlib
+import linecache
 import os
 import select
 import shutil
@@ -94,6 +95,7 @@ class Zygote:
         # thinks, instead of when the next cell arrives (see SandboxConfig.prereplay).
         self.prereplay: bool = bool(settings.get("prereplay", True)) and self.mode == "chunked"
         self.kept: list[tuple[str, str]] = []  # the chunks the harness keeps, as far as we know
+        self.linecache_base: dict[str, Any] = {}
         # Silent versions of chunks that already ran successfully in a child, compiled once here so that
         # every later replay inherits the code objects instead of re-parsing the whole history.
         self.compiled: dict[tuple[str, str], types.CodeType] = {}
@@ -133,6 +135,8 @@ class Zygote:
         if self.forker.seccomp is not None:
             prepare_seccomp(deny_unix_sockets=bool(self.forker.seccomp.get("deny_unix_sockets")))
         gc.freeze()
+        # What a fresh worker's line cache holds; a reset puts it back (see reset).
+        self.linecache_base = dict(linecache.cache)
         landlock = self._landlock()
         self._start_execution_process()
         return {
@@ -249,29 +253,52 @@ class Zygote:
                 self.spare = None
             self.sweep(keep=set(), sessions=set())
             self._wipe_private_tmp()
-            self.kept = []
-            self.compiled = {}
+            self.forget_trajectory()
             self._start_execution_process()
 
         return {"op": "reset"}, finish
 
-    def _wipe_private_tmp(self) -> None:
-        """Empty the sandbox's own /tmp and /dev/shm (tmpfs under bubblewrap; the host's are never touched).
+    def forget_trajectory(self) -> None:
+        """Drop what the worker itself kept of the trajectory: kept and compiled chunks, their source.
 
-        Cells write there as the cell uid in a sticky directory, so the removal runs as that uid.
+        The worker registers every kept chunk's source in its ``linecache`` (for the tracebacks of the
+        replays); every later child inherits that cache, so without this a new trajectory could read the
+        previous one's cells from ``linecache.cache`` (issue 38, finding 1). The cache goes back to what
+        the worker held when it was ready, exactly.
+        """
+        self.kept = []
+        self.compiled = {}
+        linecache.cache.clear()
+        linecache.cache.update(self.linecache_base)
+
+    def _wipe_private_tmp(self) -> None:
+        """Empty the sandbox's own /tmp (a tmpfs under bubblewrap; the host's /tmp is never touched), and
+        the /dev/shm of a sandbox's own bubblewrap.
+
+        Cells write there as the cell uid in a sticky directory, so the removal runs as that uid. /dev/shm:
+        bubblewrap's ``--dev`` makes it a folder of the sandbox's private /dev; without root it belongs to
+        the sandbox's uid, so cells can write it, and a file left there met the next trajectory (issue 38;
+        found by the leak probes at ``bwrap`` without root). A worker forked under bubblewrap has a /dev/shm
+        tmpfs of its own (``private_shm``); at the Landlock level /dev/shm is the host's, which Landlock
+        denies to cells: not touched.
         """
         # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
-        # path under /tmp): never walked into. /dev/shm is the sandbox's own under bubblewrap.
-        folders = (
-            {"/tmp": set(self.settings.get("tmp_keep") or ())} if self.settings.get("private_tmp") else {}
-        )
-        if self.settings.get("private_shm"):
+        # path under /tmp): never walked into. /dev/shm is the sandbox's own under bubblewrap (a tmpfs of
+        # each worker's, ``private_shm``; a started bubblewrap's own /dev otherwise).
+        folders = {"/tmp": set(self.settings.get("tmp_keep") or ())} if self.settings.get("private_tmp") else {}
+        if self.settings.get("private_shm") or (
+            self.settings.get("private_tmp") and self.pidns and not self.settings.get("forked")
+        ):
             folders["/dev/shm"] = set()
-        try:
-            if not any(set(os.listdir(folder)) - keep for folder, keep in folders.items()):
-                return  # nothing written there (most trajectories): no process to fork for it
-        except OSError:
-            pass
+        dirty = {}
+        for folder, kept in folders.items():
+            try:
+                if set(os.listdir(folder)) - kept:
+                    dirty[folder] = kept
+            except OSError:
+                pass
+        if not dirty:
+            return  # nothing written there (most trajectories): no process to fork for it
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -280,9 +307,9 @@ class Zygote:
                     os.setgroups([])
                     os.setresgid(self.cell_uid, self.cell_uid, self.cell_uid)
                     os.setresuid(self.cell_uid, self.cell_uid, self.cell_uid)
-                for folder, keep in folders.items():
+                for folder, kept in dirty.items():
                     for name in os.listdir(folder):
-                        if name in keep:
+                        if name in kept:
                             continue
                         path = os.path.join(folder, name)
                         if os.path.isdir(path) and not os.path.islink(path):
@@ -353,7 +380,8 @@ class Zygote:
         if child is not None:
             alive = reap_pid(child.pid) is None and not exited(child.pid)
             fits = child.prereplayed is None or (
-                msg.get("op") == "sql" or child.prereplayed == chunk_list(msg)
+                msg.get("op") == "sql"
+                or (child.prereplayed == chunk_list(msg) and child.seed == msg.get("seed", child.seed))
             )
             if alive and fits:
                 return child
@@ -367,7 +395,14 @@ class Zygote:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _follow_seed(self, msg: dict[str, Any]) -> None:
+        """The trajectory's seed comes with every Python request; a child re-running chunks ahead uses it."""
+        seed = msg.get("seed")
+        if msg.get("op") == "python" and seed is not None and seed != self.forker.seed:
+            self.forker = dataclasses.replace(self.forker, seed=int(seed))
+
     def _run_in_child(self, msg: dict[str, Any]) -> tuple[dict[str, Any], Finish]:
+        self._follow_seed(msg)
         child = self._take_child(msg)
         with contextlib.suppress(OSError):  # a child that died already shows up in supervise()
             write_frame_fd(child.req_w, msg)
@@ -437,6 +472,8 @@ class Zygote:
         }
         if msg.get("invalidate_caches"):
             request["invalidate_caches"] = True
+        if msg.get("seed") is not None:
+            request["seed"] = msg["seed"]
         with contextlib.suppress(OSError):  # it died just now: supervise() sees the exit
             write_frame_fd(kernel.req_w, request)
         outcome = self.supervise(kernel.pid, kernel.out_r, kernel.st_r, session=kernel.pid, cpu_base=cpu_base)
