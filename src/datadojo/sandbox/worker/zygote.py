@@ -285,7 +285,9 @@ class Zygote:
         # A forked worker's /tmp also holds the mounts it bound back (its own workspace folder, a Python
         # path under /tmp): never walked into. /dev/shm is the sandbox's own under bubblewrap (a tmpfs of
         # each worker's, ``private_shm``; a started bubblewrap's own /dev otherwise).
-        folders = {"/tmp": set(self.settings.get("tmp_keep") or ())} if self.settings.get("private_tmp") else {}
+        folders = (
+            {"/tmp": set(self.settings.get("tmp_keep") or ())} if self.settings.get("private_tmp") else {}
+        )
         if self.settings.get("private_shm") or (
             self.settings.get("private_tmp") and self.pidns and not self.settings.get("forked")
         ):
