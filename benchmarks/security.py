@@ -439,7 +439,7 @@ async def _ipc_and_host_probes(config: SandboxConfig, plant: Plant) -> dict[str,
     os.chmod(sock_path, 0o777)
     listener.listen(4)
     listener.setblocking(False)
-    private = plant.root / "run"
+    private = plant.root / "private-run"
     private.mkdir(mode=0o700)
     (private / "summary.json").write_text(plant.token)
     channels = {"next": IpcChannel.new(), "sibling": IpcChannel.new()}

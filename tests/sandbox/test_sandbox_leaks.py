@@ -6,8 +6,8 @@ after its reset (or sandbox B, while A is alive) looks for it. Run once per leve
 two trajectories), then judged probe by probe. On main the linecache probe (chunked mode) and the random
 stream probe (every mode) failed at every level.
 
-IPC objects (System V, POSIX queues) are isolated by the parallel branch ``sbipc``; their probes are here
-and marked xfail until it is merged. At reduced isolation ``/tmp`` and ``/dev/shm`` are the host's: those
+IPC objects (System V, POSIX queues) are refused by the seccomp filter every cell process installs
+(``datadojo.sandbox.seccomp``), at every level. At reduced isolation ``/tmp`` and ``/dev/shm`` are the host's: those
 rows are asserted NOT contained (the matrix names them so), which also shows the probes can fail.
 """
 
@@ -62,8 +62,6 @@ LEVELS = [
     pytest.param("reduced+fork", "none", True),
 ]
 MODES = ["chunked", "persistent"]
-#: Contained by the parallel branch sbipc (IPC namespaces / a seccomp filter per trajectory).
-IPC_OWNED_ELSEWHERE = "contained by branch sbipc"
 #: The host's own folders at reduced isolation: named NOT contained in docs/sandbox.md's matrix.
 REDUCED_OPEN = {"file in /tmp", "file in /dev/shm"}
 
@@ -103,8 +101,6 @@ def _unprivileged(on: bool) -> Iterator[None]:
 
 
 def _check(verdict: LeakVerdict, level: str) -> None:
-    if verdict.family == "ipc" and not verdict.contained:
-        pytest.xfail(IPC_OWNED_ELSEWHERE)
     if level.startswith("reduced") and verdict.name in REDUCED_OPEN:
         assert not verdict.contained, verdict  # the host's /tmp: the probe finds the token
         return
