@@ -282,7 +282,7 @@ def _run_rollouts(
         from datadojo.sandbox import SandboxPool
 
         if remote is None:
-            backend: Any = load_backend(spec)
+            backend: Any = load_backend(spec, concurrency=concurrency)
             try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
                 await backend.check_reachable()
             except BaseException:
