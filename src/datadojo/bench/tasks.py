@@ -48,7 +48,7 @@ from datadojo.compare.matchers import (
 from datadojo.jsonl import JsonlError, iter_jsonl, read_tasks
 from datadojo.types import Task
 
-__all__ = ["OwnTasks"]
+__all__ = ["OwnTasks", "unscorable_reason"]
 
 _CONFIG_KEY = "match_config"
 #: Answer kinds of DataDojo's own generators that another command scores.
@@ -139,16 +139,9 @@ class OwnTasks(Benchmark):
 
     def _problem(self, task: Task, require_files: bool) -> str | None:
         """Why ``task`` cannot be scored (field and reason), or ``None``."""
-        if task.answer is None or (isinstance(task.answer, str) and not task.answer.strip()):
-            return "field 'answer': no reference answer; a scored task needs one"
-        kind = task.answer_kind
-        if kind in _ELSEWHERE:
-            return f"field 'answer_kind': {kind!r} is scored by `{_ELSEWHERE[kind]}`, not `tasks`"
-        if kind is not None and canonical_kind(kind) is None:
-            return f"field 'answer_kind': unknown kind {kind!r}; use one of {', '.join(MATCH_KINDS)} or leave it out"
-        problem = reference_problem(task.answer, kind)
+        problem = unscorable_reason(task)
         if problem is not None:
-            return f"field 'answer': {problem}" + (f" (answer_kind {kind!r})" if kind else "")
+            return problem
         if require_files:
             for f in task.files:
                 if not Path(f.path).exists():
@@ -178,3 +171,24 @@ class OwnTasks(Benchmark):
             sum(not s.parts.get("decided", True) for s in answered) / len(answered) if answered else 0.0
         )
         return out
+
+
+def unscorable_reason(task: Task) -> str | None:
+    """Why the ``match`` rule cannot score ``task`` (the field and the reason), or ``None`` when it can.
+
+    Shared by ``score tasks`` / ``eval tasks`` (which refuse such a record) and ``rollout``'s accuracy
+    (which leaves it out and counts it), so the commands agree on which tasks are scorable.
+    """
+    if task.answer is None or (isinstance(task.answer, str) and not task.answer.strip()):
+        return "field 'answer': no reference answer; a scored task needs one"
+    kind = task.answer_kind
+    if kind in _ELSEWHERE:
+        return f"field 'answer_kind': {kind!r} is scored by `{_ELSEWHERE[kind]}`, not `tasks`"
+    if kind is not None and canonical_kind(kind) is None:
+        return (
+            f"field 'answer_kind': unknown kind {kind!r}; use one of {', '.join(MATCH_KINDS)} or leave it out"
+        )
+    problem = reference_problem(task.answer, kind)
+    if problem is not None:
+        return f"field 'answer': {problem}" + (f" (answer_kind {kind!r})" if kind else "")
+    return None
