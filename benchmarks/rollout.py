@@ -1,7 +1,7 @@
 """Rollout throughput: what one driver core sustains, with the scripted model in a separate process.
 
     python benchmarks/rollout.py [--tasks 256] [--concurrency 128] [--latency 1.0] [--skip-full]
-        [--all-levels] [--warm 128] [--cold 16]
+        [--skip-e2e] [--skip-cold-pool] [--all-levels] [--warm 128] [--cold 16]
 
 Every episode has 5 turns (four small code cells, then an answer); every completion takes exactly the
 given latency at the server, which runs in its own process (``benchmarks/_loopback.py``), so this
@@ -298,6 +298,12 @@ async def main() -> None:
         "--skip-e2e", action="store_true", help="in 3, skip the rollout command end to end (a subprocess)"
     )
     ap.add_argument(
+        "--skip-cold-pool",
+        action="store_true",
+        help="in 3, skip the baseline pool of one interpreter per sandbox (--concurrency of them at once: "
+        "about 75 MiB PSS each, too much for a small shared machine)",
+    )
+    ap.add_argument(
         "--all-levels",
         action="store_true",
         help="in 3, also chunked mode and the fork server at the Landlock level",
@@ -358,7 +364,9 @@ async def main() -> None:
             # work), then one interpreter per sandbox (fork_server=False: what every pool did before, the
             # baseline); with --all-levels also chunked mode and the fork server at the Landlock level.
             default_fork = SandboxConfig().fork_server
-            runs = [("persistent", args.isolation, default_fork), ("persistent", args.isolation, False)]
+            runs = [("persistent", args.isolation, default_fork)]
+            if not args.skip_cold_pool:
+                runs.append(("persistent", args.isolation, False))
             if args.all_levels:
                 runs += [("chunked", args.isolation, default_fork), ("persistent", "landlock", True)]
             results: dict[tuple[str, str, bool], dict] = {}
