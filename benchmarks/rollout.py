@@ -24,10 +24,10 @@ process's CPU time is the harness alone. Printed, all measured in this one run:
    ``/proc/<pid>/stat``), and the rest of the machine (``/proc/stat`` minus both: the model server and
    whatever else runs). ``--all-levels`` adds chunked mode and the fork server at the Landlock level.
    Beside the library path, **end to end**: the ``datadojo rollout`` command itself, a subprocess against
-   the same loopback server with ``-j --concurrency``, its wall time from launch to exit (interpreter
-   start-up, imports, reachability check and pool warm-up included; target >= 80 % of ideal), and the same
-   command with ``?max_concurrency=64`` in the spec (what every command got before its concurrency reached
-   the model). ``--skip-e2e`` leaves both out.
+   the same loopback server with ``-j --concurrency --mode persistent`` (the library row's sandbox mode),
+   its wall time from launch to exit (interpreter start-up, imports, reachability check and pool warm-up
+   included; target >= 80 % of ideal), and the same command with ``?max_concurrency=64`` in the spec (what
+   every command got before its concurrency reached the model). ``--skip-e2e`` leaves both out.
 
 4. **pool warm-up and memory** (``--warm 128 --cold 16``): CPU per sandbox of a pool started cold (today:
    one interpreter and one pandas import per sandbox; at the default level and at Landlock) and of pools
@@ -264,14 +264,15 @@ async def full_stack(
 
 def e2e_rollout(url: str, tasks: list[Task], c: int, latency: float, isolation: str, opts: str = "") -> dict:
     """The ``datadojo rollout`` command as a user runs it: a fresh interpreter, the task file on disk, the
-    default sandbox pool; wall time from launch to exit, and the turns from the summary it wrote."""
+    default sandbox pool in persistent mode (the library row's: the command's default is chunked, which
+    replays earlier cells); wall time from launch to exit, and the turns from the summary it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         task_file = Path(tmp) / "tasks.jsonl"
         task_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks), encoding="utf-8")
         spec = f"openai:bench@{url}" + (f"?{opts}" if opts else "")
         cmd = [sys.executable, "-m", "datadojo", "rollout", str(task_file), "--model", spec,
                "--out", str(Path(tmp) / "run"), "-j", str(c), "--max-turns", str(TURNS),
-               "--isolation", isolation]  # fmt: skip
+               "--mode", "persistent", "--isolation", isolation]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "200"}
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -414,7 +415,7 @@ async def main() -> None:
             if not args.skip_e2e:
                 for label, opts in (("", ""), (" with ?max_concurrency=64 (before)", "max_concurrency=64")):
                     e = e2e_rollout(url, tasks, c, lat, args.isolation, opts)
-                    print(f"   end to end, `datadojo rollout -j {c}`{label}: {e['turns_s']:.1f} turns/s of ideal "
+                    print(f"   end to end, `datadojo rollout -j {c} --mode persistent`{label}: {e['turns_s']:.1f} turns/s of ideal "
                           f"{e['ideal_turns_s']:.1f} = {e['fraction'] * 100:.0f} % (wall {e['wall']:.1f} s from "
                           f"launch to exit, {e['in_run_s']:.1f} s in the rollout itself)")  # fmt: skip
                     for note in e["notes"]:
