@@ -1,7 +1,7 @@
 """Rollout throughput: what one driver core sustains, with the scripted model in a separate process.
 
     python benchmarks/rollout.py [--tasks 256] [--concurrency 128] [--latency 1.0] [--skip-full]
-        [--all-levels] [--warm 128] [--cold 16]
+        [--skip-e2e] [--skip-cold-pool] [--all-levels] [--warm 128] [--cold 16]
 
 Every episode has 5 turns (four small code cells, then an answer); every completion takes exactly the
 given latency at the server, which runs in its own process (``benchmarks/_loopback.py``), so this
@@ -23,6 +23,11 @@ process's CPU time is the harness alone. Printed, all measured in this one run:
    timer fires), GC pauses (``gc.callbacks``), the sandbox processes' own CPU (their process trees, from
    ``/proc/<pid>/stat``), and the rest of the machine (``/proc/stat`` minus both: the model server and
    whatever else runs). ``--all-levels`` adds chunked mode and the fork server at the Landlock level.
+   Beside the library path, **end to end**: the ``datadojo rollout`` command itself, a subprocess against
+   the same loopback server with ``-j --concurrency --mode persistent`` (the library row's sandbox mode),
+   its wall time from launch to exit (interpreter start-up, imports, reachability check and pool warm-up
+   included; target >= 80 % of ideal), and the same command with ``?max_concurrency=64`` in the spec (what
+   every command got before its concurrency reached the model). ``--skip-e2e`` leaves both out.
 
 4. **pool warm-up and memory** (``--warm 128 --cold 16``): CPU per sandbox of a pool started cold (today:
    one interpreter and one pandas import per sandbox; at the default level and at Landlock) and of pools
@@ -40,8 +45,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -255,6 +262,32 @@ async def full_stack(
             "gc_s": watch.gc_s, "sandbox_cpu": sandbox_cpu}  # fmt: skip
 
 
+def e2e_rollout(url: str, tasks: list[Task], c: int, latency: float, isolation: str, opts: str = "") -> dict:
+    """The ``datadojo rollout`` command as a user runs it: a fresh interpreter, the task file on disk, the
+    default sandbox pool in persistent mode (the library row's: the command's default is chunked, which
+    replays earlier cells); wall time from launch to exit, and the turns from the summary it wrote."""
+    with tempfile.TemporaryDirectory() as tmp:
+        task_file = Path(tmp) / "tasks.jsonl"
+        task_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks), encoding="utf-8")
+        spec = f"openai:bench@{url}" + (f"?{opts}" if opts else "")
+        cmd = [sys.executable, "-m", "datadojo", "rollout", str(task_file), "--model", spec,
+               "--out", str(Path(tmp) / "run"), "-j", str(c), "--max-turns", str(TURNS),
+               "--mode", "persistent", "--isolation", isolation]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "200"}
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"rollout command failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        summary = json.loads((Path(tmp) / "run" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["stop_reasons"].get("answer", 0) == len(tasks), summary
+    ideal = math.ceil(len(tasks) / c) * TURNS * latency
+    notes = [line for line in proc.stderr.splitlines() if "max_concurrency" in line]
+    return {"wall": wall, "turns": summary["turns"], "turns_s": summary["turns"] / wall,
+            "ideal_turns_s": summary["turns"] / ideal, "fraction": ideal / wall,
+            "in_run_s": summary["elapsed_s"], "notes": notes}  # fmt: skip
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=256)
@@ -262,6 +295,15 @@ async def main() -> None:
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"])
     ap.add_argument("--skip-full", action="store_true", help="skip the full stack (3)")
+    ap.add_argument(
+        "--skip-e2e", action="store_true", help="in 3, skip the rollout command end to end (a subprocess)"
+    )
+    ap.add_argument(
+        "--skip-cold-pool",
+        action="store_true",
+        help="in 3, skip the baseline pool of one interpreter per sandbox (--concurrency of them at once: "
+        "about 75 MiB PSS each, too much for a small shared machine)",
+    )
     ap.add_argument(
         "--all-levels",
         action="store_true",
@@ -323,7 +365,9 @@ async def main() -> None:
             # work), then one interpreter per sandbox (fork_server=False: what every pool did before, the
             # baseline); with --all-levels also chunked mode and the fork server at the Landlock level.
             default_fork = SandboxConfig().fork_server
-            runs = [("persistent", args.isolation, default_fork), ("persistent", args.isolation, False)]
+            runs = [("persistent", args.isolation, default_fork)]
+            if not args.skip_cold_pool:
+                runs.append(("persistent", args.isolation, False))
             if args.all_levels:
                 runs += [("chunked", args.isolation, default_fork), ("persistent", "landlock", True)]
             results: dict[tuple[str, str, bool], dict] = {}
@@ -368,6 +412,18 @@ async def main() -> None:
             if base is not None and best is not None and base is not best:
                 print(f"   default pool / one interpreter per sandbox, same run: "
                       f"{best['turns_s'] / base['turns_s']:.2f} x the turns/s")  # fmt: skip
+            if not args.skip_e2e:
+                for label, opts in (("", ""), (" with ?max_concurrency=64 (before)", "max_concurrency=64")):
+                    e = e2e_rollout(url, tasks, c, lat, args.isolation, opts)
+                    print(f"   end to end, `datadojo rollout -j {c} --mode persistent`{label}: {e['turns_s']:.1f} turns/s of ideal "
+                          f"{e['ideal_turns_s']:.1f} = {e['fraction'] * 100:.0f} % (wall {e['wall']:.1f} s from "
+                          f"launch to exit, {e['in_run_s']:.1f} s in the rollout itself)")  # fmt: skip
+                    for note in e["notes"]:
+                        print(f"      the command said: {note}")
+                    if not opts:
+                        verdicts.append(f"end to end: the rollout command, c={c} at {lat:g} s, start-up included, "
+                                        f">= 80 % of ideal: {e['fraction'] * 100:.0f} % -> "
+                                        f"{'met' if e['fraction'] >= 0.8 else 'NOT met'}")  # fmt: skip
         print(f"   (yardstick now {yardstick_ms():.3f} ms)")
     if args.warm:
         print(f"\n4. pool warm-up and memory: {args.cold} sandboxes started cold (today: one interpreter + "

@@ -79,7 +79,7 @@ def test_a_folder_holding_tasks_jsonl_and_relative_paths(tmp_path: Path) -> None
     [
         ({"id": "a", "question": "q?"}, "no reference answer"),
         ({"id": "a", "question": "q?", "answer": "  "}, "no reference answer"),
-        ({"id": "a", "question": "q?", "answer": "1", "answer_kind": "numbr"}, "unknown answer_kind 'numbr'"),
+        ({"id": "a", "question": "q?", "answer": "1", "answer_kind": "numbr"}, "field 'answer_kind': unknown kind 'numbr'"),
         ({"id": "a", "question": "q?", "answer": "x", "answer_kind": "sailor_meta"}, "score scidata"),
         ({"id": "a", "question": "q?", "answer": "1", "files": [{"path": "gone.csv", "kind": "csv"}]},
          "data file not found"),
@@ -89,7 +89,36 @@ def test_bad_tasks_are_refused_naming_the_record(tmp_path: Path, record: dict, m
     tasks, _ = _write(tmp_path, [TASKS[0], record])
     with pytest.raises(BenchmarkError) as info:
         list(get_benchmark("tasks").load(tasks))
-    assert message in str(info.value) and f"{tasks} record 2" in str(info.value)
+    assert message in str(info.value) and f"{tasks}:2 (id 'a')" in str(info.value)
+
+
+def test_every_bad_reference_is_named_on_its_own_line_before_anything_is_scored(tmp_path: Path) -> None:
+    """A task file ``rollout`` accepted (it never scores) whose references do not fit their kind. Before:
+    ``score tasks`` ended in a 60-line traceback at the first (``reference answer 'Gibraltar' is not a
+    number``). Now: exit 2, one line per bad record naming file, line, id, field and why; nothing scored."""
+    bad = [
+        {"id": "rock", "question": "Which rock?", "answer": "Gibraltar", "answer_kind": "number"},
+        {"id": "yn", "question": "Up?", "answer": "perhaps", "answer_kind": "bool"},
+        {"id": "rec", "question": "Stats?", "answer": "mean 3", "answer_kind": "record"},
+    ]
+    answers = [
+        {"id": "rock", "answer": "Gibraltar"},
+        {"id": "yn", "answer": "yes"},
+        {"id": "rec", "answer": "3"},
+    ]
+    tasks, preds = _write(tmp_path, [TASKS[0], bad[0], TASKS[1], bad[1], bad[2]], PREDICTIONS + answers)
+    res = CliRunner().invoke(app, ["score", "tasks", "--data", str(tasks), "-p", str(preds)])
+    assert res.exit_code == ExitCode.BAD_INPUT, res.output
+    assert "Traceback" not in res.output and "accuracy" not in res.output
+    lines = res.stderr.splitlines()
+    assert lines[0] == f"error: {tasks}: 3 of 5 task(s) cannot be scored; fix them and rerun:"
+    assert lines[1:] == [
+        f"  {tasks}:2 (id 'rock'): field 'answer': the reference answer 'Gibraltar' is not a number "
+        "(answer_kind 'number')",
+        f"  {tasks}:4 (id 'yn'): field 'answer': the reference answer 'perhaps' is not a yes/no value "
+        "(answer_kind 'bool')",
+        f"  {tasks}:5 (id 'rec'): field 'answer': a record answer must be a dict, got str (answer_kind 'record')",
+    ]
 
 
 def test_cli_bad_task_file_exits_2_in_one_line(tmp_path: Path) -> None:

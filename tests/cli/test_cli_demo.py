@@ -139,7 +139,10 @@ def test_report_links_everything(demo_run: tuple[Path, Path, str]) -> None:
 def test_report_renders_in_chromium(demo_run: tuple[Path, Path, str], tmp_path: Path) -> None:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("chromium absent: install the Debian package `chromium` to render the HTML report")
+        pytest.skip(
+            "chromium absent: `DATADOJO_CHROMIUM=1 bash scripts/install.sh` (or apt-get install chromium) "
+            "installs it; only the tests that render the HTML reports in a browser use it"
+        )
     out, _, _ = demo_run
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
            "--dump-dom", (out / "report.html").resolve().as_uri()]  # fmt: skip

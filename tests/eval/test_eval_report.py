@@ -106,7 +106,10 @@ async def run_dir(tmp_path, shared_data) -> Path:
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("chromium absent: install the Debian package `chromium` to render the HTML report")
+        pytest.skip(
+            "chromium absent: `DATADOJO_CHROMIUM=1 bash scripts/install.sh` (or apt-get install chromium) "
+            "installs it; only the tests that render the HTML reports in a browser use it"
+        )
     return exe
 
 

@@ -121,6 +121,25 @@ def test_usage_ledger_adds_up_and_failure_policy(tmp_path: Path) -> None:
     assert err.value.exit_code == ExitCode.MODEL_SERVER
 
 
+def test_usage_ledger_appends_batches_so_a_killed_invocation_keeps_them(tmp_path: Path) -> None:
+    """Before: one record when the invocation ended, so a killed run's requests were lost."""
+    path = tmp_path / "usage.jsonl"
+    u = UsageLedger(path, "queries", flush_every=4)
+    for _ in range(10):
+        u.add("teacher", requests=1, prompt_tokens=10, check=False)
+    # killed here (no save): the two full batches of 4 are on disk, the last 2 requests are not
+    tot = read_usage_totals(path)["queries"]
+    assert tot["invocations"] == 1 and tot["roles"]["teacher"]["requests"] == 8
+    assert tot["roles"]["teacher"]["prompt_tokens"] == 80
+    with pytest.raises(KeyboardInterrupt), UsageLedger(path, "queries", flush_every=100) as v:
+        v.add("teacher", requests=3, check=False)
+        raise KeyboardInterrupt  # Ctrl-C inside the stage: its 3 requests are flushed on the way out
+    u.save()  # the first invocation ends: its last 2
+    tot = read_usage_totals(path)["queries"]
+    assert tot["invocations"] == 2 and tot["roles"]["teacher"]["requests"] == 8 + 3 + 2
+    assert u.record()["roles"]["teacher"]["requests"] == 10  # the invocation's own totals
+
+
 def test_content_hash_follows_content_not_names_or_key_order(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):

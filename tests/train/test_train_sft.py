@@ -110,6 +110,26 @@ def test_trainer_runs_checkpoints_and_resumes(
         SFTTrainer(other, model=make_model(), tokenizer=toy_tok).train(_data())
 
 
+def test_a_rerun_of_a_finished_run_repairs_its_torn_metrics(
+    tmp_path: Path, toy_tok: Any, make_model: Callable[..., Any]
+) -> None:
+    """A kill mid-write of a metrics record after the last checkpoint, then a rerun: the run is finished, no
+    step appends, and the torn record must still go (before: it stayed, and every strict reader of the
+    run's metrics failed on it; tests/faults/test_kill_resume.py::test_train_sft on a 2-core machine)."""
+    from datadojo.jsonl import iter_jsonl
+
+    run = tmp_path / "run"
+    SFTTrainer(_cfg(run), model=make_model(), tokenizer=toy_tok).train(_data())
+    whole = (run / "metrics.jsonl").read_bytes()
+    with (run / "metrics.jsonl").open("ab") as fh:
+        fh.write(b'{"step": 3, "epoch": 1.5, "sft_loss": 0.81')  # what a kill mid-append leaves
+    again = SFTTrainer(_cfg(run), model=make_model(), tokenizer=toy_tok).train(_data())
+    assert (again.resumed_from, again.steps) == (3, 3)  # nothing was left to do
+    assert (run / "metrics.jsonl").read_bytes() == whole
+    steps = [r["step"] for _, r in iter_jsonl(run / "metrics.jsonl", skip_partial_tail=False)]
+    assert steps == [1, 2, 3]
+
+
 def test_micro_batch_size_does_not_change_the_update(
     tmp_path: Path, toy_tok: Any, make_model: Callable[..., Any]
 ) -> None:

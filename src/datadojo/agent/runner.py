@@ -281,7 +281,7 @@ async def episode_worker(
     :func:`rollout_worker_spec`): the model spec's backend and a pool of ``pool_size`` sandboxes."""
     from datadojo.llm import load_backend
 
-    backend = load_backend(model)
+    backend = load_backend(model, concurrency=pool_size)
     sandboxes, close_pool = _default_sandboxes(pool_size, sandbox)
     return EpisodeWorker(backend, sandboxes, config, seed=seed, closers=(close_pool, backend.aclose))
 
@@ -381,7 +381,7 @@ async def run_rollouts(
         if isinstance(backend, str):
             from datadojo.llm import load_backend
 
-            backend = load_backend(backend)
+            backend = load_backend(backend, concurrency=concurrency)
             closers.append(backend.aclose)
         if sandboxes is None:
             sandboxes, close_pool = _default_sandboxes(concurrency, sandbox_config)

@@ -38,11 +38,17 @@ from datadojo.bench.base import (
     missing_prediction,
     unique_id,
 )
-from datadojo.compare.matchers import MATCH_KINDS, MatchConfig, canonical_kind, match_task
-from datadojo.jsonl import JsonlError, read_tasks
+from datadojo.compare.matchers import (
+    MATCH_KINDS,
+    MatchConfig,
+    canonical_kind,
+    match_task,
+    reference_problem,
+)
+from datadojo.jsonl import JsonlError, iter_jsonl, read_tasks
 from datadojo.types import Task
 
-__all__ = ["OwnTasks"]
+__all__ = ["OwnTasks", "unscorable_reason"]
 
 _CONFIG_KEY = "match_config"
 #: Answer kinds of DataDojo's own generators that another command scores.
@@ -83,17 +89,33 @@ class OwnTasks(Benchmark):
         config = self._config(options)
         src = self._file_or_folder(path, "tasks.jsonl")
         seen: dict[str, int] = {}
+        tasks: list[Task] = []
+        problems: list[str] = []
         try:
-            for i, task in enumerate(read_tasks(src), start=1):
-                where = f"{src} record {i} (id {task.id!r})"
-                self._check(task, where, require_files)
-                new_id = unique_id(seen, task.id, f"{src} record {i}")
+            lines = [lineno for lineno, _ in iter_jsonl(src, skip_partial_tail=False)]
+            for lineno, task in zip(lines, read_tasks(src, skip_partial_tail=False), strict=True):
+                where = f"{src}:{lineno} (id {task.id!r})"
+                problem = self._problem(task, require_files)
+                if problem is not None:
+                    problems.append(f"{where}: {problem}")
+                    continue
+                new_id = unique_id(seen, task.id, f"{src}:{lineno}")
                 extra = {**task.extra, _CONFIG_KEY: config}
-                yield task.model_copy(
-                    update={"id": new_id, "extra": extra, "source": task.source or self.name}
+                tasks.append(
+                    task.model_copy(update={"id": new_id, "extra": extra, "source": task.source or self.name})
                 )
         except JsonlError as exc:
             raise self.layout_error(str(exc)) from exc
+        if len(problems) == 1:
+            raise BenchmarkError(f"{problems[0]}; fix it and rerun")
+        if problems:
+            # Every bad record at once, one line each, before anything is scored: a score over the records
+            # that happen to be valid would be a different benchmark, reported under the file's name.
+            raise BenchmarkError(
+                f"{src}: {len(problems)} of {len(lines)} task(s) cannot be scored; fix them and rerun:\n"
+                + "\n".join(f"  {p}" for p in problems)
+            )
+        yield from tasks
 
     def _config(self, options: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(options) - set(_OPTION_TYPES))
@@ -115,22 +137,16 @@ class OwnTasks(Benchmark):
         except ValueError as exc:
             raise self.layout_error(f"matcher options: {exc}") from exc
 
-    def _check(self, task: Task, where: str, require_files: bool) -> None:
-        if task.answer is None or (isinstance(task.answer, str) and not task.answer.strip()):
-            raise BenchmarkError(f"{where}: no reference answer (field 'answer'); a scored task needs one")
-        kind = task.answer_kind
-        if kind in _ELSEWHERE:
-            raise BenchmarkError(
-                f"{where}: answer_kind {kind!r} is scored by `{_ELSEWHERE[kind]}`, not `tasks`"
-            )
-        if kind is not None and canonical_kind(kind) is None:
-            raise BenchmarkError(
-                f"{where}: unknown answer_kind {kind!r}; use one of {', '.join(MATCH_KINDS)} or leave it out"
-            )
+    def _problem(self, task: Task, require_files: bool) -> str | None:
+        """Why ``task`` cannot be scored (field and reason), or ``None``."""
+        problem = unscorable_reason(task)
+        if problem is not None:
+            return problem
         if require_files:
             for f in task.files:
                 if not Path(f.path).exists():
-                    raise BenchmarkError(f"{where}: data file not found: {f.path}")
+                    return f"field 'files': data file not found: {f.path}"
+        return None
 
     def score(self, task: Task, prediction: str | None) -> ItemScore:
         """:func:`~datadojo.compare.matchers.match_task` under the task's recorded tolerances."""
@@ -155,3 +171,24 @@ class OwnTasks(Benchmark):
             sum(not s.parts.get("decided", True) for s in answered) / len(answered) if answered else 0.0
         )
         return out
+
+
+def unscorable_reason(task: Task) -> str | None:
+    """Why the ``match`` rule cannot score ``task`` (the field and the reason), or ``None`` when it can.
+
+    Shared by ``score tasks`` / ``eval tasks`` (which refuse such a record) and ``rollout``'s accuracy
+    (which leaves it out and counts it), so the commands agree on which tasks are scorable.
+    """
+    if task.answer is None or (isinstance(task.answer, str) and not task.answer.strip()):
+        return "field 'answer': no reference answer; a scored task needs one"
+    kind = task.answer_kind
+    if kind in _ELSEWHERE:
+        return f"field 'answer_kind': {kind!r} is scored by `{_ELSEWHERE[kind]}`, not `tasks`"
+    if kind is not None and canonical_kind(kind) is None:
+        return (
+            f"field 'answer_kind': unknown kind {kind!r}; use one of {', '.join(MATCH_KINDS)} or leave it out"
+        )
+    problem = reference_problem(task.answer, kind)
+    if problem is not None:
+        return f"field 'answer': {problem}" + (f" (answer_kind {kind!r})" if kind else "")
+    return None

@@ -8,7 +8,7 @@ import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -25,9 +25,12 @@ from datadojo.cli._ui import error_exit, exit_if_server_down, interrupted, progr
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
-from datadojo.jsonl import JsonlAppender
+from datadojo.jsonl import JsonlAppender, read_trajectories
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import DataFile, Task, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from datadojo.eval.answers import AnswerAccuracy
 
 __all__ = ["register"]
 
@@ -239,9 +242,13 @@ def rollout(
     out.mkdir(parents=True, exist_ok=True)
     traj_path = out / "trajectories.jsonl"
     remote = cli_executor(executor, ray_address, concurrency)
-    summary = _run_rollouts(tasks, spec, out, cfg, sandbox_config, n, concurrency, seed, remote, stop_after)
+    summary, answers = _run_rollouts(
+        tasks, spec, out, cfg, sandbox_config, n, concurrency, seed, remote, stop_after
+    )
     console = Console(stderr=True)
     console.print(_summary_table(summary))
+    if answers is not None:
+        console.print(_accuracy_line(answers, tasks_file))
     banner = reduced_isolation_banner(dict(summary.isolation))
     if banner:
         console.print(f"[bold red]{banner}[/bold red]")
@@ -249,6 +256,22 @@ def rollout(
     if remote is not None:
         console.print(node_table(summary.nodes, f"Per node ({summary.executor})"))
     console.print(f"trajectories: {traj_path}")
+
+
+def _accuracy_line(answers: AnswerAccuracy, tasks_file: Path) -> str:
+    """The rollout's accuracy against its tasks' answers, the rule and the undecided share, in one line."""
+    line = (
+        f"[bold]accuracy {answers.accuracy:.1%}[/bold] ({answers.correct} of {answers.trajectories} "
+        f"trajectories of {answers.tasks} task(s) with answers; rule `match` as in `datadojo score tasks`: "
+        f"numbers within 3 %, normalized text); undecided {answers.undecided_share:.1%} of the "
+        f"{answers.answered} answered (the matcher guessed; a judge would settle them)"
+    )
+    if answers.unscorable:
+        line += (
+            f"; {len(answers.unscorable)} task(s) not scored: their answer does not fit the matcher "
+            f"(`datadojo score tasks --data {tasks_file} -p PREDICTIONS` names them)"
+        )
+    return line
 
 
 def _run_rollouts(
@@ -262,17 +285,20 @@ def _run_rollouts(
     seed: int | None,
     remote: Any,
     stop_after: int,
-) -> RolloutSummary:
+) -> tuple[RolloutSummary, AnswerAccuracy | None]:
     """:func:`~datadojo.agent.run_rollouts` here (one sandbox pool, one backend) or on ``remote``, with a
     progress bar; writes OUT/summary.json (after Ctrl-C and a stopped run too: what finished); Ctrl-C and
-    file errors end the command with one line."""
+    file errors end the command with one line. With the summary goes the accuracy of every trajectory in
+    OUT (resumed ones too) against the tasks' answers, ``None`` when no task carries one."""
     console = Console(stderr=True)
     total = len(tasks) * n
     traj_path = out / "trajectories.jsonl"
     summary = RolloutSummary(path=str(traj_path))  # filled in place: still there after Ctrl-C
 
-    def write_summary() -> None:
+    def write_summary(answers: AnswerAccuracy | None = None) -> None:
         record: dict[str, Any] = {**summary.to_dict(), "model": spec, "config": cfg.to_dict()}
+        if answers is not None:
+            record["answers"] = answers.to_dict()
         tmp = out / ".summary.json.tmp"
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         tmp.replace(out / "summary.json")
@@ -282,7 +308,7 @@ def _run_rollouts(
         from datadojo.sandbox import SandboxPool
 
         if remote is None:
-            backend: Any = load_backend(spec)
+            backend: Any = load_backend(spec, concurrency=concurrency)
             try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
                 await backend.check_reachable()
             except BaseException:
@@ -345,8 +371,11 @@ def _run_rollouts(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
-    write_summary()
-    return summary
+    from datadojo.eval.answers import answer_accuracy
+
+    answers = answer_accuracy(tasks, read_trajectories(traj_path)) if traj_path.exists() else None
+    write_summary(answers)
+    return summary, answers
 
 
 def register(app: typer.Typer) -> None:

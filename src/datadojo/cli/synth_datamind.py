@@ -169,7 +169,7 @@ def _execute(
     bars = _Bars(progress)
     try:
         run = DataMindRun(inputs, out, config, progress=bars, executor=remote)
-        backends = [load_backend(s) for s in specs if s]
+        backends = [load_backend(s, concurrency=config.concurrency) for s in specs if s]
     except OSError as exc:  # a folder that cannot be made or read: the message names it
         raise error_exit(exc) from exc
 

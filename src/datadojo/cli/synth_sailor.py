@@ -121,8 +121,10 @@ def _explore(
     from datadojo.synth.sailor import run_sailor
 
     async def go() -> object:
-        policy: Any = spec if remote else load_backend(spec)
-        judge_backend: Any = (judge if remote else load_backend(judge)) if judge else policy
+        policy: Any = spec if remote else load_backend(spec, concurrency=concurrency)
+        judge_backend: Any = (
+            (judge if remote else load_backend(judge, concurrency=concurrency)) if judge else policy
+        )
         # A down server or wrong URL: one line and exit 3 at the first request, not after every request's
         # retries; an empty folder or bad seed first (exit 2: they need no server).
         for backend in {id(b): b for b in (policy, judge_backend) if not isinstance(b, str)}.values():

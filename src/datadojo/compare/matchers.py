@@ -68,7 +68,15 @@ from datadojo.config import Settings
 from datadojo.protocol.boxed import unwrap_boxed
 from datadojo.types import Task
 
-__all__ = ["MATCH_KINDS", "MatchConfig", "MatchResult", "canonical_kind", "match_answer", "match_task"]
+__all__ = [
+    "MATCH_KINDS",
+    "MatchConfig",
+    "MatchResult",
+    "canonical_kind",
+    "match_answer",
+    "match_task",
+    "reference_problem",
+]
 
 MATCH_KINDS: tuple[str, ...] = ("number", "text", "bool", "list", "ordered_list", "record", "table")
 _KIND_ALIASES = {
@@ -520,6 +528,24 @@ def match_answer(
     if prediction is None or (isinstance(prediction, str) and not prediction.strip()):
         return MatchResult(False, "empty prediction", kind or _infer_kind(gold))
     return _match_any(prediction, gold, kind, cfg, question)
+
+
+def reference_problem(gold: Any, kind: str | None = None) -> str | None:
+    """Why ``gold`` cannot be a reference answer of ``kind`` (``None`` when it can), e.g. ``the reference
+    answer 'Gibraltar' is not a number`` for ``kind="number"``.
+
+    Why: a task file is accepted by ``rollout`` (which never scores) and only failed when scored, in a
+    traceback; checked here when the file is loaded, each bad record can be named at once. The check is the
+    matcher's own: matching the reference against itself raises exactly when the reference does not fit
+    its kind (predictions that do not fit are merely wrong).
+    """
+    if gold is None or (isinstance(gold, str) and not gold.strip()):
+        return "no reference answer"
+    try:
+        _match_any(gold, gold, kind, MatchConfig())
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
 
 
 def match_task(task: Task, prediction: Any, config: MatchConfig | None = None) -> MatchResult:

@@ -614,7 +614,7 @@ async def run_eval(
     else:
         from datadojo.llm import load_backend
 
-        chat = load_backend(cfg.model or "")
+        chat = load_backend(cfg.model or "", concurrency=cfg.concurrency)
         try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
             await chat.check_reachable()
         except BaseException:
@@ -670,7 +670,7 @@ async def run_eval(
         if judge_chat is None:
             from datadojo.llm import load_backend
 
-            judge_chat = load_backend(cfg.judge or "")
+            judge_chat = load_backend(cfg.judge or "", concurrency=cfg.concurrency)
         try:
             scorer = await judge_run(
                 benchmark, tasks, out, judge_chat, n_trials=cfg.n_trials, concurrency=cfg.concurrency,

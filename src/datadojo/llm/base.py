@@ -30,6 +30,7 @@ from typing import Any, Literal
 from datadojo.errors import DataDojoError, ExitCode
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
     "ChatBackend",
     "Completion",
     "FinishReason",
@@ -53,6 +54,11 @@ __all__ = [
 Message = dict[str, Any]
 FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "unknown"]
 TokenCounter = Callable[[str], int]
+
+#: :class:`~datadojo.llm.openai_backend.OpenAIBackend`'s own ``max_concurrency``: what a spec without one gets
+#: when no command concurrency is known, and the floor under one that is (a unit of synthesis work may have
+#: several requests in flight: :func:`datadojo.llm.spec.requests_in_flight`).
+DEFAULT_MAX_CONCURRENCY = 64
 
 _ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 

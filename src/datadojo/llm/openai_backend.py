@@ -37,6 +37,7 @@ import httpx
 import openai
 
 from datadojo.llm.base import (
+    DEFAULT_MAX_CONCURRENCY,
     ChatBackend,
     Completion,
     LLMError,
@@ -103,7 +104,8 @@ class OpenAIBackend(ChatBackend):
             unset, the placeholder ``"EMPTY"`` is sent (what local servers expect); a variable named
             explicitly must be set.
         context_window: the model's window in tokens, or None if unknown (no pre-flight check).
-        max_concurrency: requests in flight at once from this backend.
+        max_concurrency: requests in flight at once from this backend (a command's ``--concurrency``
+            raises it: :func:`datadojo.llm.spec.requests_in_flight`).
         timeout / connect_timeout: seconds for a whole request / for opening a connection.
         max_retries: retries after the first attempt for transient failures.
         backoff_base / backoff_max: full-jitter backoff parameters (seconds).
@@ -131,7 +133,7 @@ class OpenAIBackend(ChatBackend):
         *,
         api_key_env: str = DEFAULT_API_KEY_ENV,
         context_window: int | None = None,
-        max_concurrency: int = 64,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         max_retries: int = 5,

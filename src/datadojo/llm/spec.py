@@ -17,6 +17,7 @@ Forms::
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -24,22 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from datadojo.llm.base import ChatBackend, ModelSpecError
+from datadojo.llm.base import DEFAULT_MAX_CONCURRENCY, ChatBackend, ModelSpecError
 from datadojo.llm.replicas import split_base_urls
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_OPENAI_BASE_URL",
     "ModelSpec",
     "ModelSpecError",
     "load_backend",
     "model_identity",
     "parse_model_spec",
+    "requests_in_flight",
 ]
 
 
 BACKENDS: tuple[str, ...] = ("openai", "hf")
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+log = logging.getLogger(__name__)
 _SECRET_KEYS = frozenset({"api_key", "key", "token", "password", "secret", "authorization"})
 
 
@@ -248,16 +252,22 @@ def _parse_options(spec: str, backend: str, query: str) -> dict[str, Any]:
     return out
 
 
-def load_backend(spec: str | ModelSpec, **overrides: Any) -> ChatBackend:
+def load_backend(spec: str | ModelSpec, *, concurrency: int | None = None, **overrides: Any) -> ChatBackend:
     """Build the backend a spec names; keyword ``overrides`` win over the spec's options.
 
     Overrides are the backend constructor's keywords (see :class:`~datadojo.llm.openai_backend.OpenAIBackend`
     and :class:`~datadojo.llm.hf_backend.HFBackend`), so Python callers can pass what a string cannot
     (a tokenizer object, ``extra_body``). For ``openai:MODEL`` without a URL the base URL comes from
     ``$OPENAI_BASE_URL``, else the hosted OpenAI API.
+
+    ``concurrency`` is the caller's work in flight (a command's ``--concurrency``): an OpenAI backend then
+    admits at least that many requests at once (:func:`requests_in_flight`). Why: ``rollout -j 128`` keeps
+    128 episodes waiting on the model, and the backend's own default of 64 halved what reached the server.
     """
     ms = parse_model_spec(spec) if isinstance(spec, str) else spec
     kwargs = {**ms.options, **overrides}
+    if ms.backend == "openai" and concurrency is not None and "max_concurrency" not in overrides:
+        kwargs["max_concurrency"] = requests_in_flight(ms, concurrency)
     if ms.backend == "openai":
         from datadojo.llm.openai_backend import OpenAIBackend
 
@@ -280,3 +290,27 @@ def _check_kwargs(cls: type, kwargs: Mapping[str, Any], ms: ModelSpec) -> None:
             f"{ms.backend} backend for {ms.model!r}: unknown option(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(valid))}"
         )
+
+
+def requests_in_flight(spec: str | ModelSpec, concurrency: int) -> int:
+    """Requests an OpenAI backend for ``spec`` admits at once under a command running ``concurrency`` units.
+
+    The spec's own ``?max_concurrency=N`` wins (a server that must not see more); when it is below
+    ``concurrency`` one warning line says so, since the command then waits on the model and not on its
+    own setting. Without one: ``max(concurrency, 64)``.
+    """
+    ms = parse_model_spec(spec) if isinstance(spec, str) else spec
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ModelSpecError(f"concurrency must be a positive integer, got {concurrency!r}")
+    own = ms.options.get("max_concurrency")
+    if own is None:
+        return max(concurrency, DEFAULT_MAX_CONCURRENCY)
+    if own < concurrency:
+        log.warning(
+            "model %s: its spec's max_concurrency=%d caps the requests in flight below --concurrency %d "
+            "(drop ?max_concurrency from the spec to let every unit reach the model)",
+            ms.model,
+            own,
+            concurrency,
+        )
+    return int(own)

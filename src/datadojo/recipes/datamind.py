@@ -70,8 +70,9 @@ def _backends(cfg: RecipeConfig) -> tuple[Any, Any]:
 
     if not cfg.models.teacher:
         raise RecipeError("synthesis: the DataMind recipe needs models.teacher")
-    teacher = load_backend(cfg.models.teacher)
-    judge = load_backend(cfg.models.judge) if cfg.models.judge else teacher
+    concurrency = _dm_config(cfg).concurrency  # the synthesis' requests in flight reach the model
+    teacher = load_backend(cfg.models.teacher, concurrency=concurrency)
+    judge = load_backend(cfg.models.judge, concurrency=concurrency) if cfg.models.judge else teacher
     return teacher, judge
 
 

@@ -65,10 +65,14 @@ async def _explore(ctx: StageContext) -> dict[str, Any]:
     seeds = load_seeds(only=section.get("seeds"))
     remote = ctx.executor is not None and ctx.executor.remote
     # on --executor ray every unit's search runs on a node, which loads the models from their spec strings
-    policy: Any = ctx.config.models.teacher if remote else load_backend(ctx.config.models.teacher)
+    units = int(section.get("concurrency", 1))
+    teacher = ctx.config.models.teacher
+    policy: Any = teacher if remote else load_backend(teacher, concurrency=units)
     judge: Any = None
     if ctx.config.models.judge:
-        judge = ctx.config.models.judge if remote else load_backend(ctx.config.models.judge)
+        judge = (
+            ctx.config.models.judge if remote else load_backend(ctx.config.models.judge, concurrency=units)
+        )
     folders = ctx.dep("corpus")["folders"]
     try:
         run = await run_sailor(
@@ -78,7 +82,7 @@ async def _explore(ctx: StageContext) -> dict[str, Any]:
             judge=judge,
             out=_sailor_out(ctx),
             config=_sailor_config(ctx.config),
-            concurrency=int(section.get("concurrency", 1)),
+            concurrency=units,
             mode=section.get("structured", "auto"),
             progress=lambda _stage, done, total: ctx.progress(done, total),
             executor=ctx.executor,

@@ -2,8 +2,11 @@
 
 Why: DataMind's ``StageUsage``/``usage.jsonl``, the eval harness's rollout summary and sailor's call counters
 each counted requests and tokens their own way, and each decided differently when failed requests end a
-run. :class:`UsageLedger` counts requests, tokens, repairs and failures per ``(stage, role)`` and appends one
-record per stage invocation to ``usage.jsonl`` (resumed runs add up: :func:`read_usage_totals`).
+run. :class:`UsageLedger` counts requests, tokens, repairs and failures per ``(stage, role)`` and appends them
+to ``usage.jsonl`` as they happen, a record per batch of ``flush_every`` requests and one at the end of the
+invocation, all carrying the invocation's id (resumed runs add up: :func:`read_usage_totals`). Why batches:
+an invocation used to write its one record when it finished, so an interrupted run lost every request it had
+sent, and a resumed DataMind run reported 97 LLM requests for a job that had sent about 499.
 :class:`FailurePolicy` is the one rule: a stage fails (:class:`TooManyFailures`, exit status 3 like every
 model-server failure) once more than ``max_failed_fraction`` of at least ``min_requests`` requests failed.
 """
@@ -11,6 +14,7 @@ model-server failure) once more than ``max_failed_fraction`` of at least ``min_r
 from __future__ import annotations
 
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,17 +50,28 @@ class FailurePolicy:
             )
 
 
+def _counts() -> defaultdict[str, dict[str, int]]:
+    return defaultdict(lambda: dict.fromkeys(COUNTS, 0))
+
+
 @dataclass
 class UsageLedger:
-    """LLM use of one stage invocation; :meth:`save` appends it to ``path``."""
+    """LLM use of one stage invocation, appended to ``path`` as it goes (:meth:`flush`, every
+    ``flush_every`` requests) and at the end (:meth:`save`); ``roles`` holds the invocation's totals.
+
+    A kill loses at most the requests of the batch not yet flushed; a stage that is interrupted (Ctrl-C,
+    an error) calls :meth:`flush` on its way out and loses none.
+    """
 
     path: Path
     stage: str
     policy: FailurePolicy = field(default_factory=FailurePolicy)
     started: float = field(default_factory=time.perf_counter)
-    roles: dict[str, dict[str, int]] = field(
-        default_factory=lambda: defaultdict(lambda: dict.fromkeys(COUNTS, 0))
-    )
+    roles: dict[str, dict[str, int]] = field(default_factory=_counts)
+    flush_every: int = 16
+    invocation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    _pending: dict[str, dict[str, int]] = field(default_factory=_counts, init=False, repr=False)
+    _flushed_at: float | None = field(default=None, init=False, repr=False)
 
     def add(
         self,
@@ -71,12 +86,14 @@ class UsageLedger:
     ) -> None:
         """Count requests of ``role``; raises :class:`TooManyFailures` when the policy says stop (unless
         ``check=False``: totals taken after the fact are saved first, then :meth:`check` decides)."""
-        r = self.roles[role]
-        r["requests"] += requests
-        r["prompt_tokens"] += prompt_tokens
-        r["completion_tokens"] += completion_tokens
-        r["repaired"] += repaired
-        r["failed"] += failed
+        for counts in (self.roles[role], self._pending[role]):
+            counts["requests"] += requests
+            counts["prompt_tokens"] += prompt_tokens
+            counts["completion_tokens"] += completion_tokens
+            counts["repaired"] += repaired
+            counts["failed"] += failed
+        if sum(r["requests"] + r["failed"] for r in self._pending.values()) >= self.flush_every:
+            self.flush()
         if check:
             self.check()
 
@@ -100,31 +117,70 @@ class UsageLedger:
         return sum(r[count] for r in self.roles.values())
 
     def record(self) -> dict[str, Any]:
+        """The invocation's totals so far (what :func:`read_usage_totals` adds up from its records)."""
         return {
             "stage": self.stage,
+            "invocation": self.invocation,
             "roles": {k: dict(v) for k, v in self.roles.items()},
             "wall_s": round(time.perf_counter() - self.started, 4),
             "finished": time.time(),
         }
 
-    def save(self) -> dict[str, Any]:
-        rec = self.record()
+    def flush(self, *, final: bool = False) -> None:
+        """Append the counts since the last flush (and the wall time since then) as one record; nothing
+        when there are none, unless ``final`` (the invocation's last record, written even when it sent no
+        request, so that the invocation is counted)."""
+        if not final and not self._pending:
+            return
+        now = time.perf_counter()
+        since = self.started if self._flushed_at is None else self._flushed_at
+        rec = {
+            "stage": self.stage,
+            "invocation": self.invocation,
+            "roles": {k: dict(v) for k, v in self._pending.items()},
+            "wall_s": round(now - since, 4),
+            "finished": time.time(),
+            "partial": not final,
+        }
         with JsonlAppender(self.path) as out:
             out.write(rec)
-        return rec
+        self._pending = _counts()
+        self._flushed_at = now
+
+    def __enter__(self) -> UsageLedger:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        """A stage interrupted (Ctrl-C, cancelled) or failed inside ``with usage:`` flushes what it counted:
+        those requests were sent, and the resumed run's totals must include them. A stage that ends
+        normally is closed by :meth:`save`."""
+        if exc_type is not None:
+            self.flush()
+
+    def save(self) -> dict[str, Any]:
+        """End the invocation: append what was not flushed yet; return the invocation's totals."""
+        self.flush(final=True)
+        return self.record()
 
 
 def read_usage_totals(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Per stage: ``invocations``, ``wall_s`` and per-role counts summed over every record in ``path``."""
+    """Per stage: ``invocations``, ``wall_s`` and per-role counts summed over every record in ``path``:
+    the batches of interrupted invocations too. Records of one invocation share its ``invocation`` id (a
+    record without one, from before the batches, is an invocation of its own)."""
     path = Path(path)
     stages: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return stages
-    for _, rec in iter_jsonl(path):
+    seen: set[tuple[str, str]] = set()
+    for lineno, rec in iter_jsonl(path):
         if not isinstance(rec, dict):
             continue
-        st = stages.setdefault(str(rec.get("stage")), {"invocations": 0, "wall_s": 0.0, "roles": {}})
-        st["invocations"] += 1
+        stage = str(rec.get("stage"))
+        st = stages.setdefault(stage, {"invocations": 0, "wall_s": 0.0, "roles": {}})
+        invocation = (stage, str(rec.get("invocation") or f"line {lineno}"))
+        if invocation not in seen:
+            seen.add(invocation)
+            st["invocations"] += 1
         st["wall_s"] = round(st["wall_s"] + float(rec.get("wall_s", 0.0)), 4)
         for role, v in (rec.get("roles") or {}).items():
             tot = st["roles"].setdefault(role, dict.fromkeys(COUNTS, 0))

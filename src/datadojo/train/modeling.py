@@ -19,6 +19,7 @@ import torch
 
 from datadojo.errors import DataDojoError, ResumeError
 from datadojo.fs import write_json_atomic
+from datadojo.jsonl import repair_tail
 from datadojo.runs import settings_diff
 from datadojo.train.losses import token_entropy, token_logprobs
 from datadojo.train.tokenize import TokenizedTrajectory
@@ -35,6 +36,7 @@ __all__ = [
     "load_model_and_tokenizer",
     "make_accelerator",
     "pad_stack",
+    "repair_run_ledgers",
 ]
 
 
@@ -219,7 +221,8 @@ def begin_run(
     Returns the first step to run and the loaded checkpoint state (``None`` for a fresh start). Refuses a
     folder that holds checkpoints when not resuming (they would be overwritten) and a checkpoint whose
     configuration changed meaning (:func:`check_resumable`). The main process writes ``config.json``
-    (atomically) and drops metric records past the resumed step.
+    (atomically), repairs the run's ledgers (:func:`repair_run_ledgers`) and drops metric records past the
+    resumed step.
     """
     start, state = 0, None
     latest = ckpt.latest() if resume else None
@@ -233,5 +236,18 @@ def begin_run(
     if acc.is_main_process:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(run_dir / "config.json", cfg_dict, indent=1, ensure_ascii=True)
+        repair_run_ledgers(run_dir)
         metrics.truncate_after(start)
     return start, state
+
+
+def repair_run_ledgers(run_dir: Path) -> int:
+    """Cut the unterminated last line a kill left in each JSONL ledger a training run owns
+    (``metrics.jsonl``, RL's ``rollouts/*.jsonl``); return the bytes removed.
+
+    Why here, at every start: the ledgers were repaired only when a step appended to them, so a rerun that
+    found the run finished (a kill after the last checkpoint, then a second kill) trained nothing and left
+    ``metrics.jsonl`` ending in a torn record that every strict reader of the run then rejected.
+    """
+    ledgers = [run_dir / "metrics.jsonl", *sorted((run_dir / "rollouts").glob("*.jsonl"))]
+    return sum(repair_tail(path) for path in ledgers)

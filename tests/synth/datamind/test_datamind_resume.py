@@ -94,3 +94,54 @@ def test_sample_stage_killed_mid_run_then_resumed(tmp_path, csv_file):
     assert len(keys) == len(set(keys)) == 3 * n_queries
     assert "dm-torn" not in {k for k, _ in keys}
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_an_interrupted_sample_stage_keeps_its_requests_in_usage(tmp_path, csv_file):
+    """Ctrl-C during sampling, then a resumed run: usage.jsonl counts the requests of both runs.
+
+    Before: the stage wrote its usage record only when it finished, so the interrupted run's requests were
+    lost and ``synth datamind run`` reported 97 LLM requests for a job that had sent about 499. Expected by
+    hand: every request of a finished episode is one turn of a trajectory in trajectories.jsonl, so the
+    ledger's requests equal the turns of the file (each (task, sample) written once). The interrupt is a
+    real SIGINT to this process, sent when the 4th trajectory is written (a count, not a time).
+    """
+    import signal
+
+    from datadojo.runs import read_usage_totals
+
+    out = tmp_path / "out"
+    with ScriptedLLMServer(teacher) as srv:
+
+        async def queries() -> None:
+            t = load_backend(f"openai:teacher@{srv.base_url}")
+            await stage_queries(DataMindRun([csv_file.parent], out, CFG), t)
+            await t.aclose()
+
+        asyncio.run(queries())
+
+        def interrupt_at_4(stage: str, done: int, total: int) -> None:
+            if stage == "sample" and done == 4:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        async def sample(progress=None) -> None:
+            t = load_backend(f"openai:teacher@{srv.base_url}")
+            try:
+                await stage_sample(DataMindRun([], out, CFG, progress=progress), t, sandboxes=fake_sandboxes)
+            finally:
+                await t.aclose()
+
+        try:
+            asyncio.run(sample(interrupt_at_4))
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the stage was not interrupted")
+        turns_then = sum(len(r["turns"]) for _, r in iter_jsonl(out / "trajectories.jsonl"))
+        counted_then = read_usage_totals(out / "usage.jsonl")["sample"]["roles"]["teacher"]["requests"]
+        assert counted_then == turns_then > 0  # before: no record of the interrupted run at all
+
+        asyncio.run(sample())
+    records = [r for _, r in iter_jsonl(out / "trajectories.jsonl", skip_partial_tail=False)]
+    totals = read_usage_totals(out / "usage.jsonl")["sample"]
+    assert totals["roles"]["teacher"]["requests"] == sum(len(r["turns"]) for r in records)
+    assert totals["invocations"] == 2

@@ -202,8 +202,11 @@ def test_run_kit_files_and_a_changed_search_config_is_refused_on_resume(
     funnel = json.loads((out / "funnel.json").read_text())
     summary = run.summary
     assert funnel["steps"][0]["in"] == summary["trajectories"] and funnel["kept"] == summary["kept"]
-    usage = lines(out / "usage.jsonl")
-    assert usage[-1]["roles"]["policy+judge"]["requests"] == summary["requests"] > 0
+    from datadojo.runs import read_usage_totals
+
+    usage = read_usage_totals(out / "usage.jsonl")["sailor"]  # batches and the last record, added up
+    assert usage["invocations"] == 1
+    assert usage["roles"]["policy+judge"]["requests"] == summary["requests"] > 0
     assert json.loads((out / "run.json").read_text())["kind"] == "sailor"
     with pytest.raises(ResumeError, match=r"config\.lam: was 1\.0, now 2\.0"):
         _run(fake, [dataset], out, ["L0-map"], config=SMALL.model_copy(update={"lam": 2.0}))

@@ -140,7 +140,7 @@ async def compose_queries(
     if on_progress:
         on_progress(0, total)
 
-    with progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
+    with usage, progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
 
         async def run_chain(f: FileEntry, plan: ChainPlan) -> None:
             chain = [plan.start]

@@ -292,7 +292,7 @@ async def judge_round(
                 return None
 
     finished = 0
-    with JsonlAppender(paths.verdicts) as sink:
+    with usage, JsonlAppender(paths.verdicts) as sink:
         for fut in asyncio.as_completed([one(q, t) for q, t in todo]):
             v = await fut
             finished += 1

@@ -300,7 +300,7 @@ async def run_pipeline(
     from datadojo.llm import load_backend
 
     check_travel(teacher, run.executor, sandboxes)  # refused before any request, not at sampling
-    own = load_backend(teacher) if isinstance(teacher, str) else None
+    own = load_backend(teacher, concurrency=run.config.concurrency) if isinstance(teacher, str) else None
     local = own if own is not None else teacher
     assert not isinstance(local, str)
     try:

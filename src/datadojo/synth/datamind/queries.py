@@ -322,7 +322,7 @@ async def synthesize_queries(
                 return f, c, None, None
             return f, c, batch, None
 
-    with progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
+    with usage, progress, paths.rejections() as rejects, JsonlAppender(paths.queries) as sink:
         # Requests run concurrently but replies are committed in job order, so which of two duplicate
         # questions is kept does not depend on server timing.
         pending = [asyncio.ensure_future(ask(f, c)) for f, c in todo]

@@ -156,29 +156,37 @@ async def sample_round(
     """
     teacher = check_travel(teacher, executor, sandboxes)
     usage = paths.usage_ledger("sample" if round_ == 0 else "reflect")
-    summary = await run_rollouts(
-        tasks,
-        teacher,
-        paths.trajectories,
-        n_samples=config.n_samples,
-        first_sample=round_ * config.n_samples,
-        extra={"round": round_},
-        config=agent_config(config),
-        concurrency=config.concurrency,
-        sandboxes=sandboxes,
-        sandbox_config=sandbox_config,
-        seed=config.seed,
-        on_trajectory=on_trajectory,
-        executor=executor,
-        # this round's failed episodes (server or sandbox, not the teacher's answer) are sampled again
-        retry_stop_reasons=FAILED_STOPS,
-    )
-    usage.add(
-        "teacher",
-        requests=summary.turns,
-        prompt_tokens=summary.prompt_tokens,
-        completion_tokens=summary.completion_tokens,
-        failed=summary.errors,
-        check=False,
-    )
+
+    def counted(traj: Trajectory, summary: RolloutSummary) -> None:
+        # Counted per trajectory as it is written (not from the summary at the end), so that the requests
+        # of an interrupted round stay in usage.jsonl beside the trajectories they produced.
+        usage.add(
+            "teacher",
+            requests=len(traj.turns),
+            prompt_tokens=sum(t.tokens.prompt for t in traj.turns),
+            completion_tokens=sum(t.tokens.completion for t in traj.turns),
+            failed=int(traj.stop_reason in ("llm_error", "env_error")),
+            check=False,
+        )
+        if on_trajectory is not None:
+            on_trajectory(traj, summary)
+
+    with usage:  # interrupted or failed: what was sent stays counted for the resumed run's totals
+        summary = await run_rollouts(
+            tasks,
+            teacher,
+            paths.trajectories,
+            n_samples=config.n_samples,
+            first_sample=round_ * config.n_samples,
+            extra={"round": round_},
+            config=agent_config(config),
+            concurrency=config.concurrency,
+            sandboxes=sandboxes,
+            sandbox_config=sandbox_config,
+            seed=config.seed,
+            on_trajectory=counted,
+            executor=executor,
+            # this round's failed episodes (server or sandbox, not the teacher's answer) are sampled again
+            retry_stop_reasons=FAILED_STOPS,
+        )
     return summary, usage

@@ -553,6 +553,8 @@ async def run_sailor(
     hook = progress or null_progress
     hook("units", run.units_skipped, run.units_total)
     invocation: list[dict[str, Any]] = []
+    # counted per unit as it is written, so that an interrupted run's requests stay in usage.jsonl
+    usage = UsageLedger(out_dir / "usage.jsonl", "sailor")
     executor = executor or LocalExecutor(max_in_flight=concurrency)
     run.executor = executor.name
     before = executor.snapshot()  # a recipe's executor serves several stages: count this run's units
@@ -585,10 +587,14 @@ async def run_sailor(
                 _write_unit(out_dir, result, ledger)
                 finished[result.record["unit"]] = result.record
                 invocation.append(result.record)
+                usage.add("policy+judge", **_unit_usage([result.record]), check=False)
                 run.units_done += 1
                 hook("units", run.units_skipped + run.units_done, run.units_total)
                 if on_unit is not None:
                     on_unit(result.record)
+    except BaseException:
+        usage.flush()  # interrupted or failed: the requests of the units written stay counted
+        raise
     finally:
         ledger.close()
         run.nodes = [n.to_dict() for n in executor.node_stats_since(before)]
@@ -607,15 +613,7 @@ async def run_sailor(
     funnel = Funnel()
     funnel.add("qc", run.summary["trajectories"], run.summary["kept"], run.summary["removed"])
     funnel.write(out_dir / "funnel.json")
-    usage = UsageLedger(out_dir / "usage.jsonl", "sailor")
-    run.usage = {
-        "requests": sum(int(r.get("requests", 0)) for r in invocation),
-        "prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in invocation),
-        "completion_tokens": sum(int(r.get("completion_tokens", 0)) for r in invocation),
-        "repaired": sum(int(r.get("repaired", 0)) for r in invocation),
-        "failed": sum(int(r.get("structured_failures", 0)) for r in invocation),
-    }
-    usage.add("policy+judge", **run.usage, check=False)
+    run.usage = _unit_usage(invocation)
     usage.save()
     if report:
         from datadojo.synth.sailor.report import write_report
@@ -623,3 +621,14 @@ async def run_sailor(
         write_report(out_dir)
     usage.check()
     return run
+
+
+def _unit_usage(records: list[dict[str, Any]]) -> dict[str, int]:
+    """LLM use summed over units' records, as :meth:`~datadojo.runs.UsageLedger.add` takes it."""
+    return {
+        "requests": sum(int(r.get("requests", 0)) for r in records),
+        "prompt_tokens": sum(int(r.get("prompt_tokens", 0)) for r in records),
+        "completion_tokens": sum(int(r.get("completion_tokens", 0)) for r in records),
+        "repaired": sum(int(r.get("repaired", 0)) for r in records),
+        "failed": sum(int(r.get("structured_failures", 0)) for r in records),
+    }
