@@ -125,3 +125,22 @@ def error_exit(exc: BaseException) -> typer.Exit:
     """
     typer.echo(f"error: {exc}", err=True)
     return typer.Exit(int(getattr(exc, "exit_code", ExitCode.BAD_INPUT)))
+
+
+def warn_if_cells_can_stat(paths: list[Any], isolation: str) -> str | None:
+    """Print (and return) one line when a cell at the isolation level this run will use could ``stat()``
+    one of ``paths`` (a task set with its answers): Landlock has no right for ``stat()``, so only the
+    host's folder permissions hide it (docs/sandbox.md, issue 38). Nothing under bubblewrap."""
+    from pathlib import Path
+
+    from datadojo.sandbox.exposure import exposure_line
+    from datadojo.sandbox.isolation import IsolationUnavailable, resolve_isolation
+
+    try:
+        level = resolve_isolation(isolation)
+    except (IsolationUnavailable, ValueError):
+        return None  # the run itself says why, in its own words
+    line = exposure_line([Path(p) for p in paths], level)
+    if line:
+        Console(stderr=True).print(f"[yellow]{line}[/yellow]")
+    return line

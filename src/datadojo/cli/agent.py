@@ -21,7 +21,13 @@ from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, r
 from datadojo.agent.runner import STOP_AFTER_LLM_ERRORS, RolloutStopped
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
-from datadojo.cli._ui import error_exit, exit_if_server_down, interrupted, progress_bar
+from datadojo.cli._ui import (
+    error_exit,
+    exit_if_server_down,
+    interrupted,
+    progress_bar,
+    warn_if_cells_can_stat,
+)
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
 from datadojo.executor import ExecutorError
@@ -235,6 +241,7 @@ def rollout(
     model client; data files must be at the same path on every node (shared storage).
     """
     tasks = load_tasks(tasks_file, "TASKS.jsonl")  # before anything is written
+    warn_if_cells_can_stat([tasks_file], sandbox_config.isolation)
     spec = require_model(model)
     cfg = _with_sampling(config, temperature, top_p, max_tokens)
     if limit is not None:

@@ -17,7 +17,13 @@ from datadojo.agent import RolloutSummary
 from datadojo.bench import benchmark_names, get_benchmark
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, settings_options
-from datadojo.cli._ui import error_exit, exit_if_server_down, interrupted, progress_bar
+from datadojo.cli._ui import (
+    error_exit,
+    exit_if_server_down,
+    interrupted,
+    progress_bar,
+    warn_if_cells_can_stat,
+)
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value
@@ -216,6 +222,7 @@ def eval_command(
         })  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    warn_if_cells_can_stat([cfg.data], (cfg.sandbox or benchmark.sandbox_config()).isolation)
     remote = cli_executor(executor, ray_address, cfg.concurrency)
     result = _run_eval(cfg, benchmark.name, remote)
     if as_json:
