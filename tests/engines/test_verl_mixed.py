@@ -255,7 +255,6 @@ def test_export_verl_mixed_loads_in_rlhf_dataset(tmp_path: Path) -> None:
             "return_raw_chat": True,
             "truncation": "error",
             "filter_overlong_prompts": False,
-            "tool_config_path": str(tmp_path / "tool_config.yaml"),
             "cache_dir": str(tmp_path / "cache"),
         }
     )
