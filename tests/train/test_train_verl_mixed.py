@@ -4,11 +4,14 @@ DataMind §4's γ·L_SFT + (1−γ)·L_DAPO of the whole mini-batch, with and wi
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import pytest
 import torch
 
 from datadojo.train.config import RLConfig
+from datadojo.train.export import verl_mixed as verl_mixed_export
 from datadojo.train.losses import (
     dapo_loss,
     dynamic_sampling_keep,
@@ -24,8 +27,6 @@ from datadojo.train.verl_mixed import (
     gamma_mixed_loss,
     group_keep,
     mixed_counts,
-    policy_group_tokens,
-    row_group_tokens,
     term_masks,
 )
 
@@ -202,31 +203,94 @@ def _worked_example() -> dict[str, torch.Tensor]:
     }
 
 
+class _Batch:
+    """The part of verl's TensorDict batch that DataDojo's worker and loss touch (``data[key]``, ``get``,
+    ``select(...).to_padded_tensor()``, non-tensor values through ``tensordict_utils``), sliced into
+    micro-batches by rows as verl's ``prepare_micro_batches`` does. The engine test runs the real one."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], non_tensor: dict[str, object]) -> None:
+        self.tensors, self.non_tensor = dict(tensors), dict(non_tensor)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (next(iter(self.tensors.values())).shape[0],)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.tensors[key]
+
+    def __setitem__(self, key: str, value: torch.Tensor) -> None:
+        self.tensors[key] = value
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.tensors
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.tensors.get(key, default)
+
+    def select(self, *keys: str) -> _Batch:
+        return _Batch({k: self.tensors[k] for k in keys}, {})
+
+    def to_padded_tensor(self) -> dict[str, torch.Tensor]:
+        return dict(self.tensors)
+
+    def rows(self, sl: slice) -> _Batch:
+        nt = {k: v[sl] if isinstance(v, list) else v for k, v in self.non_tensor.items()}
+        return _Batch({k: v[sl] for k, v in self.tensors.items()}, nt)
+
+
+def _fake_verl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's modules as datadojo_mixed_loss and the worker's annotations import them (verl is an engine
+    dependency, absent here): non-tensor access, metrics, and log-probs already padded."""
+    tu = types.ModuleType("verl.utils.tensordict_utils")
+    tu.get = lambda data, key, default=None: data.non_tensor.get(key, default)  # type: ignore[attr-defined]
+    tu.assign_non_tensor = lambda data, **kw: data.non_tensor.update(kw)  # type: ignore[attr-defined]
+    metric = types.ModuleType("verl.utils.metric")
+    metric.AggregationType = types.SimpleNamespace(SUM="sum", MEAN="mean")  # type: ignore[attr-defined]
+    metric.Metric = lambda value, aggregation: (value, aggregation)  # type: ignore[attr-defined]
+    padding = types.ModuleType("verl.workers.utils.padding")
+    padding.no_padding_2_padding = lambda log_probs, data: log_probs  # type: ignore[attr-defined]
+    utils, wutils = types.ModuleType("verl.utils"), types.ModuleType("verl.workers.utils")
+    utils.tensordict_utils, utils.metric, wutils.padding = tu, metric, padding  # type: ignore[attr-defined]
+    for name, mod in {
+        "verl": types.ModuleType("verl"),
+        "verl.utils": utils,
+        "verl.utils.tensordict_utils": tu,
+        "verl.utils.metric": metric,
+        "verl.workers": types.ModuleType("verl.workers"),
+        "verl.workers.utils": wutils,
+        "verl.workers.utils.padding": padding,
+    }.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
 def _verl_path(t: dict[str, torch.Tensor], aggregation: str, gamma: float, micro: int) -> float:
-    """What DataDojo's verl worker and loss do on one rank: annotate_step_batch's dynamic sampling,
-    annotate_mini_batch's counts and whole-group token counts, datadojo_mixed_loss per micro-batch."""
-    keep = group_keep(_UIDS, t["correct"], t["expert"])
-    counts = mixed_counts(t["mask"], t["expert"], void=t["void"], keep=keep, groups=_UIDS)
-    _, policy = term_masks(t["mask"], t["expert"], void=t["void"], keep=keep)
-    group_tokens = row_group_tokens(_UIDS, policy_group_tokens(_UIDS, policy))
-    adv = t["adv"].unsqueeze(1) * t["mask"]  # verl's advantages are per token
+    """DataDojo's verl worker and loss as verl drives them on one rank: ``annotate_step_batch`` (row tags,
+    dynamic sampling by ``uid``), the trainer's γ and ``loss_aggregation`` in the batch, ``annotate_mini_batch``
+    (counts, whole-group token counts), then ``datadojo_mixed_loss(config, model_output, micro_batch)``."""
+    extra = [
+        {"datadojo_expert": int(e), "datadojo_void": int(v), "reward_extra_info": {"acc": float(c)}}
+        for e, v, c in zip(t["expert"], t["void"], t["correct"], strict=True)
+    ]
+    data = _Batch(
+        {
+            "response_mask": t["mask"],
+            "old_log_probs": t["old"],
+            "advantages": t["adv"].unsqueeze(1) * t["mask"],  # verl's advantages are per token
+        },
+        {"uid": list(_UIDS), "extra_fields": extra},
+    )
+    verl_mixed_export.annotate_step_batch(data, None)  # DataDojoTrainingWorker.train_mini_batch
+    settings = {"loss_aggregation": aggregation}  # the +datadojo section DataDojoMixedTrainer reads
+    data.non_tensor.update(
+        datadojo_gamma=gamma, datadojo_loss_aggregation=verl_mixed_export.aggregation_of(settings), dp_size=1
+    )
+    verl_mixed_export.annotate_mini_batch(data, None)  # DataDojoTrainingWorker.train_batch
+    config = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "use_kl_loss": False, "entropy_coeff": 0.0}
     total = 0.0
     for s in range(0, len(_UIDS), micro):
         sl = slice(s, s + micro)
-        out = gamma_mixed_loss(
-            t["logp"][sl],
-            t["old"][sl],
-            adv[sl],
-            t["mask"][sl],
-            gamma=gamma,
-            counts=counts,
-            expert=t["expert"][sl],
-            void=t["void"][sl],
-            keep=keep[sl],
-            aggregation=aggregation,
-            group_tokens=group_tokens[sl],
-        )
-        total += out.loss.item()
+        loss, _ = verl_mixed_export.datadojo_mixed_loss(config, {"log_probs": t["logp"][sl]}, data.rows(sl))
+        total += loss.item()
     return total
 
 
@@ -267,12 +331,15 @@ def _train_rl_path(t: dict[str, torch.Tensor], aggregation: str, gamma: float, m
 
 
 @pytest.mark.parametrize("aggregation", ["query_token_mean", "batch_token_mean"])
-def test_dapo_aggregation_is_the_same_in_verl_and_train_rl(aggregation: str) -> None:
+def test_dapo_aggregation_is_the_same_in_verl_and_train_rl(
+    aggregation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 37: one loss_aggregation setting; verl's γ-mixed loss and train rl's agree with the hand value.
 
     Before the setting existed verl gave 0.871082 (batch_token_mean) and train rl 0.867249 (query_token_mean)
     on this example; the default is DataMind §4's reading.
     """
+    _fake_verl(monkeypatch)
     t = _worked_example()
     want = 0.9 * 1.5 * math.log(2) + 0.1 * _HAND_DAPO[aggregation]
     verl = _verl_path(t, aggregation, 0.9, micro=2)

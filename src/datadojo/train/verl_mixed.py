@@ -190,7 +190,9 @@ def gamma_mixed_loss(
     ``pg_loss`` (this micro-batch's shares of each term), ``clip_frac``, ``ratio_mean``, ``sft_tokens``,
     ``policy_tokens``.
     """
-    sft_mask, pol_mask = term_masks(response_mask, expert, void=void, keep=keep)
+    # weights in at least float32, in float64 when the log-probs are (1/Σ|y| is not exact in float32)
+    precision = torch.promote_types(log_prob.dtype, torch.float32)
+    sft_mask, pol_mask = term_masks(response_mask.to(precision), expert, void=void, keep=keep)
     dtype = log_prob.dtype
     scale = float(dp_size or 1)
     zero = log_prob.sum() * 0.0  # keeps the graph when a term is empty
