@@ -13,7 +13,7 @@ writes under ``--out``:
   solver's trajectories (``datadojo warmup solve``) and their EnvLunch rewards (``datadojo warmup score``);
 * ``exports/llamafactory/`` — one dataset directory holding ``spider``, ``spider_human``, ``warmup`` and
   ``warmup_human`` (observation turns as ``observation`` or as ``human``) and their ``dataset_info.json``;
-* ``exports/trl/{spider,warmup}.jsonl``; ``exports/verl_{spider,warmup}/`` (parquet + ``tool_config.yaml``);
+* ``exports/trl/{spider,warmup}.jsonl``; ``exports/verl_{spider,warmup}/`` (parquet + ``agent_loops.yaml``);
 * ``model/`` — a randomly initialized 2-layer Qwen2 with DataDojo's byte-level BPE tokenizer and Qwen2.5's
   chat template; ``qwen25_generation.jinja`` — the same template with ``{% generation %}`` marks (TRL's
   ``assistant_only_loss`` needs them);
@@ -150,7 +150,7 @@ def build(spider: Path, out: Path, *, spider_tasks: int, warmup_tasks: int) -> d
         read_tasks(wu / "tasks.jsonl"), ex / "verl_warmup", tasks_path=wu / "tasks.jsonl"
     ).written
     manifest["written"] = reports
-    # what `datadojo warmup score` gave each solved trajectory: verl's reward must agree
+    # what `datadojo warmup score` gave each solved trajectory: the engines' rewards must agree
     manifest["warmup_rewards"] = [
         {
             "task_id": t.task_id,

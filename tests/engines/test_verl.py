@@ -1,27 +1,21 @@
-"""verl (pinned in requirements/verl.txt): DataDojo's parquet, reward, sandbox tool and DAPO loss inside verl.
+"""verl (pinned in requirements/verl.txt): DataDojo's parquet and DAPO loss inside verl.
 
-* ``RLHFDataset`` reads both exports (oracle Spider tasks, EnvLunch warm-up tasks) with the tool config;
-* the reward, loaded by verl's ``get_custom_reward_fn`` from the module path the docs give, scores a
-  response like DataDojo does (Spider: the benchmark's execution match; warm-up: the reward
-  ``datadojo warmup score`` gave the solver's trajectory);
-* the sandbox tool, built by ``initialize_tools_from_config`` from the exported ``tool_config.yaml``, is
-  driven through ``ToolAgentLoop._call_tool`` — verl's own per-call create / execute / release — for calls
-  that depend on each other: the task's files are there at the first call, state is kept across calls of
-  one trajectory, not shared with another, and the sandbox is closed when the trajectory ends;
+* ``RLHFDataset`` reads both exports (oracle Spider tasks, EnvLunch warm-up tasks): every row is routed to
+  DataDojo's agent loop (``agent_name: datadojo``) and carries the task, whose data files exist; the
+  exported ``agent_loops.yaml`` loads in verl's agent-loop registry format (the loop itself is driven in
+  ``test_verl_agent.py``, the γ-mixed loss in ``test_verl_mixed.py``);
 * the ``datadojo_dapo`` policy loss, called as ``verl/workers/utils/losses.py`` calls a registered loss
   (``config.global_batch_info`` filled per micro-batch, ``rollout_is_weights``), equals verl's own
-  ``vanilla`` loss with DAPO's clip-higher settings, micro-batch by micro-batch, with equal gradients.
+  ``vanilla`` loss with DAPO's clip-higher settings, micro-batch by micro-batch, with equal gradients;
+* the documented ``main_ppo`` command (docs/training.md) composes with verl's own Hydra config.
+
+verl's ``tool_agent`` path (a sandbox tool and a flat-text reward) was removed in issue 37.
 """
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import torch
@@ -29,9 +23,9 @@ from _fixtures import EXPORTS, MANIFEST, MODEL
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-import datadojo.train.export.verl_reward as verl_reward
 from datadojo.train.export import verl_loss
-from datadojo.train.export.verl_tool import DataDojoSandboxTool
+from datadojo.train.export.verl import AGENT_NAME
+from datadojo.train.export.verl_agent import task_from_row
 
 KINDS = ["spider", "warmup"]
 
@@ -48,7 +42,6 @@ def _dataset(kind: str, tmp_path: Path) -> Any:
             "truncation": "error",
             "filter_overlong_prompts": True,
             "filter_overlong_prompts_workers": 1,
-            "tool_config_path": str(out / "tool_config.yaml"),
             "cache_dir": str(tmp_path / "cache"),
         }
     )
@@ -59,133 +52,19 @@ def _dataset(kind: str, tmp_path: Path) -> Any:
 def test_rlhf_dataset_reads_the_export(kind: str, tmp_path: Path) -> None:
     ds = _dataset(kind, tmp_path)
     assert len(ds) == MANIFEST["written"][f"verl/{kind}"] >= 1
-    assert ds.tool_schemas and ds.tool_schemas[0]["function"]["name"] == "python"
     for i in range(len(ds)):
         row = ds[i]
         assert [m["role"] for m in row["raw_prompt"]] == ["system", "user"]
-        assert row["agent_name"] == "tool_agent"
-        files = json.loads(row["tools_kwargs"]["python"]["create_kwargs"]["files_json"])
-        assert files and all(Path(f["path"]).exists() for f in files)
-        assert row["extra_info"]["task_id"]
-
-
-def _reward_fn() -> Any:
-    from verl.trainer.ppo.reward import get_custom_reward_fn
-
-    config = OmegaConf.create(
-        {"reward": {"custom_reward_function": {"path": verl_reward.__file__, "name": "compute_score"}}}
-    )
-    fn = get_custom_reward_fn(config)
-    assert fn is not None
-    return fn
-
-
-def _rows_by_task(kind: str, tmp_path: Path) -> dict[str, dict]:
-    ds = _dataset(kind, tmp_path)
-    return {ds[i]["extra_info"]["task_id"]: ds[i] for i in range(len(ds))}
-
-
-def test_reward_through_get_custom_reward_fn_spider(tmp_path: Path) -> None:
-    fn = _reward_fn()
-    rows = _rows_by_task("spider", tmp_path)
-    assert MANIFEST["spider_oracle"]
-    for item in MANIFEST["spider_oracle"]:
-        row = rows[item["task_id"]]
-        args = {
-            "data_source": row["data_source"],
-            "ground_truth": row["reward_model"]["ground_truth"],
-            "extra_info": row["extra_info"],
-        }
-        right = fn(solution_str=f"<think>gold</think><answer>{item['gold']}</answer>", **args)
-        wrong = fn(solution_str="<think>guess</think><answer>SELECT 1 WHERE 0</answer>", **args)
-        assert (right["acc"], wrong["acc"]) == (1.0, 0.0), item["task_id"]
-        assert right["score"] > wrong["score"]
-
-
-def test_reward_through_get_custom_reward_fn_matches_warmup_score(tmp_path: Path) -> None:
-    fn = _reward_fn()
-    rows = _rows_by_task("warmup", tmp_path)
-    assert MANIFEST["warmup_rewards"]
-    for item in MANIFEST["warmup_rewards"]:
-        row = rows[item["task_id"]]
-        calls = '<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>' * item["tool_turns"]
-        got = fn(
-            data_source=row["data_source"],
-            solution_str=f"{calls}<answer>{item['final_answer']}</answer>",
-            ground_truth=row["reward_model"]["ground_truth"],
-            extra_info=row["extra_info"],
-        )
-        assert got["score"] == pytest.approx(item["reward"]), item["task_id"]
-
-
-def _agent_data(row: dict) -> Any:
-    from verl.experimental.agent_loop.tool_agent_loop import AgentData
-
-    return AgentData(
-        messages=list(row["raw_prompt"]),
-        image_data=[],
-        video_data=[],
-        audio_data=None,
-        mm_processor_kwargs=None,
-        metrics={},
-        request_id=uuid4().hex,
-        tools_kwargs=row["tools_kwargs"],
-    )
-
-
-def test_tool_through_tool_agent_loop_call_tool(tmp_path: Path) -> None:
-    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
-    from verl.experimental.agent_loop.tool_parser import FunctionCall
-    from verl.tools.tool_registry import initialize_tools_from_config
-
-    tools = initialize_tools_from_config(str(EXPORTS / "verl_spider" / "tool_config.yaml"))
-    assert len(tools) == 1 and isinstance(tools[0], DataDojoSandboxTool)
-    tool = tools[0]
-    # _call_tool is verl's own method; only the attributes it reads are set (no inference server here)
-    loop = ToolAgentLoop.__new__(ToolAgentLoop)
-    loop.tools = {t.name: t for t in tools}
-    loop.max_tool_response_length = 8192
-    loop.tool_response_truncate_side = "middle"
-
-    row = next(iter(_rows_by_task("spider", tmp_path).values()))
-    db = json.loads(row["tools_kwargs"]["python"]["create_kwargs"]["files_json"])[0]
-    name = Path(db.get("name") or db["path"]).name
-    with sqlite3.connect(db["path"]) as con:
-        table = con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name").fetchone()[0]
-        n_rows = con.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
-
-    async def call(agent_data: Any, code: str) -> str:
-        fc = FunctionCall(name="python", arguments=json.dumps({"code": code}))
-        response, reward, _ = await loop._call_tool(fc, agent_data.tools_kwargs, agent_data)
-        assert reward == 0.0
-        return response.text or ""
-
-    async def go() -> None:
-        a, b = _agent_data(row), _agent_data(row)
-        # 1: the task's database is there at the first call
-        first = await call(
-            a, f"import os, sqlite3\ncon = sqlite3.connect({name!r})\nprint(sorted(os.listdir('.')))"
-        )
-        assert name in first, first
-        # 2 and 3 depend on 1 and 2: the connection and the variables survive verl's per-call instances
-        assert "Error" not in await call(
-            a, f"n = con.execute('SELECT COUNT(*) FROM \"{table}\"').fetchone()[0]"
-        )
-        assert (await call(a, "print(n + 1)")).strip() == str(n_rows + 1)
-        # another trajectory has its own sandbox
-        assert "NameError" in await call(b, "print(n)")
-        live = set(tool.live_trajectories)
-        assert live == {f"request:{a.request_id}", f"request:{b.request_id}"}
-        # the trajectory ends when verl drops its AgentData: its sandbox is closed
-        key = f"request:{a.request_id}"
-        del a
-        gc.collect()
-        await tool.wait_ended()
-        assert key not in tool.live_trajectories
-        assert tool.live_trajectories == [f"request:{b.request_id}"]
-        await tool.close_all()
-
-    asyncio.run(go())
+        assert row["agent_name"] == AGENT_NAME
+        info = row["extra_info"]
+        task = task_from_row(row["data_source"], row["reward_model"]["ground_truth"], info)
+        assert task.id == info["task_id"] and task.files and all(Path(f.path).exists() for f in task.files)
+        if kind == "warmup":  # EnvLunch rows find their counterfactual copies
+            assert (Path(info["tasks_dir"]) / "tasks.jsonl").exists()
+    loops = OmegaConf.load(EXPORTS / f"verl_{kind}" / "agent_loops.yaml")
+    assert [(c["name"], c["_target_"]) for c in loops] == [
+        (AGENT_NAME, "datadojo.train.export.verl_agent.DataDojoAgentLoop")
+    ]
 
 
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum"]
@@ -264,7 +143,7 @@ def _documented_main_ppo_overrides() -> list[str]:
         doc.split("<!-- engine-test: verl main_ppo overrides", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     )
     command = block.replace("\\\n", " ").split("python -m verl.trainer.main_ppo", 1)[1].split("\n", 1)[0]
-    return [arg.replace("$REWARD", verl_reward.__file__) for arg in command.split()]
+    return command.split()
 
 
 def test_documented_main_ppo_command_composes_with_verls_config() -> None:
@@ -283,7 +162,13 @@ def test_documented_main_ppo_command_composes_with_verls_config() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     config = OmegaConf.create(proc.stdout)
+    rollout = config.actor_rollout_ref.rollout
     assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "datadojo_dapo"
-    assert config.reward.custom_reward_function.path == verl_reward.__file__
-    assert config.algorithm.filter_groups.enable is True
-    assert config.actor_rollout_ref.rollout.multi_turn.tool_config_path == "data/verl/tool_config.yaml"
+    assert rollout.agent.default_agent_loop == AGENT_NAME
+    assert rollout.agent.agent_loop_config_path == "data/verl/agent_loops.yaml"
+    assert config.algorithm.adv_estimator == "datadojo_grpo"
+    assert (
+        config.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook
+        == "datadojo.train.export.verl_agent.register"
+    )
+    assert rollout.multi_turn.tool_config_path is None  # no tool path any more

@@ -7,8 +7,9 @@
   ``forward_step`` calls it (``loss_function(model_output=..., data=micro_batch, dp_group=...)``) with the
   log-probs as verl's engine hands them (a jagged tensor over prompt + response). The sum of the micro-batch
   losses and its gradient equal ``datadojo.train.losses`` on the same tensors (γ·sft_loss + (1−γ)·dapo_loss,
-  void rows and filtered groups out), with and without expert rows; at γ = 0 without experts it equals
-  verl's own ``ppo_loss`` (vanilla, token-mean, DAPO clip);
+  void rows and filtered groups out), with and without expert rows, for both loss aggregations
+  (``query_token_mean``: groups by verl's ``uid``; ``batch_token_mean``); at γ = 0 without experts and
+  ``batch_token_mean`` it equals verl's own ``ppo_loss`` (vanilla, token-mean, DAPO clip);
 * the ``datadojo_expert`` agent loop, instantiated from verl's registry, replays a real oracle trajectory
   token for token (the chat template's rendering, environment tokens masked);
 * ``export_verl_mixed`` rows load in verl's ``RLHFDataset``;
@@ -116,7 +117,11 @@ def _actor_config() -> Any:
 
 
 def _through_verl(
-    td: TensorDict, ref: dict[str, torch.Tensor], gamma: float, loss_fn: Any
+    td: TensorDict,
+    ref: dict[str, torch.Tensor],
+    gamma: float,
+    loss_fn: Any,
+    aggregation: str = "query_token_mean",
 ) -> tuple[float, torch.Tensor]:
     """verl's path: no-padding conversion, the worker's annotations, micro-batches, the loss per micro-batch."""
     data = left_right_2_no_padding(td)
@@ -126,6 +131,7 @@ def _through_verl(
         use_dynamic_bsz=False,
         micro_batch_size_per_gpu=2,
         datadojo_gamma=gamma,
+        datadojo_loss_aggregation=aggregation,  # what DataDojoMixedTrainer puts into extra_info
         dp_size=1,
         batch_num_tokens=int(data["loss_mask"].values().sum())
         if data["loss_mask"].is_nested
@@ -146,9 +152,11 @@ def _through_verl(
     return total, leaf.grad
 
 
-def _reference(ref: dict[str, torch.Tensor], gamma: float) -> tuple[float, torch.Tensor]:
-    """The formulas of datadojo.train.losses on the whole mini-batch."""
-    from datadojo.train.losses import dynamic_sampling_keep
+def _reference(
+    ref: dict[str, torch.Tensor], gamma: float, aggregation: str = "query_token_mean"
+) -> tuple[float, torch.Tensor]:
+    """The formulas of datadojo.train.losses on the whole mini-batch (groups: verl's uid)."""
+    from datadojo.train.losses import aggregation_normalization, dynamic_sampling_keep
 
     leaf = ref["logp"].clone().float().requires_grad_(True)
     live = ~ref["void"]
@@ -162,22 +170,28 @@ def _reference(ref: dict[str, torch.Tensor], gamma: float) -> tuple[float, torch
     exp = live & ref["expert"]
     sft = sft_loss(leaf[exp], ref["mask"][exp]) if exp.any() else leaf.sum() * 0
     dapo = dapo_loss(
-        leaf[pol], ref["old"][pol], ref["adv"][pol], ref["mask"][pol], normalization="token"
+        leaf[pol],
+        ref["old"][pol],
+        ref["adv"][pol],
+        ref["mask"][pol],
+        group_ids=gid[pol],
+        normalization=aggregation_normalization(aggregation),
     ).loss
     loss = mixed_objective(sft, dapo, gamma)
     loss.backward()
     return float(loss.item()), leaf.grad
 
 
+@pytest.mark.parametrize("aggregation", ["query_token_mean", "batch_token_mean"])
 @pytest.mark.parametrize("with_experts", [True, False], ids=["with-experts", "no-experts"])
 @pytest.mark.parametrize("gamma", [0.9, 0.37, 0.05])
 def test_mixed_loss_through_verls_micro_batches_equals_datadojo_losses(
-    with_experts: bool, gamma: float
+    with_experts: bool, gamma: float, aggregation: str
 ) -> None:
     td, ref = _batch(with_experts)
     loss_fn = partial(verl_mixed.datadojo_mixed_loss, _actor_config())
-    got, grad = _through_verl(td, ref, gamma, loss_fn)
-    want, want_grad = _reference(ref, gamma)
+    got, grad = _through_verl(td, ref, gamma, loss_fn, aggregation)
+    want, want_grad = _reference(ref, gamma, aggregation)
     assert got == pytest.approx(want, rel=1e-5, abs=1e-7)
     assert torch.allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
     # the void row and the filtered group b get no gradient; the expert rows do only with experts
@@ -190,7 +204,9 @@ def test_at_gamma_zero_without_experts_it_is_verls_own_dapo_loss() -> None:
 
     td, ref = _batch(False, simple=True)
     td2, _ = _batch(False, simple=True)
-    ours, g_ours = _through_verl(td, ref, 0.0, partial(verl_mixed.datadojo_mixed_loss, _actor_config()))
+    ours, g_ours = _through_verl(
+        td, ref, 0.0, partial(verl_mixed.datadojo_mixed_loss, _actor_config()), "batch_token_mean"
+    )
     theirs, g_theirs = _through_verl(td2, ref, 0.0, partial(ppo_loss, _actor_config()))
     assert torch.exp(ref["logp"] - ref["old"]).max() < 3.0  # below verl's dual clip
     assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-7)
@@ -239,7 +255,6 @@ def test_export_verl_mixed_loads_in_rlhf_dataset(tmp_path: Path) -> None:
             "return_raw_chat": True,
             "truncation": "error",
             "filter_overlong_prompts": False,
-            "tool_config_path": str(tmp_path / "tool_config.yaml"),
             "cache_dir": str(tmp_path / "cache"),
         }
     )
@@ -303,7 +318,8 @@ cls._update_actor(trainer, batch, metrics)
 want = GammaSchedule(total_steps=10)(2)
 info = trainer.actor_rollout_wg.batch.extra_info
 print(json.dumps({"gamma": info["datadojo_gamma"], "want": want, "dyn": info["datadojo_dynamic_sampling"],
-                  "logged": metrics["datadojo/gamma"], "mini": info["mini_batch_size"]}))
+                  "logged": metrics["datadojo/gamma"], "mini": info["mini_batch_size"],
+                  "agg": info["datadojo_loss_aggregation"]}))
 """
 
 
@@ -331,6 +347,7 @@ def test_trainer_mode_sets_gamma_per_step_and_swaps_the_actor_worker(tmp_path: P
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["gamma"] == pytest.approx(got["want"]) == pytest.approx(got["logged"])
     assert 0.05 < got["gamma"] < 0.9 and got["dyn"] is True and got["mini"] > 0
+    assert got["agg"] == "query_token_mean"  # DataMind §4's reading, the default
 
 
 @pytest.mark.parametrize("name", ["datamind", "envlunch"])
@@ -365,6 +382,7 @@ def test_paper_configs_compose_with_verls_config(name: str) -> None:
         assert rollout.multi_turn.max_assistant_turns == 10 and actor.loss_agg_mode == "token-mean"
         assert c.trainer.v1.trainer_mode == verl_mixed.TRAINER_MODE
         assert (c.datadojo.gamma.start, c.datadojo.gamma.end, c.datadojo.gamma.mode) == (0.9, 0.05, "cosine")
+        assert c.datadojo.loss_aggregation == "query_token_mean"
         assert not actor.use_kl_loss and actor.entropy_coeff == 0 and not c.algorithm.filter_groups.enable
     else:
         assert (

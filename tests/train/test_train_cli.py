@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -185,7 +186,28 @@ def test_export_commands(tmp_path: Path) -> None:
         runner.invoke(app, ["export", "verl", "--tasks", str(tasks), "--out", str(tmp_path / "verl")])
     )
     assert rep["written"] == 2 and (tmp_path / "verl" / "train.parquet").exists()
-    assert any("verl_reward.py" in n for n in rep["notes"])
+    assert (tmp_path / "verl" / "agent_loops.yaml").exists()
+    assert (
+        pq.read_table(tmp_path / "verl" / "train.parquet").column("agent_name").to_pylist()
+        == ["datadojo"] * 2
+    )
+    assert any("agent_loop_config_path=" in n for n in rep["notes"])
+    # the removed tool path: one line naming what replaces it, nothing written
+    res = runner.invoke(
+        app,
+        [
+            "export",
+            "verl",
+            "--tasks",
+            str(tasks),
+            "--out",
+            str(tmp_path / "old"),
+            "--agent-loop",
+            "tool_agent",
+        ],
+    )
+    assert res.exit_code != 0 and "tool_agent path" in res.output and "agent_loops.yaml" in res.output
+    assert not (tmp_path / "old").exists()
 
 
 def test_toy_model_command_writes_a_loadable_checkpoint(tmp_path: Path) -> None:

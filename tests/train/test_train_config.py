@@ -77,6 +77,11 @@ def test_rl_validation() -> None:
         RLConfig(tis_low=0.0)
     with pytest.raises(ConfigError):
         OptimConfig(lr=0)
+    with pytest.raises(ConfigError, match="loss_aggregation"):  # dapo's one setting is loss_aggregation
+        RLConfig(normalization="token")
+    with pytest.raises(ConfigError, match="loss_aggregation"):
+        RLConfig(loss_aggregation="token-mean")  # type: ignore[arg-type]
+    assert RLConfig(policy_loss="grpo", normalization="token").normalization == "token"
     assert RLConfig().replace(total_steps=None, seed=3).seed == 3  # None = flag not given
 
 

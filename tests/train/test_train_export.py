@@ -1,22 +1,23 @@
-"""Exports for LLaMA-Factory, TRL and verl checked against their schemas; the verl reward, loss and tool called."""
+"""Exports for LLaMA-Factory, TRL and verl checked against their schemas; the verl loss called as verl does."""
 
 from __future__ import annotations
 
-import asyncio
+import importlib
 import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from datadojo.agent import AgentConfig
+from datadojo.agent.prompts import episode_prompt
 from datadojo.protocol import get_dialect
 from datadojo.protocol.messages import messages_to_trajectory
 from datadojo.train.export import ExportError
 from datadojo.train.export.llamafactory import export_llamafactory, trajectory_to_sharegpt
 from datadojo.train.export.trl import export_trl
 from datadojo.train.export.verl import VERL_SCHEMA, export_verl
-from datadojo.train.export.verl_reward import compute_score
-from datadojo.train.export.verl_tool import TOOL_SCHEMA, DataDojoSandboxTool
+from datadojo.train.export.verl_agent import task_from_row
 from datadojo.train.toy import synthetic_trajectory
 from datadojo.types import Action, DataFile, Observation, Task, Trajectory
 
@@ -108,9 +109,9 @@ def _task(answer: object = 240, **kw: object) -> Task:
     )
 
 
-def test_verl_parquet_schema_and_tool_config(tmp_path: Path) -> None:
+def test_verl_parquet_rows_are_for_datadojos_agent_loop(tmp_path: Path) -> None:
     tasks = [_task(), _task(answer=3).model_copy(update={"id": "three"})]
-    report = export_verl(tasks, tmp_path, val_fraction=0.5, seed=1)
+    report = export_verl(tasks, tmp_path, val_fraction=0.5, seed=1, max_turns=7)
     assert report.written == 2
     train = pq.read_table(tmp_path / "train.parquet")
     val = pq.read_table(tmp_path / "val.parquet")
@@ -118,125 +119,42 @@ def test_verl_parquet_schema_and_tool_config(tmp_path: Path) -> None:
     rows = train.to_pylist() + val.to_pylist()
     for row in rows:
         assert set(row) == {"data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name"}
-        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
-        assert "sales.csv" in row["prompt"][0]["content"] and "`python` tool" in row["prompt"][0]["content"]
-        assert row["reward_model"]["style"] == "rule" and row["ability"] == "data_analysis"
+        assert row["agent_name"] == "datadojo"
         info = row["extra_info"]
-        task = Task.model_validate_json(info["task"])
+        task = task_from_row(row["data_source"], row["reward_model"]["ground_truth"], info)
         assert task.id == info["task_id"] and json.loads(row["reward_model"]["ground_truth"]) == task.answer
-        files = json.loads(info["tools_kwargs"]["python"]["create_kwargs"]["files_json"])
-        assert files[0]["path"] == str(SALES) and info["need_tools_kwargs"] is True
+        assert task.files[0].path == str(SALES) and info["max_turns"] == 7 and info["dialect"] == "datamind"
+        # the prompt verl's dataset measures is the one the agent loop sends (no `python` tool any more)
+        assert row["prompt"] == episode_prompt(task, AgentConfig(max_turns=7, dialect="datamind"))
+        assert (
+            "sales.csv" in row["prompt"][0]["content"] and "`python` tool" not in row["prompt"][0]["content"]
+        )
+        assert row["reward_model"]["style"] == "rule" and row["ability"] == "data_analysis"
     assert {r["extra_info"]["split"] for r in rows} == {"train", "val"}
-    cfg = json.loads((tmp_path / "tool_config.yaml").read_text())
-    (tool,) = cfg["tools"]
-    assert tool["class_name"] == "datadojo.train.export.verl_tool.DataDojoSandboxTool"
-    assert tool["tool_schema"] == TOOL_SCHEMA
+    assert not (tmp_path / "tool_config.yaml").exists()
+    loops = json.loads((tmp_path / "agent_loops.yaml").read_text())
+    assert loops == [{"name": "datadojo", "_target_": "datadojo.train.export.verl_agent.DataDojoAgentLoop"}]
     yaml = pytest.importorskip("yaml")
-    assert yaml.safe_load((tmp_path / "tool_config.yaml").read_text()) == cfg  # JSON is YAML
+    assert yaml.safe_load((tmp_path / "agent_loops.yaml").read_text()) == loops  # JSON is YAML
+    assert any("agent_loop_config_path=" in n for n in report.notes)
 
 
-def test_verl_reward_module(tmp_path: Path) -> None:
-    export_verl([_task()], tmp_path)
-    row = pq.read_table(tmp_path / "train.parquet").to_pylist()[0]
-
-    def score(solution: str) -> dict:  # verl calls it with keywords
-        return compute_score(
-            data_source=row["data_source"],
-            solution_str=solution,
-            ground_truth=row["reward_model"]["ground_truth"],
-            extra_info=row["extra_info"],
-        )
-
-    right = "<think>count</think><tool_call>{}</tool_call> ... <think>done</think><answer>240</answer>"
-    assert score(right) == {"score": 1.0, "acc": 1.0, "format": 1.0, "length": 1.0}
-    wrong = score("<answer>17</answer>")
-    assert (wrong["score"], wrong["acc"]) == (0.0, 0.0)
-    unanswered = score("<think>hmm")
-    assert (unanswered["score"], unanswered["format"]) == (-0.1, 0.0)
-    # without extra_info the ground truth alone is enough for a plain answer
-    assert (
-        compute_score(data_source="datadojo", solution_str="<answer>240</answer>", ground_truth="240")["acc"]
-        == 1.0
-    )
+def test_verl_tool_agent_path_is_removed_with_a_migration_note(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match=r"tool_agent path .* was removed.*agent_loops\.yaml"):
+        export_verl([_task()], tmp_path, agent_loop="tool_agent")
+    with pytest.raises(ExportError, match="unknown agent loop 'react'"):
+        export_verl([_task()], tmp_path, agent_loop="react")
+    assert not list(tmp_path.iterdir())  # refused before anything is written
+    for gone in ("verl_tool", "verl_reward"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"datadojo.train.export.{gone}")
 
 
-def test_verl_sandbox_tool_runs_code_on_the_task_files() -> None:
-    """The pre-0.6 life cycle (no agent_data): one instance per trajectory, release closes the sandbox."""
-    tool = DataDojoSandboxTool({"type": "native"}, TOOL_SCHEMA)
-    assert tool.name == "python"
-
-    async def go() -> tuple[str, str, str]:
-        files_json = json.dumps([DataFile.from_path(SALES).to_dict()])
-        created = await tool.create("i1", files_json=files_json)
-        iid = created[0] if isinstance(created, tuple) else created
-        out, reward, metrics = await tool.execute(
-            iid, {"code": "import pandas as pd\nprint(len(pd.read_csv('sales.csv')))"}
-        )
-        err, _, err_metrics = await tool.execute(iid, json.dumps({"code": "1/0"}))  # verl's older string form
-        empty, _, _ = await tool.execute(iid, {})
-        assert reward == 0.0 and await tool.calc_reward(iid) == 0.0
-        assert metrics["status"] == "ok" and err_metrics["status"] == "error"
-        assert tool.live_trajectories == ["instance:i1"]
-        await tool.release(iid)
-        assert tool.live_trajectories == []
-        with pytest.raises(KeyError):
-            await tool.execute(iid, {"code": "print(1)"})
-        text = [getattr(x, "text", x) for x in (out, err, empty)]
-        return text[0], text[1], text[2]
-
-    out, err, empty = asyncio.run(go())
-    assert out.strip() == "240"
-    assert "ZeroDivisionError" in err
-    assert "code" in empty
-
-
-class _AgentData:
-    """What verl's ToolAgentLoop passes to execute: an object carrying the trajectory's request id."""
-
-    def __init__(self, request_id: str) -> None:
-        self.request_id = request_id
-
-
-def test_verl_sandbox_tool_keeps_state_per_trajectory_across_instances() -> None:
-    """verl 0.6-0.9: create(create_kwargs=...) -> execute(agent_data=...) -> release for every call."""
-    tool = DataDojoSandboxTool({"max_live_trajectories": 2}, TOOL_SCHEMA)
-    files_json = json.dumps([DataFile.from_path(SALES).to_dict()])
-
-    async def call(agent_data: _AgentData, code: str) -> str:
-        created = await tool.create(create_kwargs={"files_json": files_json})
-        iid = created[0] if isinstance(created, tuple) else created
-        try:
-            out, _, _ = await tool.execute(iid, {"code": code}, agent_data=agent_data)
-        finally:
-            await tool.release(iid)
-        return getattr(out, "text", out)
-
-    async def go() -> None:
-        a, b = _AgentData("req-a"), _AgentData("req-b")
-        # files are there from the first call; variables persist across instances of one trajectory
-        assert (await call(a, "import pandas as pd\ndf = pd.read_csv('sales.csv')\nx = 41")) == ""
-        assert "NameError" in await call(b, "print(x)")  # another trajectory: its own sandbox
-        assert (await call(a, "print(x + 1, len(df))")).split() == ["42", "240"]
-        assert tool.live_trajectories == ["request:req-b", "request:req-a"]
-        # the trajectory ends when verl drops its agent_data: the sandbox is closed
-        del a
-        await tool.wait_ended()
-        assert tool.live_trajectories == ["request:req-b"]
-        # more trajectories than max_live_trajectories: the least recently used one is closed
-        c, d = _AgentData("req-c"), _AgentData("req-d")
-        await call(c, "y = 1")
-        await call(d, "y = 2")
-        assert tool.live_trajectories == ["request:req-c", "request:req-d"]
-        await tool.close_all()
-        assert tool.live_trajectories == [] and b is not None
-
-    asyncio.run(go())
-
-
-def test_verl_sandbox_tool_names_a_bad_file_record() -> None:
-    tool = DataDojoSandboxTool()
-    with pytest.raises(ValueError, match="tool instance t1: bad data-file record"):
-        asyncio.run(tool.create("t1", create_kwargs={"files_json": json.dumps([{"nope": 1}])}))
+def test_verl_task_from_row_without_the_task_json() -> None:
+    """A row written by hand (no extra_info.task): the ground truth alone makes the task."""
+    task = task_from_row("dabench", '{"n": 240}', {"task_id": "t7"})
+    assert (task.id, task.answer, task.source, task.files) == ("t7", {"n": 240}, "dabench", [])
+    assert task_from_row("x", "not json", None).answer == "not json"
 
 
 class _ActorConfig(dict):

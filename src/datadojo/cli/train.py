@@ -317,7 +317,7 @@ def export_trl_cmd(
 def export_verl_cmd(
     tasks: Path = typer.Option(..., "--tasks", "-t", help="Tasks JSONL."),
     out: Path = typer.Option(
-        ..., "--out", "-o", help="Folder for train/val parquet files and tool_config.yaml."
+        ..., "--out", "-o", help="Folder for train/val parquet files and agent_loops.yaml."
     ),
     val_fraction: float = typer.Option(0.0, "--val-fraction", help="Share of tasks for val.parquet."),
     max_turns: int = typer.Option(10, "--max-turns", help="Turn budget of the agent loop verl runs."),
@@ -325,11 +325,22 @@ def export_verl_cmd(
         "datamind", "--dialect", help="Tag protocol of the prompts: datamind or sailor."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the train / val split."),
+    agent_loop: str = typer.Option(
+        "datadojo",
+        "--agent-loop",
+        help="verl agent loop of the rows: datadojo (DataDojo's ReAct loop and reward; tool_agent was removed).",
+    ),
 ) -> None:
-    """verl parquet files (data_source, prompt, ability, reward_model, extra_info) and the sandbox tool config."""
+    """verl parquet files (data_source, prompt, ability, reward_model, extra_info, agent_name) rolled out by
+    DataDojo's agent loop, and agent_loops.yaml naming it."""
     from datadojo.cli.inputs import load_tasks
-    from datadojo.train.export.verl import export_verl
+    from datadojo.train.export import ExportError
+    from datadojo.train.export.verl import AGENT_LOOPS, TOOL_AGENT_REMOVED, export_verl
 
+    if agent_loop == "tool_agent":
+        raise error_exit(ExportError(f"--agent-loop tool_agent: {TOOL_AGENT_REMOVED}"))
+    if agent_loop not in AGENT_LOOPS:
+        raise error_exit(ExportError(f"--agent-loop {agent_loop}: unknown; use {', '.join(AGENT_LOOPS)}"))
     task_list = load_tasks(tasks, "--tasks")
     try:
         report = export_verl(
@@ -340,6 +351,7 @@ def export_verl_cmd(
             max_turns=max_turns,
             dialect=dialect,
             tasks_path=tasks,
+            agent_loop=agent_loop,
         )
     except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
         raise error_exit(exc) from exc

@@ -25,6 +25,18 @@ from pydantic.fields import FieldInfo
 from datadojo.config import ConfigError, Settings
 from datadojo.train.schedules import GAMMA_END, GAMMA_START, GammaSchedule
 
+#: How the DAPO term of DataMind's γ-mixed objective averages its per-token losses — one setting read by
+#: ``datadojo train rl`` (``RLConfig.loss_aggregation``) and by the loss inside verl
+#: (``+datadojo.loss_aggregation``), so both compute the same number on the same mini-batch.
+#: ``query_token_mean``: DataMind §4 ("Reinforcement Learning Loss Design (DAPO)") as written — the
+#: 1/Σ_i|y*_i| is inside the expectation over queries: a token mean within each query's group of rollouts,
+#: then the mean over the mini-batch's kept queries. ``batch_token_mean``: the token mean over every kept
+#: rollout token of the mini-batch (DAPO's reference code, verl's ``token-mean``), which weighs each query
+#: by how many tokens its rollouts wrote.
+LossAggregation = Literal["query_token_mean", "batch_token_mean"]
+LOSS_AGGREGATIONS: tuple[str, ...] = ("query_token_mean", "batch_token_mean")
+DEFAULT_LOSS_AGGREGATION: LossAggregation = "query_token_mean"
+
 __all__ = ["ConfigError", "OptimConfig", "RLConfig", "RunConfig", "SFTConfig", "load_config"]
 
 C = TypeVar("C", bound="RunConfig")
@@ -184,8 +196,10 @@ class RLConfig(RunConfig):
     rollout temperature 1.0 (EnvLunch's; DataMind only states its evaluation temperature), ``lr`` 1e-6 and
     AdamW β = (0.9, 0.98), wd 0.01 (EnvLunch's), ``max_length`` 32768 training tokens per trajectory.
 
-    ``normalization`` (``None`` = the policy loss's own: ``group`` for DAPO, ``sequence`` for GRPO) and
-    ``sft_normalization`` are described in :func:`datadojo.train.losses.normalization_weights`.
+    ``loss_aggregation`` is how the DAPO term averages its tokens (:data:`LossAggregation`; the same setting
+    as ``+datadojo.loss_aggregation`` in verl); ``normalization`` is another policy loss's (``None`` = the
+    loss's own, ``sequence`` for GRPO; refused with ``dapo``, whose setting is ``loss_aggregation``).
+    Both, and ``sft_normalization``, are described in :func:`datadojo.train.losses.normalization_weights`.
     ``kl_coef`` / ``entropy_coef`` / ``tis_low`` / ``tis_high`` are read by the GRPO loss only.
     ``publish_every`` > 0 saves the current policy to ``<output_dir>/policy`` every that many steps, for an
     external generation server (vLLM) to reload; ``sampler`` names the generator: ``hf`` (the training model
@@ -228,9 +242,13 @@ class RLConfig(RunConfig):
     )
     kl_coef: float = Field(0.0, description="weight of the KL term to the reference policy (GRPO loss only)")
     entropy_coef: float = Field(0.0, description="weight of the entropy bonus (GRPO loss only)")
+    loss_aggregation: LossAggregation = Field(
+        DEFAULT_LOSS_AGGREGATION,
+        description="how the DAPO term averages tokens: query_token_mean (DataMind §4) or batch_token_mean",
+    )
     normalization: Literal["token", "group", "sequence"] | None = Field(
         None,
-        description="how token losses are averaged: token, group or sequence (None: the policy loss's own)",
+        description="how a non-DAPO policy loss averages tokens: token, group or sequence (None: its own)",
     )
     sft_normalization: Literal["token", "sequence_sum"] = Field(
         "token", description="how the SFT term is averaged: token or sequence_sum"
@@ -274,6 +292,11 @@ class RLConfig(RunConfig):
             )
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.normalization is not None and self.policy_loss.lower() == "dapo":
+            raise ConfigError(
+                f"normalization={self.normalization!r} with policy_loss dapo: set loss_aggregation instead "
+                "(query_token_mean = group, batch_token_mean = token)"
+            )
         if not 0 <= self.eps_low < 1 or self.eps_high < 0:
             raise ConfigError(f"need 0 <= eps_low < 1 and eps_high >= 0, got {self.eps_low}, {self.eps_high}")
         if not 0 < self.tis_low <= 1 <= self.tis_high:

@@ -25,6 +25,14 @@ The formulas (DataMind §4, "Supervised Fine-Tuning Loss Design" … "Void Turn 
   sampling clipped to [0.5, 1.5], a low-variance KL loss to the initial policy with coefficient 0.01 and an
   entropy coefficient of 0.001 (:func:`grpo_loss`).
 
+Aggregation of the DAPO term, one setting for every trainer (:data:`datadojo.train.config.LossAggregation`): ``query_token_mean``
+(the default) is DataMind §4's formula as written — the 1/Σ_i|y*_i| sits *inside* the expectation over
+queries, so each query's group is a token mean and the mini-batch loss is the mean over its queries;
+``batch_token_mean`` is the token mean over every kept rollout token of the mini-batch (DAPO's reference
+code, verl's ``token-mean``), which weighs a query by how many tokens its rollouts wrote. ``datadojo train
+rl`` (``RLConfig.loss_aggregation``) and the γ-mixed loss inside verl (``+datadojo.loss_aggregation``) read
+the same names and give the same number on the same mini-batch.
+
 Normalization, and why it is a separate step: a trainer that cannot fit a whole batch in one forward pass
 splits it into micro-batches, but DAPO's 1/Σ|y_i| runs over the whole group. :func:`normalization_weights`
 turns a mask into per-token weights computed once over the whole batch; slicing them per micro-batch makes
@@ -39,6 +47,8 @@ from typing import Literal
 
 import torch
 
+from datadojo.train.config import LOSS_AGGREGATIONS
+
 __all__ = [
     "DAPO_EPS_HIGH",
     "DAPO_EPS_LOW",
@@ -48,6 +58,7 @@ __all__ = [
     "TIS_LOW",
     "Normalization",
     "PolicyLossOutput",
+    "aggregation_normalization",
     "apply_void_mask",
     "dapo_loss",
     "dynamic_sampling_keep",
@@ -56,6 +67,7 @@ __all__ = [
     "low_var_kl",
     "masked_mean",
     "mixed_objective",
+    "normalization_count",
     "normalization_weights",
     "sft_loss",
     "token_entropy",
@@ -74,6 +86,10 @@ GRPO_KL_COEF = 0.01
 GRPO_ENTROPY_COEF = 0.001
 
 Normalization = Literal["token", "group", "sequence", "sequence_sum"]
+
+#: Each :data:`~datadojo.train.config.LossAggregation` as the :func:`normalization_weights` mode computing it.
+_AGGREGATION_MODES: dict[str, Normalization] = {"query_token_mean": "group", "batch_token_mean": "token"}
+assert set(_AGGREGATION_MODES) == set(LOSS_AGGREGATIONS)
 
 # verl / slime clamp the log-ratio and the k3 value of the low-variance KL for numerical safety.
 _KL_LOG_RATIO_CLAMP = 20.0
@@ -143,12 +159,44 @@ def _trajectory_groups(values: torch.Tensor, group_ids: torch.Tensor | None, wha
     return _default_groups(group_ids, values.shape[0], values.device)
 
 
+def aggregation_normalization(aggregation: str) -> Normalization:
+    """The :func:`normalization_weights` mode of a loss aggregation name (a clear error otherwise)."""
+    try:
+        return _AGGREGATION_MODES[aggregation]
+    except KeyError:
+        raise ValueError(
+            f"unknown loss aggregation {aggregation!r}; use {' or '.join(LOSS_AGGREGATIONS)}"
+        ) from None
+
+
+def normalization_count(
+    mask: torch.Tensor, mode: Normalization, *, group_ids: torch.Tensor | None = None
+) -> float:
+    """The outer denominator of ``mode`` on (this process's part of) a batch: unmasked tokens for ``token``,
+    groups with an unmasked token for ``group``, sequences with one otherwise.
+
+    A trainer sums it over processes and passes it as :func:`normalization_weights`' ``total``.
+    """
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be (batch, tokens), got shape {tuple(mask.shape)}")
+    per_seq = mask.to(torch.float64).sum(dim=1)
+    if mode == "token":
+        return float(per_seq.sum().item())
+    if mode == "group":
+        groups = _default_groups(group_ids, mask.shape[0], mask.device)
+        return float(len({int(g) for g, n in zip(groups.tolist(), per_seq.tolist(), strict=True) if n > 0}))
+    if mode in ("sequence", "sequence_sum"):
+        return float((per_seq > 0).sum().item())
+    raise ValueError(f"unknown normalization {mode!r}; use token, group, sequence or sequence_sum")
+
+
 def normalization_weights(
     mask: torch.Tensor,
     mode: Normalization,
     *,
     group_ids: torch.Tensor | None = None,
     total: float | None = None,
+    group_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token weights ``w`` such that a loss is ``Σ_{b,t} w[b,t] · ℓ[b,t]`` under normalization ``mode``.
 
@@ -164,10 +212,13 @@ def normalization_weights(
     Only groups / sequences with at least one unmasked token count. ``total`` replaces the count in the
     outer denominator (tokens for ``token``, groups for ``group``, sequences otherwise): a trainer passes the
     count over the whole batch (or over all ranks) so that micro-batch losses add up to the batch loss.
+    For ``group``, ``group_tokens`` (one value per row: the tokens of the row's whole group, when a group is
+    split over micro-batches or ranks) replaces the group sizes counted in ``mask``. The weights keep a
+    floating ``mask``'s precision (float64 in, float64 out).
     """
     if mask.dim() != 2:
         raise ValueError(f"mask must be (batch, tokens), got shape {tuple(mask.shape)}")
-    m = mask.float()
+    m = mask if mask.is_floating_point() else mask.float()
     per_seq = m.sum(dim=1)
     if mode == "token":
         denom = float(per_seq.sum().item()) if total is None else float(total)
@@ -181,14 +232,24 @@ def normalization_weights(
             return m / n
         return m / (per_seq.clamp_min(1.0).unsqueeze(1) * n)
     if mode == "group":
-        groups = _default_groups(group_ids, m.shape[0], m.device)
-        uniq, inverse = torch.unique(groups, return_inverse=True)
-        group_tokens = torch.zeros(len(uniq), device=m.device).index_add_(0, inverse, per_seq)
-        n = float((group_tokens > 0).sum().item()) if total is None else float(total)
+        if group_tokens is not None:
+            if group_tokens.shape != per_seq.shape:
+                raise ValueError(
+                    f"group_tokens must have shape ({m.shape[0]},), got {tuple(group_tokens.shape)}"
+                )
+            if total is None:
+                raise ValueError("group_tokens (whole-group sizes) need the batch's group count as total")
+            seq_group_tokens = group_tokens.to(device=m.device, dtype=m.dtype)
+            n = float(total)
+        else:
+            groups = _default_groups(group_ids, m.shape[0], m.device)
+            uniq, inverse = torch.unique(groups, return_inverse=True)
+            sizes = torch.zeros(len(uniq), device=m.device, dtype=m.dtype).index_add_(0, inverse, per_seq)
+            n = float((sizes > 0).sum().item()) if total is None else float(total)
+            seq_group_tokens = sizes[inverse]
         if n <= 0:
             return torch.zeros_like(m)
-        seq_group_tokens = group_tokens[inverse].clamp_min(1.0)
-        return m / (seq_group_tokens.unsqueeze(1) * n)
+        return m / (seq_group_tokens.clamp_min(1.0).unsqueeze(1) * n)
     raise ValueError(f"unknown normalization {mode!r}; use token, group, sequence or sequence_sum")
 
 

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from datadojo.registry import Registry
-from datadojo.train.losses import Normalization, PolicyLossOutput, dapo_loss, grpo_loss
+from datadojo.train.losses import (
+    Normalization,
+    PolicyLossOutput,
+    aggregation_normalization,
+    dapo_loss,
+    grpo_loss,
+)
 
 if TYPE_CHECKING:
     from datadojo.train.config import RLConfig
@@ -68,6 +74,13 @@ class LossSpec:
     normalization: Normalization
     uses_kl: bool = False
     uses_entropy: bool = False
+
+    def normalization_for(self, config: RLConfig) -> Normalization:
+        """How the trainer averages this loss's tokens under ``config``: for ``dapo`` the shared
+        ``loss_aggregation`` (the same setting as in verl), otherwise ``normalization`` or the loss's own."""
+        if self.name == "dapo":
+            return aggregation_normalization(config.loss_aggregation)
+        return config.normalization or self.normalization
 
     def needs_ref(self, config: RLConfig) -> bool:
         return self.uses_kl and config.kl_coef > 0

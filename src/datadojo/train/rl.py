@@ -49,6 +49,7 @@ from datadojo.train.losses import (
     dynamic_sampling_keep,
     group_advantages,
     mixed_objective,
+    normalization_count,
     normalization_weights,
     sft_loss,
 )
@@ -165,7 +166,7 @@ class RLTrainer:
     ) -> None:
         self.config = config
         self.spec: LossSpec = get_policy_loss(config.policy_loss)
-        self.normalization = config.normalization or self.spec.normalization
+        self.normalization = self.spec.normalization_for(config)
         self.gamma = config.gamma_schedule()
         self.run_dir = Path(config.output_dir)
         self.accelerator = make_accelerator(config.mixed_precision, seed=config.seed)
@@ -341,12 +342,14 @@ class RLTrainer:
             if gamma > 0
             else 0.0
         )
-        if self.normalization == "token":
-            local_pol = sum(r.target_tokens for r in rows)
-        elif self.normalization == "group":
-            local_pol = len({r.group for r in rows})
-        else:
-            local_pol = len(rows)
+        local_pol = sum(r.target_tokens for r in rows) if self.normalization == "token" else 0.0
+        if self.normalization != "token" and rows:
+            mask = pad_stack(
+                [torch.tensor(r.example.loss_mask[1:], dtype=torch.float32) for r in rows],  # type: ignore[union-attr]
+                max(len(r.example.input_ids) for r in rows) - 1,  # type: ignore[union-attr]
+            )
+            groups = torch.tensor([r.group for r in rows])
+            local_pol = normalization_count(mask, self.normalization, group_ids=groups)
         pol_total = self._global_sum(local_pol) if gamma < 1 else 0.0
         if sft_total == 0 and pol_total == 0:
             return None

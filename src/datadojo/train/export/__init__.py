@@ -5,10 +5,10 @@
 * :mod:`~datadojo.train.export.trl` — SFT data in TRL's conversational ``messages`` format;
 * :mod:`~datadojo.train.export.trl_env` — TRL's ``GRPOTrainer`` on DataDojo tasks: sandboxed multi-turn
   rollouts as its ``rollout_func`` (token-exact, environment tokens masked) with DataDojo's rewards;
-* :mod:`~datadojo.train.export.verl` — RL prompts as verl parquet files, with the reward module
-  (:mod:`~datadojo.train.export.verl_reward`), the multi-turn sandbox tool
-  (:mod:`~datadojo.train.export.verl_tool`) and DataMind's DAPO loss for verl's policy-loss registry
-  (:mod:`~datadojo.train.export.verl_loss`).
+* :mod:`~datadojo.train.export.verl` — RL prompts as verl parquet files rolled out by DataDojo's agent loop
+  (:mod:`~datadojo.train.export.verl_agent`: the ReAct loop token-in / token-out, DataDojo's reward), the
+  γ-mixed objective inside verl (:mod:`~datadojo.train.export.verl_mixed`) and DataMind's DAPO loss for
+  verl's policy-loss registry (:mod:`~datadojo.train.export.verl_loss`).
 
 Every export drops trajectories with a void turn (DataMind §4 masks them out of training) and reports how
 many it dropped; every file is written to a temporary name and renamed into place.

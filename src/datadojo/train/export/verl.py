@@ -1,23 +1,23 @@
-"""Tasks → verl RL data: parquet files in verl's schema, plus the tool config for multi-turn rollouts.
+"""Tasks → verl RL data: parquet files in verl's schema, rolled out by DataDojo's agent loop.
 
 One row per task, in the columns verl's ``RLHFDataset`` reads (:data:`VERL_SCHEMA`):
 
 * ``data_source`` — the task's ``source`` (benchmark name, ``envlunch``, …) or ``datadojo``;
-* ``prompt`` — the opening chat messages (system prompt describing the data files and the ``python`` tool,
-  then the question), built by :func:`datadojo.agent.prompts.build_prompt` with :data:`VERL_TEMPLATE`;
+* ``prompt`` — the opening chat messages the agent loop sends (:func:`datadojo.agent.prompts.episode_prompt`
+  under the row's dialect and turn budget), so verl's prompt-length filter measures the real prompt;
 * ``ability`` — ``data_analysis``;
 * ``reward_model`` — ``{"style": "rule", "ground_truth": <the reference answer as JSON>}``;
-* ``extra_info`` — ``split``, ``index``, ``task_id``, the whole task as JSON (``task``, what
-  :mod:`~datadojo.train.export.verl_reward` scores against), ``dialect``, ``tasks_dir`` (EnvLunch copies),
-  ``expert`` (an expert trajectory's JSON on the ``datadojo_expert`` rows of
-  :func:`~datadojo.train.export.verl_mixed.export_verl_mixed`, else null),
-  and ``tools_kwargs`` / ``need_tools_kwargs``: the data files handed to
-  :class:`~datadojo.train.export.verl_tool.DataDojoSandboxTool` when the rollout starts;
-* ``agent_name`` — ``tool_agent``, verl's multi-turn tool-calling agent loop.
+* ``extra_info`` — ``split``, ``index``, ``task_id``, the whole task as JSON (``task``, what the agent loop
+  runs and scores), ``dialect``, ``max_turns``, ``tasks_dir`` (EnvLunch copies), ``expert`` (an expert
+  trajectory's JSON on the ``datadojo_expert`` rows of
+  :func:`~datadojo.train.export.verl_mixed.export_verl_mixed`, else null);
+* ``agent_name`` — ``datadojo``: :class:`~datadojo.train.export.verl_agent.DataDojoAgentLoop`, DataDojo's ReAct
+  loop token-in / token-out with the sandbox and DataDojo's reward of the real trajectory.
 
-The data files are referenced by absolute path: every verl node must see them at the same path (a shared
-file system). ``<out>/tool_config.yaml`` registers the sandbox tool; the command lines are in
-``docs/training.md``.
+``<out>/agent_loops.yaml`` names the loop for ``actor_rollout_ref.rollout.agent.agent_loop_config_path``.
+verl's ``tool_agent`` path (a sandbox tool that re-tokenized every turn, a reward re-scored from flat text)
+was removed (:data:`TOOL_AGENT_REMOVED`). The data files are referenced by absolute path: every verl node must
+see them at the same path (a shared file system). The command lines are in ``docs/engines/verl.md``.
 """
 
 from __future__ import annotations
@@ -31,45 +31,35 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datadojo.agent.prompts import build_prompt
-from datadojo.fs import atomic_path, write_json_atomic
-from datadojo.protocol import get_dialect
+from datadojo.agent import AgentConfig
+from datadojo.agent.prompts import episode_prompt
+from datadojo.fs import atomic_path, write_text_atomic
 from datadojo.train.export import ExportError, ExportReport
-from datadojo.train.export.verl_tool import TOOL_NAME, TOOL_SCHEMA
 from datadojo.types import Task
 
 __all__ = [
     "ABILITY",
-    "TOOL_CLASS",
+    "AGENT_LOOPS",
+    "AGENT_NAME",
+    "TOOL_AGENT_REMOVED",
     "VERL_SCHEMA",
-    "VERL_TEMPLATE",
+    "agent_loop_config",
     "export_verl",
     "task_to_verl_row",
-    "tool_config",
 ]
 
 ABILITY = "data_analysis"
-TOOL_CLASS = "datadojo.train.export.verl_tool.DataDojoSandboxTool"
-
-#: The system prompt for verl rollouts: DataDojo's contract, with the ``python`` tool as the action.
-VERL_TEMPLATE = """You are a data analyst. You answer the user's question about the data files below by running code
-with the `python` tool, one step at a time, and then giving a final answer.
-
-## Data
-The files are in the tool's working directory. Read them by the names given here.
-{{files}}
-
-{{description}}
-
-## Tools
-{{tools}}
-
-## How to reply
-Reason in `<think>...</think>`, then either call the `python` tool with code to run ({{code_note}} The tool
-replies with the printed output or the error; print what you need to see), or give your final answer in
-`<answer>...</answer>`, which ends the conversation. You have at most {{max_turns}} replies in total.
-{{answer_format}}
-"""
+#: The name :class:`datadojo.train.export.verl_agent.DataDojoAgentLoop` is registered under in verl.
+AGENT_NAME = "datadojo"
+#: The agent loops ``export_verl`` can configure (the rows' ``agent_name``).
+AGENT_LOOPS: tuple[str, ...] = (AGENT_NAME,)
+#: The one-line migration note for the removed ``tool_agent`` path (CLI error, docs).
+TOOL_AGENT_REMOVED = (
+    "verl's tool_agent path (verl_tool.py, verl_reward.py) was removed: `datadojo export verl` configures "
+    "DataDojo's agent loop (agent_name datadojo, token-exact, DataDojo's reward); run verl with "
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path=<out>/agent_loops.yaml and "
+    "--config-name datamind (docs/engines/verl.md)"
+)
 
 VERL_SCHEMA = pa.schema(
     [
@@ -86,20 +76,9 @@ VERL_SCHEMA = pa.schema(
                     ("task_id", pa.string()),
                     ("task", pa.string()),
                     ("dialect", pa.string()),
+                    ("max_turns", pa.int64()),
                     ("tasks_dir", pa.string()),
                     ("expert", pa.string()),
-                    ("need_tools_kwargs", pa.bool_()),
-                    (
-                        "tools_kwargs",
-                        pa.struct(
-                            [
-                                (
-                                    TOOL_NAME,
-                                    pa.struct([("create_kwargs", pa.struct([("files_json", pa.string())]))]),
-                                )
-                            ]
-                        ),
-                    ),
                 ]
             ),
         ),
@@ -124,10 +103,9 @@ def task_to_verl_row(
             raise ExportError(
                 f"task {task.id!r}: data file {f.path!r} is relative; read tasks with read_tasks()"
             )
-    prompt = build_prompt(
-        task, get_dialect(dialect), max_turns=max_turns, template=VERL_TEMPLATE, profile_chars=profile_chars
+    prompt = episode_prompt(
+        task, AgentConfig(max_turns=max_turns, dialect=dialect, profile_chars=profile_chars)
     )
-    files_json = json.dumps([f.to_dict() for f in task.files], ensure_ascii=False)
     return {
         "data_source": task.source or "datadojo",
         "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
@@ -142,21 +120,21 @@ def task_to_verl_row(
             "task_id": task.id,
             "task": task.to_json(),
             "dialect": dialect,
+            "max_turns": max_turns,
             "tasks_dir": tasks_dir,
             "expert": None,
-            "need_tools_kwargs": True,
-            "tools_kwargs": {TOOL_NAME: {"create_kwargs": {"files_json": files_json}}},
         },
-        "agent_name": "tool_agent",
+        "agent_name": AGENT_NAME,
     }
 
 
-def tool_config(max_output_chars: int | None = None) -> dict[str, Any]:
-    """verl's tool config registering :class:`DataDojoSandboxTool` under the ``python`` schema."""
-    config: dict[str, Any] = {"type": "native"}
-    if max_output_chars:
-        config["max_output_chars"] = max_output_chars
-    return {"tools": [{"class_name": TOOL_CLASS, "config": config, "tool_schema": TOOL_SCHEMA}]}
+def agent_loop_config(path: str | Path) -> Path:
+    """Write the YAML that ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` names (atomically)."""
+    # JSON is valid YAML (verl reads this file with OmegaConf), and needs no YAML writer.
+    text = json.dumps(
+        [{"name": AGENT_NAME, "_target_": "datadojo.train.export.verl_agent.DataDojoAgentLoop"}]
+    )
+    return write_text_atomic(Path(path), text + "\n")
 
 
 def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
@@ -175,12 +153,19 @@ def export_verl(
     dialect: str = "datamind",
     profile_chars: int = 6000,
     tasks_path: str | Path | None = None,
+    agent_loop: str = AGENT_NAME,
 ) -> ExportReport:
-    """Write ``train.parquet`` (and ``val.parquet`` when ``val_fraction`` > 0) and ``tool_config.yaml``.
+    """Write ``train.parquet`` (and ``val.parquet`` when ``val_fraction`` > 0) and ``agent_loops.yaml``.
 
     ``tasks_path`` is the task file the tasks came from; EnvLunch rows need its folder (their
     counterfactual copies live there). The validation split is a seeded random ``val_fraction`` of tasks.
+    ``agent_loop`` is the rows' ``agent_name``: ``datadojo`` (the only one; ``tool_agent`` was removed and is
+    refused with :data:`TOOL_AGENT_REMOVED`).
     """
+    if agent_loop == "tool_agent":
+        raise ExportError(TOOL_AGENT_REMOVED)
+    if agent_loop not in AGENT_LOOPS:
+        raise ExportError(f"unknown agent loop {agent_loop!r}; use {', '.join(AGENT_LOOPS)}")
     if not 0 <= val_fraction < 1:
         raise ExportError(f"val_fraction must be in [0, 1), got {val_fraction}")
     out = Path(out_dir)
@@ -214,12 +199,12 @@ def export_verl(
         _write_parquet(rows, path)
         report.files.append(str(path))
         report.written += len(rows)
-    cfg_path = out / "tool_config.yaml"
-    # JSON is valid YAML (verl reads this file with OmegaConf), and needs no YAML writer.
-    write_json_atomic(cfg_path, tool_config(), ensure_ascii=True)
-    report.files.append(str(cfg_path))
+    loops = agent_loop_config(out / "agent_loops.yaml")
+    report.files.append(str(loops))
     report.notes.append(
-        f"reward: custom_reward_function.path={Path(__file__).with_name('verl_reward.py')} "
-        "custom_reward_function.name=compute_score"
+        f"agent loop: {agent_loop} (DataDojo's ReAct loop and reward); run verl with "
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops} and "
+        "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=datadojo.train.export.verl_agent.register "
+        "(or --config-name datamind / envlunch from datadojo.train.export.verl_configs)"
     )
     return report

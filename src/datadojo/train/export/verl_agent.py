@@ -2,7 +2,8 @@
 
 verl (0.9) runs multi-turn rollouts through *agent loops*: ``AgentLoopBase`` subclasses registered by name
 (``verl.experimental.agent_loop.agent_loop.register``, or a YAML list named by
-``actor_rollout_ref.rollout.agent.agent_loop_config_path``: :func:`agent_loop_config` writes it) and picked
+``actor_rollout_ref.rollout.agent.agent_loop_config_path``: :func:`datadojo.train.export.verl.agent_loop_config`
+writes it, ``export_verl`` beside the parquet files) and picked
 per row by the dataset's ``agent_name`` column. :class:`DataDojoAgentLoop` runs
 :func:`datadojo.train.episode.run_token_episode` against verl's ``server_manager.generate`` (token ids in,
 token ids and log-probs out): DataDojo's dialect parsing, stop strings and invalid-turn feedback, and one
@@ -33,18 +34,17 @@ from uuid import uuid4
 from datadojo.agent import AgentConfig
 from datadojo.llm.base import SamplingParams
 from datadojo.train.episode import GenOutput, run_token_episode
-from datadojo.train.export.verl_reward import task_from_row
+from datadojo.train.export.verl import AGENT_NAME
+from datadojo.types import Task
 
 __all__ = [
     "ADV_ESTIMATOR",
-    "AGENT_NAME",
-    "agent_loop_config",
     "compute_datadojo_grpo_advantage",
     "register",
     "score_trajectory",
+    "task_from_row",
 ]
 
-AGENT_NAME = "datadojo"
 ADV_ESTIMATOR = "datadojo_grpo"
 
 
@@ -55,6 +55,24 @@ def _get(cfg: Any, path: str, default: Any = None) -> Any:
             return default
         cur = cur.get(part, None) if hasattr(cur, "get") else getattr(cur, part, None)
     return default if cur is None else cur
+
+
+def task_from_row(data_source: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> Task:
+    """The task a parquet row describes: ``extra_info["task"]`` (what ``export_verl`` writes), else a minimal
+    one from ``ground_truth`` (a row written by hand: no files, so no sandbox data)."""
+    info = extra_info or {}
+    raw = info.get("task")
+    if raw:
+        return Task.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+    answer = ground_truth
+    if isinstance(ground_truth, str):
+        try:
+            answer = json.loads(ground_truth)
+        except json.JSONDecodeError:
+            answer = ground_truth
+    return Task(
+        id=str(info.get("task_id", info.get("index", "verl"))), question="", answer=answer, source=data_source
+    )
 
 
 def score_trajectory(task: Any, traj: Any, info: dict[str, Any]) -> tuple[float, dict[str, float]]:
@@ -216,13 +234,6 @@ def __getattr__(name: str) -> Any:  # Hydra instantiates "datadojo.train.export.
     if name == "DataDojoAgentLoop":
         return register()
     raise AttributeError(name)
-
-
-def agent_loop_config(path: str | Path) -> Path:
-    """Write the YAML that ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` names."""
-    path = Path(path)
-    path.write_text(json.dumps([{"name": AGENT_NAME, "_target_": f"{__name__}.DataDojoAgentLoop"}]) + "\n")
-    return path
 
 
 def compute_datadojo_grpo_advantage(

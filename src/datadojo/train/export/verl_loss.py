@@ -27,8 +27,11 @@ engine test checks this inside verl).
 
 verl runs the actor in Ray worker processes, so the registration must happen *there*: pass
 ``register`` as Ray's ``worker_process_setup_hook`` (see ``docs/training.md``) or import this module from a
-``sitecustomize`` on the workers' path. What verl's batch does not carry — DataMind's per-group token
-normalization (group ids) and the SFT term on expert trajectories — is available in ``datadojo train rl``.
+``sitecustomize`` on the workers' path. A registered policy loss sees no group ids, so it can only
+aggregate as verl's ``loss_agg_mode`` says (``token-mean`` is ``batch_token_mean``); DataMind's per-query
+aggregation (``query_token_mean``, the default of the shared ``loss_aggregation`` setting) and the SFT term
+on expert trajectories are in the ``datadojo_mixed`` trainer's loss (:mod:`~datadojo.train.export.verl_mixed`)
+and in ``datadojo train rl``.
 """
 
 from __future__ import annotations

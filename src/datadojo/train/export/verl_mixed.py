@@ -22,10 +22,13 @@ points only:
   ``actor_worker_cls`` extension point set to :class:`DataDojoTrainingWorker` and the loss set with
   ``set_loss_fn`` to :func:`datadojo_mixed_loss`. The training worker (1) per step, tags each row as expert /
   void / kept by dynamic sampling (groups by verl's ``uid``, gathered over the data-parallel ranks, so a group
-  split across ranks is judged whole) and (2) per mini-batch, all-reduces the two token counts the loss
-  normalizes by (:func:`datadojo.train.verl_mixed.mixed_counts`).
+  split across ranks is judged whole) and (2) per mini-batch, all-reduces the counts the loss normalizes by
+  (:func:`datadojo.train.verl_mixed.mixed_counts`) and sums each rollout group's DAPO tokens over the ranks
+  (:func:`datadojo.train.verl_mixed.policy_group_tokens`), for ``query_token_mean``.
 * **loss** — :func:`datadojo_mixed_loss` is :func:`datadojo.train.verl_mixed.gamma_mixed_loss` on verl's
-  tensors: each micro-batch's exact share of the mini-batch's γ·L_SFT + (1−γ)·L_DAPO.
+  tensors: each micro-batch's exact share of the mini-batch's γ·L_SFT + (1−γ)·L_DAPO, the DAPO term
+  aggregated as ``+datadojo.loss_aggregation`` says (``query_token_mean``, DataMind §4 and the default, or
+  ``batch_token_mean``) — the setting ``datadojo train rl`` reads as ``loss_aggregation``.
 
 Dynamic sampling happens in the loss (filtered groups leave the DAPO term and its token count, DataMind
 §4); do **not** also enable verl's ``algorithm.filter_groups``, which would drop the expert rows' groups
@@ -45,9 +48,19 @@ from typing import Any
 
 import torch
 
+from datadojo.train.config import DEFAULT_LOSS_AGGREGATION
 from datadojo.train.export import ExportError, ExportReport
+from datadojo.train.losses import aggregation_normalization
 from datadojo.train.schedules import GammaSchedule
-from datadojo.train.verl_mixed import MixedCounts, gamma_mixed_loss, group_keep, mixed_counts
+from datadojo.train.verl_mixed import (
+    MixedCounts,
+    gamma_mixed_loss,
+    group_keep,
+    mixed_counts,
+    policy_group_tokens,
+    row_group_tokens,
+    term_masks,
+)
 from datadojo.types import Task, Trajectory
 
 log = logging.getLogger(__name__)
@@ -55,6 +68,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "EXPERT_AGENT",
     "TRAINER_MODE",
+    "aggregation_of",
     "annotate_mini_batch",
     "annotate_step_batch",
     "datadojo_mixed_loss",
@@ -69,7 +83,9 @@ TRAINER_MODE = "datadojo_mixed"
 #: Keys the worker adds to verl's batch (per-row tensors) and to each mini-batch (non-tensor counts).
 EXPERT_KEY, VOID_KEY, KEEP_KEY = "datadojo_expert", "datadojo_void", "datadojo_keep"
 SFT_TOKENS_KEY, POLICY_TOKENS_KEY = "datadojo_sft_tokens", "datadojo_policy_tokens"
+POLICY_GROUPS_KEY, GROUP_TOKENS_KEY = "datadojo_policy_groups", "datadojo_group_tokens"
 GAMMA_KEY, DYNAMIC_KEY = "datadojo_gamma", "datadojo_dynamic_sampling"
+AGGREGATION_KEY = "datadojo_loss_aggregation"
 
 
 def _cfg(cfg: Any, name: str, default: Any = None) -> Any:
@@ -94,6 +110,16 @@ def gamma_for_step(settings: Any, step: int, total_steps: int) -> float:
         warmup_steps=int(_cfg(g, "warmup_steps", 0)),
     )
     return schedule(max(0, step))
+
+
+def aggregation_of(settings: Any) -> str:
+    """``datadojo.loss_aggregation`` of the config (default: DataMind §4's ``query_token_mean``), checked."""
+    name = str(_cfg(settings, "loss_aggregation", DEFAULT_LOSS_AGGREGATION))
+    try:
+        aggregation_normalization(name)
+    except ValueError as exc:
+        raise ValueError(f"datadojo.loss_aggregation: {exc}") from None
+    return name
 
 
 # --------------------------------------------------------------------------- tensors in verl's batch
@@ -163,19 +189,43 @@ def annotate_step_batch(data: Any, dp_group: Any = None, *, dynamic_sampling: bo
 
 
 def annotate_mini_batch(data: Any, dp_group: Any = None) -> MixedCounts:
-    """Put the mini-batch's two token counts (all ranks) into its non-tensor data; returns them."""
+    """Put the mini-batch's counts (all ranks) into its non-tensor data, and each row's whole-group DAPO
+    token count (``datadojo_group_tokens``, groups by ``uid`` summed over the ranks) into its tensors."""
     from verl.utils import tensordict_utils as tu
 
     mask = _padded(data["response_mask"]).float()
     local = mixed_counts(mask, data[EXPERT_KEY], void=data[VOID_KEY], keep=data[KEEP_KEY])
     sums = torch.tensor([local.sft_tokens, local.policy_tokens], dtype=torch.float64)
-    if dp_group is not None and torch.distributed.is_initialized():
+    distributed = dp_group is not None and torch.distributed.is_initialized()
+    if distributed:
         from verl.utils.device import get_device_id
 
         sums = sums.to(get_device_id())
         torch.distributed.all_reduce(sums, op=torch.distributed.ReduceOp.SUM, group=dp_group)
-    counts = MixedCounts(float(sums[0].item()), float(sums[1].item()))
-    tu.assign_non_tensor(data, **{SFT_TOKENS_KEY: counts.sft_tokens, POLICY_TOKENS_KEY: counts.policy_tokens})
+    n_groups = 0.0
+    uids = tu.get(data, "uid", None)
+    if uids is not None:
+        uids = [str(u) for u in uids]
+        _, policy = term_masks(mask, data[EXPERT_KEY], void=data[VOID_KEY], keep=data[KEEP_KEY])
+        totals = policy_group_tokens(uids, policy)
+        if distributed:
+            parts: list[Any] = [None] * torch.distributed.get_world_size(dp_group)
+            torch.distributed.all_gather_object(parts, totals, group=dp_group)
+            totals = {}
+            for part in parts:
+                for u, n in part.items():
+                    totals[u] = totals.get(u, 0.0) + n
+        data[GROUP_TOKENS_KEY] = row_group_tokens(uids, totals)
+        n_groups = float(sum(1 for n in totals.values() if n > 0))
+    counts = MixedCounts(float(sums[0].item()), float(sums[1].item()), n_groups)
+    tu.assign_non_tensor(
+        data,
+        **{
+            SFT_TOKENS_KEY: counts.sft_tokens,
+            POLICY_TOKENS_KEY: counts.policy_tokens,
+            POLICY_GROUPS_KEY: counts.policy_groups,
+        },
+    )
     return counts
 
 
@@ -184,8 +234,9 @@ def datadojo_mixed_loss(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """verl's whole-batch loss signature (``set_loss_fn``): this micro-batch's share of γ·L_SFT + (1−γ)·L_DAPO.
 
-    Reads γ (``datadojo_gamma``) and the mini-batch counts from the micro-batch's non-tensor data, the
-    row tags from its tensors, the clip range from the actor ``config`` (``clip_ratio_low`` /
+    Reads γ (``datadojo_gamma``), the loss aggregation (``datadojo_loss_aggregation``, set by the trainer from
+    ``+datadojo.loss_aggregation``) and the mini-batch counts from the micro-batch's non-tensor data, the
+    row tags and whole-group token counts from its tensors, the clip range from the actor ``config`` (``clip_ratio_low`` /
     ``clip_ratio_high``, DataMind's 0.2 / 0.28).
     """
     from verl.utils import tensordict_utils as tu
@@ -208,6 +259,13 @@ def datadojo_mixed_loss(
         raise ValueError(
             "the micro-batch carries no token counts: the actor must run in DataDojoTrainingWorker"
         )
+    aggregation = str(tu.get(data, AGGREGATION_KEY, None) or DEFAULT_LOSS_AGGREGATION)
+    group_tokens = data.get(GROUP_TOKENS_KEY, None)
+    if aggregation_normalization(aggregation) == "group" and group_tokens is None:
+        raise ValueError(
+            f"loss_aggregation {aggregation} needs verl's prompt uid on every row of the mini-batch "
+            "(set +datadojo.loss_aggregation=batch_token_mean to average over all tokens instead)"
+        )
     log_prob = no_padding_2_padding(model_output["log_probs"], data)
     fields = ["response_mask", "old_log_probs", "advantages"]
     if "rollout_is_weights" in data:
@@ -220,7 +278,9 @@ def datadojo_mixed_loss(
         dense["advantages"],
         dense["response_mask"].float(),
         gamma=float(gamma),
-        counts=MixedCounts(float(sft_tokens), float(policy_tokens)),
+        counts=MixedCounts(
+            float(sft_tokens), float(policy_tokens), float(tu.get(data, POLICY_GROUPS_KEY, 0.0) or 0.0)
+        ),
         expert=data[EXPERT_KEY],
         void=data[VOID_KEY],
         keep=data[KEEP_KEY],
@@ -228,6 +288,8 @@ def datadojo_mixed_loss(
         eps_low=float(_cfg(config, "clip_ratio_low", clip if clip is not None else 0.2)),
         eps_high=float(_cfg(config, "clip_ratio_high", clip if clip is not None else 0.28)),
         dp_size=int(tu.get(data, "dp_size", 1) or 1),
+        aggregation=aggregation,
+        group_tokens=group_tokens,
     )
     m = out.metrics
     metrics: dict[str, Any] = {
@@ -399,6 +461,7 @@ def _trainer_class(actor_worker: type) -> type:
             gamma = gamma_for_step(settings, int(self.global_steps) - 1, total)
             batch.extra_info[GAMMA_KEY] = gamma
             batch.extra_info[DYNAMIC_KEY] = bool(_cfg(settings, "dynamic_sampling", True))
+            batch.extra_info[AGGREGATION_KEY] = aggregation_of(settings)
             metrics["datadojo/gamma"] = gamma
             return super()._update_actor(batch, metrics)
 
