@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datadojo.recipes.config import RECIPES, RecipeConfig, load_recipe
+from datadojo.recipes.config import RECIPES, Problem, RecipeConfig, RecipeProblems, load_recipe
 from datadojo.recipes.engine import (
+    EmptyStage,
     PlanItem,
     RecipeError,
     RecipeResult,
@@ -27,13 +28,18 @@ from datadojo.runs import ProgressHook
 
 __all__ = [
     "RECIPES",
+    "EmptyStage",
     "PlanItem",
+    "Problem",
     "RecipeConfig",
     "RecipeError",
+    "RecipeProblems",
     "RecipeResult",
     "Stage",
+    "check_recipe",
     "load_recipe",
     "parse_sweeps",
+    "recipe_sections",
     "recipe_stages",
     "run",
     "variants",
@@ -47,6 +53,22 @@ def recipe_stages(name: str) -> tuple[Stage, ...]:
     return importlib.import_module(f"datadojo.recipes.{name}").STAGES
 
 
+def recipe_sections(name: str) -> tuple[Any, ...]:
+    """The types of recipe ``name``'s ``[stages.X]`` sections (:class:`datadojo.recipes.checks.Section`)."""
+    if name not in RECIPES:
+        raise RecipeError(f"unknown recipe {name!r}; one of {', '.join(RECIPES)}")
+    return importlib.import_module(f"datadojo.recipes.{name}").SECTIONS
+
+
+def check_recipe(config: RecipeConfig) -> list[Problem]:
+    """Every problem of one configuration found without running anything (servers aside): sections and keys,
+    values, paths, benchmarks, context windows, training lengths (:mod:`datadojo.recipes.checks`)."""
+    from datadojo.recipes.checks import config_problems
+    from datadojo.recipes.stages import student_generations
+
+    return config_problems(config, recipe_sections(config.recipe), student_generations(config))
+
+
 def run(
     config: RecipeConfig,
     *,
@@ -55,8 +77,12 @@ def run(
     progress: ProgressHook | None = None,
     on_stage: Callable[[PlanItem, str], None] | None = None,
     executor: Any = None,
+    allow_empty: bool = False,
+    probe_servers: bool = True,
 ) -> RecipeResult:
-    """Plan and run ``config``'s recipe (over every sweep combination); writes the report unless ``dry_run``."""
+    """Check, plan and run ``config``'s recipe (over every sweep combination); writes the report unless
+    ``dry_run``. ``probe_servers``: probe the served models the stages to run call (exit 3 when one is down)."""
+    from datadojo.recipes.checks import server_problems
     from datadojo.recipes.report import write_report
 
     def finish(result: RecipeResult, vs: list[Any]) -> dict[str, Path]:
@@ -71,4 +97,7 @@ def run(
         on_stage=on_stage,
         executor=executor,
         finish=finish,
+        check=check_recipe,
+        probe=server_problems if probe_servers else None,
+        allow_empty=allow_empty,
     )

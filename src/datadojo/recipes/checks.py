@@ -1,0 +1,424 @@
+"""Everything about a recipe that can be known before its first stage runs (docs/recipes.md, "Checked before
+the first stage").
+
+On GPUs a late failure costs hours: a misspelt section that leaves SFT on its defaults, a benchmark name that
+fails after synthesis and training, a reply budget that cannot fit the student's context window. So the
+whole file is checked at once, and every check *returns* its problems instead of raising the first: ``recipe
+plan`` lists them all and still shows the plan, ``recipe run`` refuses to start with the same list.
+
+* **structure** — each ``[stages.X]`` section is typed by a :class:`Section`: the library class whose keys it
+  holds (``SFTConfig``, ``RLConfig``, ``DataMindConfig``…) plus the recipe's own keys; an unknown section or
+  key, at any nesting level, names the file's section and the closest valid name;
+* **values** — each section built as its stage builds it (presets merged), benchmark names against the
+  registry, each benchmark's data in its layout (its first task loads);
+* **feasibility** — the paths the run reads exist (or what to provide and how), each model's context window
+  fits the prompt plus the reply budget of every stage that generates with it, training's ``max_length``
+  against the data it will get when that data is already there;
+* **servers** — each served model a stage that will run calls answers (the stage commands' one line, exit 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from datadojo.errors import DataDojoError
+from datadojo.recipes.config import Problem, RecipeConfig
+
+__all__ = [
+    "Section",
+    "benchmark_problems",
+    "closest",
+    "config_problems",
+    "context_problems",
+    "model_problems",
+    "path_problems",
+    "section_key_problems",
+    "section_value_problems",
+    "server_problems",
+    "student_window",
+]
+
+
+@dataclass(frozen=True)
+class Section:
+    """The type of one ``[stages.NAME]`` section: ``model`` the library class whose keys it holds, ``own`` the
+    recipe's extra keys, ``filled`` the class's fields the recipe sets itself (``model``, ``output_dir``), and
+    ``build`` the stage's own construction of its settings (presets merged; raises on a bad value)."""
+
+    name: str
+    model: type[BaseModel] | None = None
+    own: tuple[str, ...] = ()
+    filled: tuple[str, ...] = ()
+    build: Callable[[RecipeConfig], Any] | None = None
+    what: str = ""  # what the section holds, for the messages ("SFTConfig keys")
+
+
+def closest(name: str, options: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the option nearest ``name`` (empty when none is near)."""
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def _settings_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (``OptimConfig``, ``OptimConfig | None``), else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _settings_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _unknown(model: type[BaseModel], data: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
+    """Unknown keys of ``data`` for ``model`` at every nesting level: ``(dotted key, suggestion)``."""
+    out = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            out.append((prefix + key, closest(key, model.model_fields)))
+            continue
+        inner = _settings_in(field.annotation)
+        if inner is not None and isinstance(value, Mapping):
+            out += _unknown(inner, value, f"{prefix}{key}.")
+    return out
+
+
+def _without(data: dict[str, Any], dotted: Sequence[str]) -> dict[str, Any]:
+    """``data`` with the dotted keys removed (to validate the values of a section with a misspelt key)."""
+    out = json.loads(json.dumps(data, default=str)) if dotted else data
+    for key in dotted:
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p, {})
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
+
+
+def section_key_problems(
+    recipe: str, stages: Mapping[str, Any], sections: Sequence[Section]
+) -> list[Problem]:
+    """Unknown sections and unknown keys (at every level) of the ``[stages]`` table, each naming the
+    closest valid name."""
+    by_name = {s.name: s for s in sections}
+    problems = []
+    for name, body in stages.items():
+        where = f"[stages.{name}]"
+        section = by_name.get(name)
+        if section is None:
+            problems.append(
+                Problem(
+                    where,
+                    f"no stage {name!r} in the {recipe} recipe{closest(name, by_name)} "
+                    f"(its sections: {', '.join(by_name)})",
+                )
+            )
+            continue
+        if not isinstance(body, Mapping):
+            problems.append(Problem(where, f"expected a table of settings, got {body!r}"))
+            continue
+        for key in body:
+            if key in section.filled:
+                problems.append(
+                    Problem(f"{where} {key}", "set by the recipe itself (models.student, the run)")
+                )
+        for key, hint in _unknown_in_section(section, body):
+            valid = _section_keys(section)
+            hint = hint or (closest(key, valid) if "." not in key else "")
+            problems.append(Problem(f"{where} {key}", f"unknown key{hint} ({section.what or 'keys'})"))
+    return problems
+
+
+def _section_keys(section: Section) -> list[str]:
+    fields = list(section.model.model_fields) if section.model is not None else []
+    return [k for k in (*fields, *section.own) if k not in section.filled]
+
+
+def _unknown_in_section(section: Section, body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    own = {k: v for k, v in body.items() if k not in section.own and k not in section.filled}
+    if section.model is None:
+        return [(k, closest(k, section.own)) for k in own]
+    found = _unknown(section.model, own, "")
+    return [(k, closest(k, _section_keys(section)) if "." not in k else hint) for k, hint in found]
+
+
+def section_value_problems(cfg: RecipeConfig, sections: Sequence[Section]) -> list[Problem]:
+    """Each section built as its stage builds it, misspelt keys left out (they are reported once, above)."""
+    problems = []
+    stages = dict(cfg.stages)
+    cleaned = {}
+    for section in sections:
+        body = stages.get(section.name)
+        if isinstance(body, Mapping):
+            bad = [k for k, _ in _unknown_in_section(section, body)] + [
+                k for k in body if k in section.filled
+            ]
+            cleaned[section.name] = _without(dict(body), bad)
+    clean_cfg = cfg.model_copy(update={"stages": {**stages, **cleaned}})
+    for section in sections:
+        if section.build is None:
+            continue
+        try:
+            section.build(clean_cfg)
+        except (DataDojoError, ValueError, TypeError) as exc:
+            problems.append(Problem(f"[stages.{section.name}]", str(exc)))
+    return problems
+
+
+def model_problems(cls: type[BaseModel], data: Mapping[str, Any]) -> list[Problem] | None:
+    """One problem per pydantic error of ``data`` as ``cls`` (a misspelt key naming the closest valid one);
+    ``None`` when it validates."""
+    try:
+        cls.__pydantic_validator__.validate_python(data)
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors(include_url=False):
+            loc = [str(p) for p in err["loc"]]
+            where = ".".join(loc) or cls.__name__
+            if err["type"] == "extra_forbidden":
+                owner: type[BaseModel] | None = cls
+                for part in loc[:-1]:
+                    field = owner.model_fields.get(part) if owner is not None else None
+                    owner = _settings_in(field.annotation) if field is not None else None
+                hint = closest(loc[-1], owner.model_fields) if owner is not None else ""
+                out.append(Problem(where, f"unknown key{hint}"))
+            elif err["type"] == "missing":
+                out.append(Problem(where, "missing (required)"))
+            else:
+                cause = (err.get("ctx") or {}).get("error")
+                text = str(cause) if cause is not None else f"{err['msg'].lower()}, got {err['input']!r}"
+                out.append(Problem(where, text))
+        return out
+    return None
+
+
+# --- benchmarks -----------------------------------------------------------------------------------------
+
+
+def _provide_benchmark(name: str, path: Path) -> str:
+    from datadojo.bench.registry import get_benchmark, source_names
+
+    bench = get_benchmark(name)
+    how = (
+        f"`datadojo bench download {name}` and point `data` at its folder, or "
+        if name in source_names()
+        else ""
+    )
+    layout = f" ({bench.layout})" if bench.layout else ""
+    return f"no data at {path}: {how}put the {name} files there{layout}"
+
+
+def benchmark_problems(cfg: RecipeConfig) -> list[Problem]:
+    """Each ``[[benchmarks]]`` entry: a registered name (the closest named otherwise), its data present and in
+    the benchmark's layout (the first task loads with the entry's options)."""
+    from datadojo.bench.registry import benchmark_names, get_benchmark
+
+    names = benchmark_names()
+    problems = []
+    for i, spec in enumerate(cfg.benchmarks, 1):
+        where = f"[[benchmarks]] #{i} ({spec.title})"
+        if spec.bench.lower() not in [n.lower() for n in names]:
+            problems.append(
+                Problem(
+                    where,
+                    f"unknown benchmark {spec.bench!r}{closest(spec.bench, names)} (one of {', '.join(names)})",
+                )
+            )
+            continue
+        path = cfg.path(spec.data)
+        if not path.exists():
+            problems.append(Problem(where, _provide_benchmark(spec.bench, path)))
+            continue
+        try:
+            first = next(iter(get_benchmark(spec.bench).load(path, **spec.options)), None)
+        except (DataDojoError, ValueError, OSError, TypeError) as exc:
+            problems.append(Problem(where, f"{path}: {exc}"))
+            continue
+        if first is None:
+            problems.append(Problem(where, f"{path}: no task in it"))
+    return problems
+
+
+# --- context windows ------------------------------------------------------------------------------------
+
+
+def student_window(path: Path) -> int | None:
+    """The context window of a local checkpoint: its ``config.json``'s ``max_position_embeddings`` (what the
+    hf backend uses), ``None`` when the folder says nothing."""
+    try:
+        conf = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    value = conf.get("max_position_embeddings")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _served_window(spec: str) -> int | None:
+    from datadojo.llm.spec import parse_model_spec
+
+    try:
+        return parse_model_spec(spec).options.get("context_window")
+    except (DataDojoError, ValueError, AttributeError):
+        return None
+
+
+def prompt_floor(path: Path, dialect: str, max_turns: int) -> int:
+    """Tokens of the smallest first prompt a stage sends (the system prompt around an empty question) under
+    the student's own tokenizer and chat template: every first turn is at least this long. 0 when the
+    tokenizer cannot be loaded here (then only the reply budget is checked)."""
+    try:
+        from transformers import AutoTokenizer
+
+        from datadojo.agent.config import AgentConfig
+        from datadojo.agent.prompts import episode_prompt
+        from datadojo.types import Task
+
+        tok = AutoTokenizer.from_pretrained(str(path))
+        messages = episode_prompt(
+            Task(id="plan", question=""), AgentConfig(dialect=dialect, max_turns=max_turns)
+        )
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+    except Exception:
+        return 0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One stage's generation with a model: the setting of its reply budget, that budget, its dialect and turns."""
+
+    where: str  # "[stages.rl] max_new_tokens"
+    max_new_tokens: int
+    dialect: str
+    max_turns: int
+    window_from: str  # a local checkpoint folder or a served spec
+
+
+def context_problems(cfg: RecipeConfig, generations: Sequence[Generation]) -> list[Problem]:
+    """Each generation's first turn (the smallest prompt plus its reply budget) against its model's window:
+    the agent loop ends an episode at ``context_limit`` when the prompt plus ``max_tokens`` does not fit,
+    so a budget at or over the window makes every episode end with 0 turns."""
+    problems = []
+    floors: dict[tuple[str, str, int], int] = {}
+    for g in generations:
+        local = Path(g.window_from)
+        window = student_window(local) if local.is_dir() else _served_window(g.window_from)
+        if window is None:
+            continue
+        if g.max_new_tokens >= window:
+            floor = 0
+        else:
+            key = (g.window_from, g.dialect, g.max_turns)
+            if key not in floors:
+                floors[key] = prompt_floor(local, g.dialect, g.max_turns) if local.is_dir() else 0
+            floor = floors[key]
+        if floor + g.max_new_tokens > window:
+            room = window - floor
+            problems.append(
+                Problem(
+                    g.where,
+                    f"{g.max_new_tokens} reply tokens + a first prompt of at least {floor} tokens exceed the "
+                    f"{window}-token context window of {g.window_from}: every episode would end at "
+                    f"context_limit with 0 turns; set it to at most {max(room - 1, 0)} (leave room for the "
+                    "turns' observations) or use a model with a longer window",
+                )
+            )
+    return problems
+
+
+# --- model servers ------------------------------------------------------------------------------------
+
+
+def server_problems(servers: Mapping[str, str]) -> list[Problem]:
+    """Each served model (``openai:`` spec) probed once with the stage commands' own check
+    (:meth:`~datadojo.llm.base.ChatBackend.check_reachable`: one ``GET /models`` per replica, no retries);
+    the message is theirs: ``cannot reach the model server for …``, exit 3."""
+    from datadojo.llm import load_backend
+    from datadojo.llm.base import LLMError
+
+    seen: dict[str, str | None] = {}
+    roles: dict[str, list[str]] = {}
+    for where, spec in servers.items():
+        if not spec.startswith("openai:"):
+            continue
+        roles.setdefault(spec, []).append(where)
+        if spec not in seen:
+
+            async def probe(s: str = spec) -> None:
+                backend = load_backend(s)
+                try:
+                    await backend.check_reachable()
+                finally:
+                    await backend.aclose()
+
+            try:
+                asyncio.run(probe())
+                seen[spec] = None
+            except LLMError as exc:
+                seen[spec] = str(exc)
+    return [Problem(", ".join(roles[s]), str(e), server=True) for s, e in seen.items() if e is not None]
+
+
+# --- paths ---------------------------------------------------------------------------------------------
+
+
+def _student_path(cfg: RecipeConfig) -> Path:
+    return cfg.path(cfg.models.student.removeprefix("hf:").split("?")[0])
+
+
+def path_problems(cfg: RecipeConfig) -> list[Problem]:
+    """Every file the run reads from outside, each missing one with what to provide and how (all at once: a
+    user fixing paths should not discover them one attempt at a time)."""
+    problems = []
+    for p in cfg.inputs:
+        if not cfg.path(p).exists():
+            problems.append(Problem("inputs", f"{cfg.path(p)} does not exist (data files or folders: {p!r})"))
+    student = _student_path(cfg)
+    if not student.is_dir():
+        problems.append(
+            Problem(
+                "models.student",
+                f"no checkpoint folder at {student}: download the base model there (e.g. "
+                f"`huggingface-cli download Qwen/Qwen2.5-7B-Instruct --local-dir {student}`) or point "
+                "models.student at a local checkpoint folder (config.json, tokenizer, weights)",
+            )
+        )
+    elif not (student / "config.json").is_file():
+        problems.append(Problem("models.student", f"{student} holds no config.json: not a checkpoint folder"))
+    for name in ("rl_tasks", "downstream"):
+        section = cfg.stages.get(name) or {}
+        labelled, labels = section.get("labelled"), section.get("labels", 0)
+        if labelled and isinstance(labels, int) and labels > 0 and not cfg.path(str(labelled)).is_file():
+            problems.append(
+                Problem(
+                    f"[stages.{name}] labelled",
+                    f"{cfg.path(str(labelled))} does not exist: a task file (JSONL) with answers, "
+                    f"read for labels = {labels}",
+                )
+            )
+    return problems
+
+
+def config_problems(
+    cfg: RecipeConfig, sections: Sequence[Section], generations: Sequence[Generation]
+) -> list[Problem]:
+    """Everything checked on one configuration before it runs (the module docstring's list, but servers)."""
+    problems = section_key_problems(cfg.recipe, cfg.stages, sections)
+    problems += section_value_problems(cfg, sections)
+    problems += path_problems(cfg)
+    problems += benchmark_problems(cfg)
+    problems += context_problems(cfg, generations)
+    return problems
