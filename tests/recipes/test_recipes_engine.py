@@ -164,7 +164,9 @@ def test_config_errors_name_the_file_and_field(tmp_path: Path) -> None:
     path = _config(tmp_path)
     path.write_text(path.read_text() + "[stages.sft]\nmax_stepz = 2\n")
     problems = [str(p) for p in run(load_recipe(path), dry_run=True).problems]
-    assert "[stages.sft] max_stepz: unknown key; did you mean max_steps? (SFTConfig keys + enabled)" in problems
+    assert (
+        "[stages.sft] max_stepz: unknown key; did you mean max_steps? (SFTConfig keys + enabled)" in problems
+    )
 
 
 def test_an_output_folder_of_something_else_is_refused(tmp_path: Path) -> None:

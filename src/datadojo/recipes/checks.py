@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from datadojo.errors import DataDojoError
 from datadojo.recipes.config import Problem, RecipeConfig
@@ -81,13 +81,19 @@ def _settings_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _near(prefix: str, key: str, fields: Iterable[str]) -> str:
+    """The suggestion for ``prefix + key`` among ``fields`` of the same level, named in full (``optim.lr``)."""
+    match = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{match[0]}?" if match else ""
+
+
 def _unknown(model: type[BaseModel], data: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
     """Unknown keys of ``data`` for ``model`` at every nesting level: ``(dotted key, suggestion)``."""
     out = []
     for key, value in data.items():
         field = model.model_fields.get(key)
         if field is None:
-            out.append((prefix + key, closest(key, model.model_fields)))
+            out.append((prefix + key, _near(prefix, key, model.model_fields)))
             continue
         inner = _settings_in(field.annotation)
         if inner is not None and isinstance(value, Mapping):
@@ -179,30 +185,15 @@ def section_value_problems(cfg: RecipeConfig, sections: Sequence[Section]) -> li
 
 
 def model_problems(cls: type[BaseModel], data: Mapping[str, Any]) -> list[Problem] | None:
-    """One problem per pydantic error of ``data`` as ``cls`` (a misspelt key naming the closest valid one);
-    ``None`` when it validates."""
+    """The problems of ``data`` as ``cls``: each unknown key at any level with the closest valid name, then
+    the values (validated without those keys, so each problem is said once); ``None`` when it validates."""
+    unknown = _unknown(cls, data, "")
+    problems = [Problem(key, f"unknown key{hint}") for key, hint in unknown]
     try:
-        cls.__pydantic_validator__.validate_python(data)
-    except ValidationError as exc:
-        out = []
-        for err in exc.errors(include_url=False):
-            loc = [str(p) for p in err["loc"]]
-            where = ".".join(loc) or cls.__name__
-            if err["type"] == "extra_forbidden":
-                owner: type[BaseModel] | None = cls
-                for part in loc[:-1]:
-                    field = owner.model_fields.get(part) if owner is not None else None
-                    owner = _settings_in(field.annotation) if field is not None else None
-                hint = closest(loc[-1], owner.model_fields) if owner is not None else ""
-                out.append(Problem(where, f"unknown key{hint}"))
-            elif err["type"] == "missing":
-                out.append(Problem(where, "missing (required)"))
-            else:
-                cause = (err.get("ctx") or {}).get("error")
-                text = str(cause) if cause is not None else f"{err['msg'].lower()}, got {err['input']!r}"
-                out.append(Problem(where, text))
-        return out
-    return None
+        cls.model_validate(_without(dict(data), [k for k, _ in unknown]))
+    except (DataDojoError, ValueError) as exc:
+        problems.append(Problem(cls.__name__, str(exc)))
+    return problems or None
 
 
 # --- benchmarks -----------------------------------------------------------------------------------------
@@ -230,6 +221,7 @@ def benchmark_problems(cfg: RecipeConfig) -> list[Problem]:
     problems = []
     for i, spec in enumerate(cfg.benchmarks, 1):
         where = f"[[benchmarks]] #{i} ({spec.title})"
+        path = cfg.path(spec.data)
         if spec.bench.lower() not in [n.lower() for n in names]:
             problems.append(
                 Problem(
@@ -237,8 +229,9 @@ def benchmark_problems(cfg: RecipeConfig) -> list[Problem]:
                     f"unknown benchmark {spec.bench!r}{closest(spec.bench, names)} (one of {', '.join(names)})",
                 )
             )
+            if not path.exists():
+                problems.append(Problem(where, f"no data at {path}"))
             continue
-        path = cfg.path(spec.data)
         if not path.exists():
             problems.append(Problem(where, _provide_benchmark(spec.bench, path)))
             continue

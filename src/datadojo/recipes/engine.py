@@ -384,7 +384,8 @@ def run_recipe(
         items, parts_of = plan(stages, vs, cache, out, missing)
         found = check_before_running(stages, items, vs, check, probe)
         named = " ".join(str(p) for p in found)  # a missing input the checks named with what to provide
-        missing = [p for p in missing if p.what.removesuffix(" does not exist") not in named]
+        paths = {p.what: p for p in missing}  # a path several stages read: once
+        missing = [p for p in paths.values() if p.what.removesuffix(" does not exist") not in named]
         problems = _unique(problems + found + missing)
         result = RecipeResult(out, items, {}, {}, problems=problems)
         if dry_run:
