@@ -89,7 +89,7 @@ def test_a_study_arm_not_swept_is_listed_with_the_rest(tmp_path: Path, toy_ckpt:
     result = run(load_recipe(path), sweeps={"stages.rl.enabled": [True, True]}, dry_run=True)
     shown = [str(p) for p in result.problems]
     assert (
-        "[study]: baseline = False: not among the --sweep values of stages.rl.enabled (True, True)" in shown
+        "[study] baseline = False: not among the --sweep values of stages.rl.enabled (True, True)" in shown
     )
     assert "[stages.rl_tasks] limt: unknown key; did you mean limit? (limit, labels, labelled)" in shown
     assert result.items  # the base config is planned

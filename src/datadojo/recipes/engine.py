@@ -374,7 +374,8 @@ def run_recipe(
     try:
         vs = variants(config, sweeps)
     except RecipeError as exc:  # the study's arms: reported with the rest, the base config planned
-        problems.append(Problem("[study]", str(exc).removeprefix("[study] ")))
+        where, _, what = str(exc).partition(": ")
+        problems.append(Problem(where, what) if what else Problem("[study]", where))
         vs = variants(config.model_copy(update={"study": None}), None)
     root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
     cache = StageCache(root.path / "stages")
