@@ -88,9 +88,7 @@ def test_a_study_arm_not_swept_is_listed_with_the_rest(tmp_path: Path, toy_ckpt:
     )
     result = run(load_recipe(path), sweeps={"stages.rl.enabled": [True, True]}, dry_run=True)
     shown = [str(p) for p in result.problems]
-    assert (
-        "[study] baseline = False: not among the --sweep values of stages.rl.enabled (True, True)" in shown
-    )
+    assert "[study] baseline = False: not among the --sweep values of stages.rl.enabled (True, True)" in shown
     assert "[stages.rl_tasks] limt: unknown key; did you mean limit? (limit, labels, labelled)" in shown
     assert result.items  # the base config is planned
 
@@ -252,3 +250,37 @@ def test_rl_names_experts_dropped_for_max_length(toy_tok: Any) -> None:
     assert expert_verdict(experts, ids, toy_tok, 8192, None) is None
     why = expert_verdict(experts, {"other"}, toy_tok, 8192, None)
     assert why is not None and "3 are not of an RL task" in why
+
+
+def test_sft_max_length_against_the_curated_set_already_made(tmp_path: Path, toy_ckpt: Path) -> None:
+    """When curation is cached, the plan tokenizes its set as the trainer will and says how many would be
+    dropped (finding 5: SFT trained on 47 of 104 examples and said so only in manifest.json)."""
+    from datadojo.jsonl import write_jsonl_atomic
+    from datadojo.recipes.stages import sft_stage
+    from datadojo.train.toy import synthetic_trajectory
+
+    long_prompt = [{"role": "system", "content": "S"}, {"role": "user", "content": "word " * 400}]
+    trajs = [synthetic_trajectory(f"t{i}") for i in range(2)]
+    trajs += [synthetic_trajectory(f"l{i}").model_copy(update={"prompt": long_prompt}) for i in range(3)]
+
+    def curate(ctx: StageContext) -> dict[str, Any]:
+        write_jsonl_atomic(ctx.out / "sft.jsonl", trajs)
+        return {"sft_data": str(ctx.out / "sft.jsonl")}
+
+    curation = Stage("curation", "curate", curate)
+    path = tmp_path / "r.toml"
+    path.write_text(
+        f'recipe = "datamind"\nout = "out"\ninputs = []\n[models]\nstudent = "{toy_ckpt}"\n'
+        "[stages.sft]\nmax_length = 64\n"
+    )
+    before = run_recipe((curation, sft_stage()), load_recipe(path), dry_run=True)
+    assert before.problems == []  # nothing curated yet: nothing to say
+    run_recipe((curation,), load_recipe(path))  # the curated set is made
+    after = run_recipe((curation, sft_stage()), load_recipe(path), dry_run=True)
+    assert [str(p) for p in after.problems] == [
+        "[stages.sft] max_length: on the curated set already made: trained on 2 of 5 curated trajectories: "
+        "3 have no agent token within max_length = 64 (their prompt alone fills it), 0 have a void turn; "
+        "raise [stages.sft] max_length"
+    ]
+    path.write_text(path.read_text().replace("max_length = 64", "max_length = 8192"))
+    assert run_recipe((curation, sft_stage()), load_recipe(path), dry_run=True).problems == []

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datadojo.recipes.config import RECIPES, Problem, RecipeConfig, RecipeProblems, load_recipe
+from datadojo.recipes.config import RECIPES, RecipeConfig
+from datadojo.recipes.config import load_recipe as _load_file
 from datadojo.recipes.engine import (
     EmptyStage,
     PlanItem,
@@ -24,6 +25,7 @@ from datadojo.recipes.engine import (
     run_recipe,
     variants,
 )
+from datadojo.recipes.problems import Problem, RecipeProblems
 from datadojo.runs import ProgressHook
 
 __all__ = [
@@ -44,6 +46,23 @@ __all__ = [
     "run",
     "variants",
 ]
+
+
+def load_recipe(path: str | Path, **overrides: Any) -> RecipeConfig:
+    """Read a recipe file (:func:`datadojo.recipes.config.load_recipe`); when it does not validate, every
+    problem of it at once: the top-level ones and those of each ``[stages.X]`` section (its name, its keys
+    at every level), each naming the file and the closest valid name."""
+    try:
+        return _load_file(path, **overrides)
+    except RecipeProblems as exc:
+        data = exc.data if isinstance(exc.data, dict) else {}
+        name, stages = data.get("recipe"), data.get("stages")
+        if name not in RECIPES or not isinstance(stages, dict):
+            raise
+        from datadojo.recipes.checks import section_key_problems
+
+        more = section_key_problems(name, stages, recipe_sections(name))
+        raise RecipeProblems([*exc.problems, *more], exc.source, data) from None
 
 
 def recipe_stages(name: str) -> tuple[Stage, ...]:

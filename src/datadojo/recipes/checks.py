@@ -20,11 +20,8 @@ plan`` lists them all and still shows the plan, ``recipe run`` refuses to start 
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
-import types
-import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,15 +29,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from datadojo.errors import DataDojoError
-from datadojo.recipes.config import Problem, RecipeConfig
+from datadojo.recipes.config import RecipeConfig
+from datadojo.recipes.problems import Problem, closest, unknown_keys, without_keys
 
 __all__ = [
     "Section",
     "benchmark_problems",
-    "closest",
     "config_problems",
     "context_problems",
-    "model_problems",
     "path_problems",
     "section_key_problems",
     "section_value_problems",
@@ -61,57 +57,6 @@ class Section:
     filled: tuple[str, ...] = ()
     build: Callable[[RecipeConfig], Any] | None = None
     what: str = ""  # what the section holds, for the messages ("SFTConfig keys")
-
-
-def closest(name: str, options: Iterable[str]) -> str:
-    """``"; did you mean X?"`` for the option nearest ``name`` (empty when none is near)."""
-    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f"; did you mean {match[0]}?" if match else ""
-
-
-def _settings_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model a field holds (``OptimConfig``, ``OptimConfig | None``), else ``None``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            found = _settings_in(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _near(prefix: str, key: str, fields: Iterable[str]) -> str:
-    """The suggestion for ``prefix + key`` among ``fields`` of the same level, named in full (``optim.lr``)."""
-    match = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
-    return f"; did you mean {prefix}{match[0]}?" if match else ""
-
-
-def _unknown(model: type[BaseModel], data: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
-    """Unknown keys of ``data`` for ``model`` at every nesting level: ``(dotted key, suggestion)``."""
-    out = []
-    for key, value in data.items():
-        field = model.model_fields.get(key)
-        if field is None:
-            out.append((prefix + key, _near(prefix, key, model.model_fields)))
-            continue
-        inner = _settings_in(field.annotation)
-        if inner is not None and isinstance(value, Mapping):
-            out += _unknown(inner, value, f"{prefix}{key}.")
-    return out
-
-
-def _without(data: dict[str, Any], dotted: Sequence[str]) -> dict[str, Any]:
-    """``data`` with the dotted keys removed (to validate the values of a section with a misspelt key)."""
-    out = json.loads(json.dumps(data, default=str)) if dotted else data
-    for key in dotted:
-        *parents, leaf = key.split(".")
-        node = out
-        for p in parents:
-            node = node.get(p, {})
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return out
 
 
 def section_key_problems(
@@ -157,7 +102,7 @@ def _unknown_in_section(section: Section, body: Mapping[str, Any]) -> list[tuple
     own = {k: v for k, v in body.items() if k not in section.own and k not in section.filled}
     if section.model is None:
         return [(k, closest(k, section.own)) for k in own]
-    found = _unknown(section.model, own, "")
+    found = unknown_keys(section.model, own, "")
     return [(k, closest(k, _section_keys(section)) if "." not in k else hint) for k, hint in found]
 
 
@@ -172,7 +117,7 @@ def section_value_problems(cfg: RecipeConfig, sections: Sequence[Section]) -> li
             bad = [k for k, _ in _unknown_in_section(section, body)] + [
                 k for k in body if k in section.filled
             ]
-            cleaned[section.name] = _without(dict(body), bad)
+            cleaned[section.name] = without_keys(dict(body), bad)
     clean_cfg = cfg.model_copy(update={"stages": {**stages, **cleaned}})
     for section in sections:
         if section.build is None:
@@ -182,18 +127,6 @@ def section_value_problems(cfg: RecipeConfig, sections: Sequence[Section]) -> li
         except (DataDojoError, ValueError, TypeError) as exc:
             problems.append(Problem(f"[stages.{section.name}]", str(exc)))
     return problems
-
-
-def model_problems(cls: type[BaseModel], data: Mapping[str, Any]) -> list[Problem] | None:
-    """The problems of ``data`` as ``cls``: each unknown key at any level with the closest valid name, then
-    the values (validated without those keys, so each problem is said once); ``None`` when it validates."""
-    unknown = _unknown(cls, data, "")
-    problems = [Problem(key, f"unknown key{hint}") for key, hint in unknown]
-    try:
-        cls.model_validate(_without(dict(data), [k for k, _ in unknown]))
-    except (DataDojoError, ValueError) as exc:
-        problems.append(Problem(cls.__name__, str(exc)))
-    return problems or None
 
 
 # --- benchmarks -----------------------------------------------------------------------------------------
@@ -268,10 +201,11 @@ def _served_window(spec: str) -> int | None:
         return None
 
 
-def prompt_floor(path: Path, dialect: str, max_turns: int) -> int:
-    """Tokens of the smallest first prompt a stage sends (the system prompt around an empty question) under
-    the student's own tokenizer and chat template: every first turn is at least this long. 0 when the
-    tokenizer cannot be loaded here (then only the reply budget is checked)."""
+def prompt_floor(path: Path, agent: Mapping[str, Any], task: Any = None) -> int:
+    """Tokens of the first prompt a stage sends, under the student's own tokenizer and chat template: of
+    ``task`` (a benchmark's first task: its data profile included) or, without one, of an empty question
+    (the system prompt alone): every first turn is at least this long. 0 when the tokenizer cannot be
+    loaded here (then only the reply budget is checked)."""
     try:
         from transformers import AutoTokenizer
 
@@ -280,9 +214,7 @@ def prompt_floor(path: Path, dialect: str, max_turns: int) -> int:
         from datadojo.types import Task
 
         tok = AutoTokenizer.from_pretrained(str(path))
-        messages = episode_prompt(
-            Task(id="plan", question=""), AgentConfig(dialect=dialect, max_turns=max_turns)
-        )
+        messages = episode_prompt(task or Task(id="plan", question=""), AgentConfig(**agent))
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return len(tok(text, add_special_tokens=False)["input_ids"])
     except Exception:
@@ -291,13 +223,15 @@ def prompt_floor(path: Path, dialect: str, max_turns: int) -> int:
 
 @dataclass(frozen=True)
 class Generation:
-    """One stage's generation with a model: the setting of its reply budget, that budget, its dialect and turns."""
+    """One stage's generation with a model: the setting of its reply budget, that budget (0: the backend
+    fits the reply to the room left), the agent settings of its prompt, the model, and a task to build the
+    first prompt from (``None``: an empty question)."""
 
     where: str  # "[stages.rl] max_new_tokens"
     max_new_tokens: int
-    dialect: str
-    max_turns: int
+    agent: Mapping[str, Any]  # AgentConfig keys: dialect, max_turns, language
     window_from: str  # a local checkpoint folder or a served spec
+    task: Any = None
 
 
 def context_problems(cfg: RecipeConfig, generations: Sequence[Generation]) -> list[Problem]:
@@ -305,26 +239,25 @@ def context_problems(cfg: RecipeConfig, generations: Sequence[Generation]) -> li
     the agent loop ends an episode at ``context_limit`` when the prompt plus ``max_tokens`` does not fit,
     so a budget at or over the window makes every episode end with 0 turns."""
     problems = []
-    floors: dict[tuple[str, str, int], int] = {}
     for g in generations:
         local = Path(g.window_from)
         window = student_window(local) if local.is_dir() else _served_window(g.window_from)
         if window is None:
             continue
-        if g.max_new_tokens >= window:
-            floor = 0
-        else:
-            key = (g.window_from, g.dialect, g.max_turns)
-            if key not in floors:
-                floors[key] = prompt_floor(local, g.dialect, g.max_turns) if local.is_dir() else 0
-            floor = floors[key]
-        if floor + g.max_new_tokens > window:
+        floor = 0
+        if g.max_new_tokens < window and local.is_dir():
+            floor = prompt_floor(local, g.agent, g.task)
+        if floor + max(g.max_new_tokens, 1) > window:
             room = window - floor
+            what = (
+                f"{g.max_new_tokens} reply tokens + a first prompt of at least {floor} tokens exceed"
+                if floor
+                else f"{g.max_new_tokens} reply tokens alone exceed"
+            )
             problems.append(
                 Problem(
                     g.where,
-                    f"{g.max_new_tokens} reply tokens + a first prompt of at least {floor} tokens exceed the "
-                    f"{window}-token context window of {g.window_from}: every episode would end at "
+                    f"{what} the {window}-token context window of {g.window_from}: every episode would end at "
                     f"context_limit with 0 turns; set it to at most {max(room - 1, 0)} (leave room for the "
                     "turns' observations) or use a model with a longer window",
                 )

@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import copy
 import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from datadojo.config import ConfigError, Settings
-from datadojo.errors import ExitCode
+from datadojo.recipes.problems import RecipeProblems, model_problems
 
 __all__ = [
     "RECIPES",
     "SEED_SETTINGS",
     "BenchmarkSpec",
     "ModelsConfig",
-    "Problem",
     "RecipeConfig",
-    "RecipeProblems",
     "StudyConfig",
     "load_recipe",
     "model_identity",
@@ -47,37 +43,6 @@ SEED_SETTINGS: dict[str, tuple[str, ...]] = {
     "envlunch": ("stages.downstream.seed",),
     "sailor": ("stages.sft.seed", "stages.rl.seed"),
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a recipe before it runs: where (``[stages.sft] max_stepz``, ``models.student``)
-    and what, with what to do about it; ``server``: a model server that does not answer (exit 3) rather
-    than a bad file or setting (exit 2)."""
-
-    where: str
-    what: str
-    server: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.what}"
-
-
-class RecipeProblems(ConfigError):
-    """Every problem found in a recipe before its first stage, listed at once (``recipe plan`` shows them under
-    the plan; ``recipe run`` refuses to start). Exit 3 when the only problems are unreachable model servers
-    (as the stage commands), else 2."""
-
-    def __init__(self, problems: Sequence[Problem], source: str = "") -> None:
-        self.problems = list(problems)
-        only_servers = all(p.server for p in self.problems)
-        self.exit_code = ExitCode.MODEL_SERVER if only_servers else ExitCode.BAD_INPUT
-        head = f"{source}: " if source else ""
-        if len(self.problems) == 1:
-            super().__init__(f"{head}{self.problems[0]}")
-        else:
-            lines = "\n".join(f"  - {p}" for p in self.problems)
-            super().__init__(f"{head}{len(self.problems)} problems before the first stage:\n{lines}")
 
 
 class ModelsConfig(Settings):
@@ -242,16 +207,8 @@ def load_recipe(path: str | Path, **overrides: Any) -> RecipeConfig:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     data.setdefault("base_dir", str(path.resolve().parent))
     data.update({k: v for k, v in overrides.items() if v is not None})
-    from datadojo.recipes.checks import model_problems, section_key_problems
-
     problems = model_problems(RecipeConfig, data)
     if problems is None:
         return RecipeConfig.model_validate(data)
-    # the rest of the file is checked too, so that one attempt lists every problem
-    name, stages = data.get("recipe"), data.get("stages")
-    problems = [p for p in problems if p.where.split(".")[0] != "stages"]
-    if name in RECIPES and isinstance(stages, dict):
-        from datadojo.recipes import recipe_sections
-
-        problems += section_key_problems(name, stages, recipe_sections(name))
-    raise RecipeProblems(problems, str(path))
+    # the [stages] table is checked by its sections' types (datadojo.recipes.load_recipe adds them)
+    raise RecipeProblems([p for p in problems if p.where.split(".")[0] != "stages"], str(path), data)

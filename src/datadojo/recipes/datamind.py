@@ -37,7 +37,7 @@ from datadojo.recipes.stages import (
     sft_stage,
 )
 
-__all__ = ["SECTIONS", "STAGES", "CurationSection"]
+__all__ = ["SECTIONS", "STAGES", "DataMindCuration"]
 
 SYNTH_CODE = ("datadojo.synth.datamind", "datadojo.agent", "datadojo.protocol")
 
@@ -76,7 +76,7 @@ def _dm_config(cfg: RecipeConfig) -> Any:
     return DataMindConfig.model_validate(section)
 
 
-class CurationSection(Settings):
+class DataMindCuration(Settings):
     """``[stages.curation]`` of the DataMind recipe: which of Fig. 4's strategies makes the SFT set."""
 
     strategy: str = Field("con-select", description="con-select | random-select | non-select | non-con")
@@ -192,7 +192,7 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
     from datadojo.synth.datamind.pipeline import stage_curate
     from datadojo.synth.datamind.queries import load_queries
 
-    strategy = CurationSection.model_validate(ctx.config.stage("curation")).strategy
+    strategy = DataMindCuration.model_validate(ctx.config.stage("curation")).strategy
     src = Path(ctx.dep("synthesis")["folder"])
     for name in _LINKED + _COPIED:
         _bring(src / name, ctx.out / name, name in _LINKED)
@@ -290,8 +290,8 @@ def _sections() -> tuple[Section, ...]:
         ),
         Section(
             "curation",
-            CurationSection,
-            build=lambda cfg: CurationSection.model_validate(cfg.stage("curation")),
+            DataMindCuration,
+            build=lambda cfg: DataMindCuration.model_validate(cfg.stage("curation")),
             what="strategy",
         ),
         sft_section(),

@@ -33,7 +33,8 @@ from typing import Any
 
 from datadojo.errors import DataDojoError, ExitCode
 from datadojo.fs import write_json_atomic
-from datadojo.recipes.config import Problem, RecipeConfig, RecipeProblems, parse_value
+from datadojo.recipes.config import RecipeConfig, parse_value
+from datadojo.recipes.problems import Problem, RecipeProblems
 from datadojo.runs import (
     CacheEntry,
     ProgressHook,
@@ -96,6 +97,9 @@ class Stage:
     code: tuple[str, ...] = ()
     executor: bool = False  # runs its fan-out on --executor ray
     servers: Callable[[RecipeConfig], dict[str, str]] = lambda cfg: {}  # setting → served model it calls
+    # what can be known of its run from the stages it reads that are cached (the data it will get): given
+    # those entries by name, it returns [] when what it needs is not there yet
+    precheck: Callable[[RecipeConfig, dict[str, CacheEntry]], list[Problem]] | None = None
 
 
 @dataclass
@@ -318,13 +322,26 @@ def check_before_running(
     vs: Sequence[Variant],
     check: Callable[[RecipeConfig], list[Problem]] | None,
     probe: Callable[[Mapping[str, str]], list[Problem]] | None,
+    cache: StageCache | None = None,
 ) -> list[Problem]:
-    """Every variant's config problems (``check``), then the served models of the stages that will run,
-    probed once each (``probe``; only when nothing else is wrong is a down server the whole story)."""
+    """Every variant's config problems (``check``); the prechecks of the stages that will run on the data
+    they will get, when the stages they read are cached (SFT's ``max_length`` against the curated set);
+    then the served models of the stages that will run, probed once each (``probe``)."""
     problems: list[Problem] = []
     if check is not None:
         for v in vs:
             problems += check(v.config)
+    if cache is not None:
+        by_stage = {s.name: s for s in stages}
+        key_of = {(i.variant, i.stage): i.key for i in items}
+        cfg_of = {v.label: v.config for v in vs}
+        for item in items:
+            st = by_stage[item.stage]
+            if st.precheck is None or item.status not in ("run", "rerun"):
+                continue
+            found = {d: cache.lookup(d, key_of[(item.variant, d)]) for d in st.deps}
+            upstream = {d: e for d, e in found.items() if e is not None}
+            problems += st.precheck(cfg_of[item.variant], upstream)
     if probe is not None:
         by_name = {s.name: s for s in stages}
         configs = {v.label: v.config for v in vs}
@@ -383,7 +400,7 @@ def run_recipe(
     try:
         missing: list[Problem] = []
         items, parts_of = plan(stages, vs, cache, out, missing)
-        found = check_before_running(stages, items, vs, check, probe)
+        found = check_before_running(stages, items, vs, check, probe, cache)
         named = " ".join(str(p) for p in found)  # a missing input the checks named with what to provide
         paths = {p.what: p for p in missing}  # a path several stages read: once
         missing = [p for p in paths.values() if p.what.removesuffix(" does not exist") not in named]

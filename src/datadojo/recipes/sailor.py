@@ -37,7 +37,7 @@ from datadojo.recipes.stages import (
     sft_stage,
 )
 
-__all__ = ["SECTIONS", "STAGES", "CurationSection"]
+__all__ = ["SECTIONS", "STAGES", "SailorCuration"]
 
 _OWN = ("seeds", "concurrency", "structured", "max_failed_fraction")
 
@@ -53,7 +53,7 @@ def _sailor_config(cfg: RecipeConfig) -> Any:
     return SailorConfig.model_validate({k: v for k, v in section.items() if k not in _OWN})
 
 
-class CurationSection(Settings):
+class SailorCuration(Settings):
     """``[stages.curation]`` of the SciDataSailor recipe."""
 
     max_rl_tasks: int | None = Field(None, ge=1, description="only the first N QA pairs become RL tasks")
@@ -221,8 +221,8 @@ def _sections() -> tuple[Section, ...]:
         ),
         Section(
             "curation",
-            CurationSection,
-            build=lambda cfg: CurationSection.model_validate(cfg.stage("curation")),
+            SailorCuration,
+            build=lambda cfg: SailorCuration.model_validate(cfg.stage("curation")),
             what="max_rl_tasks",
         ),
         sft_section(),

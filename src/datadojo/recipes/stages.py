@@ -23,6 +23,7 @@ from datadojo.jsonl import iter_jsonl, read_tasks, read_trajectories, write_json
 from datadojo.recipes.checks import Generation, Section
 from datadojo.recipes.config import RecipeConfig
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
+from datadojo.recipes.problems import Problem
 
 __all__ = [
     "EvalSection",
@@ -273,6 +274,27 @@ def _check_sft(cfg: RecipeConfig) -> None:
         _sft_config(cfg)
 
 
+def _sft_precheck(cfg: RecipeConfig, upstream: dict[str, Any]) -> list[Problem]:
+    """The curated set is already there (curation cached): tokenize it as the trainer will (its own rule,
+    :func:`~datadojo.train.sft.prepare_sft_examples`, with the student's tokenizer) and refuse now a run
+    that would train on less than half of it."""
+    if cfg.stage("sft").get("enabled", True) is False or "curation" not in upstream:
+        return []
+    try:
+        from transformers import AutoTokenizer
+
+        from datadojo.train.sft import prepare_sft_examples
+
+        conf = _sft_config(cfg)
+        trajs = list(read_trajectories(upstream["curation"].manifest["sft_data"]))
+        tokenizer = AutoTokenizer.from_pretrained(str(_student(cfg)))
+        examples, dropped = prepare_sft_examples(trajs, tokenizer, conf)
+    except Exception:
+        return []
+    why = sft_verdict(len(trajs), len(examples), dropped["void"], dropped["untrainable"], 1, conf.max_length)
+    return [Problem("[stages.sft] max_length", f"on the curated set already made: {why}")] if why else []
+
+
 def sft_section() -> Section:
     from datadojo.train.config import SFTConfig
 
@@ -295,6 +317,7 @@ def sft_stage() -> Stage:
         settings=lambda cfg: {"sft": _keyed(cfg.stage("sft")), "student": cfg.models.student},
         inputs=lambda cfg: [_student(cfg)],
         code=TRAIN_CODE,
+        precheck=_sft_precheck,
     )
 
 
@@ -474,6 +497,26 @@ def stop_reasons(files: list[Path]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def _rl_precheck(cfg: RecipeConfig, upstream: dict[str, Any]) -> list[Problem]:
+    """The RL tasks and the curated set are already there: the mixed objective's experts checked against
+    ``max_length`` with the student's tokenizer (:func:`expert_verdict`), before the SFT stage trains."""
+    if cfg.stage("rl").get("enabled", True) is False or not {"curation", "rl_tasks"} <= set(upstream):
+        return []
+    try:
+        from transformers import AutoTokenizer
+
+        conf, _ = _rl_config(cfg)
+        if not conf.uses_sft:
+            return []
+        experts = list(read_trajectories(upstream["curation"].manifest["sft_data"]))
+        ids = {t.id for t in read_tasks(upstream["rl_tasks"].manifest["tasks"])}
+        tokenizer = AutoTokenizer.from_pretrained(str(_student(cfg)))
+        why = expert_verdict(experts, ids, tokenizer, conf.max_length, conf.end_of_turn)
+    except Exception:
+        return []
+    return [Problem("[stages.rl] max_length", f"on the curated set already made: {why}")] if why else []
+
+
 def _check_rl(cfg: RecipeConfig) -> None:
     section = cfg.stage("rl")
     check_choices("[stages.rl]", section)
@@ -505,6 +548,7 @@ def rl_stage() -> Stage:
         settings=lambda cfg: {"rl": _keyed(cfg.stage("rl")), "recipe": cfg.recipe},
         code=(*TRAIN_CODE, "datadojo.reward", "datadojo.agent"),
         servers=lambda cfg: _rl_servers(cfg) if cfg.stage("rl").get("enabled", True) else {},
+        precheck=_rl_precheck,
     )
 
 
@@ -531,14 +575,25 @@ def eval_section() -> Section:
     )
 
 
-#: The hf backend's reply budget when a benchmark gives no ``max_tokens`` (``HFBackend.default_max_tokens``).
-HF_DEFAULT_MAX_TOKENS = 1024
+def _first_task(cfg: RecipeConfig, spec: Any) -> Any:
+    """The first task of a benchmark entry (its prompt carries the data profile), ``None`` when it cannot be
+    loaded here (the benchmark checks say why)."""
+    from datadojo.bench.registry import get_benchmark
+
+    try:
+        return next(iter(get_benchmark(spec.bench).load(cfg.path(spec.data), **spec.options)), None)
+    except Exception:
+        return None
 
 
 def student_generations(cfg: RecipeConfig) -> list[Generation]:
     """Where the recipe generates with the student and with what reply budget: RL rollouts (``[stages.rl]
-    max_new_tokens``, the preset's default otherwise: 8192) and every benchmark's eval (``max_tokens``, the
-    hf backend's default otherwise). Checked against the student's window before anything runs."""
+    max_new_tokens``, the preset's default otherwise: 8192; the agent loop ends an episode at
+    ``context_limit`` when the prompt plus this budget does not fit) and every benchmark's eval (its first
+    task's prompt plus ``max_tokens``; without ``max_tokens`` the hf backend fits the reply to the room
+    left, so only the prompt must fit). Checked against the student's window before anything runs."""
+    from datadojo.bench.registry import benchmark_names, get_benchmark
+
     out: list[Generation] = []
     student = str(_student(cfg))
     section = cfg.stage("rl")
@@ -552,15 +607,24 @@ def student_generations(cfg: RecipeConfig) -> list[Generation]:
             budget = (
                 "max_new_tokens" if "max_new_tokens" in section else "max_new_tokens (the preset's default)"
             )
-            out.append(
-                Generation(f"[stages.rl] {budget}", rl.max_new_tokens, rl.dialect, rl.max_turns, source)
-            )
+            agent = {"dialect": rl.dialect, "max_turns": rl.max_turns}
+            out.append(Generation(f"[stages.rl] {budget}", rl.max_new_tokens, agent, source))
+    known = {n.lower() for n in benchmark_names()}
     for i, spec in enumerate(cfg.benchmarks, 1):
-        budget = spec.max_tokens if spec.max_tokens is not None else HF_DEFAULT_MAX_TOKENS
-        what = "max_tokens" if spec.max_tokens is not None else "max_tokens (the hf backend's default)"
-        turns = spec.max_turns or 10
-        dialect = RL_DEFAULTS[cfg.recipe][2]
-        out.append(Generation(f"[[benchmarks]] #{i} ({spec.title}) {what}", budget, dialect, turns, student))
+        if spec.bench.lower() not in known:
+            continue
+        d = get_benchmark(spec.bench).defaults
+        agent = {"dialect": d.dialect, "max_turns": spec.max_turns or d.max_turns, "language": d.language}
+        what = "max_tokens" if spec.max_tokens is not None else "prompt (no max_tokens)"
+        out.append(
+            Generation(
+                f"[[benchmarks]] #{i} ({spec.title}) {what}",
+                spec.max_tokens or 0,
+                agent,
+                student,
+                _first_task(cfg, spec),
+            )
+        )
     return out
 
 
