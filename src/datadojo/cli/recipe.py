@@ -112,6 +112,8 @@ def _go(
                 executor=remote,
                 allow_empty=allow_empty,
             )
+    except RecipeProblems as exc:  # refused before the first stage: the list names the file
+        raise error_exit(RecipeProblems(exc.problems, str(config))) from None
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: finished stages are committed; rerun the same command to resume the rest", err=True
