@@ -6,6 +6,7 @@ edit of one training setting plans exactly the stages below it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,10 @@ def _check_rerun(out: dict[str, Any], did_nothing: set[str]) -> None:
     assert {st for _, st in out["first"].empty} == did_nothing and out["again"].empty == out["first"].empty
     assert all(f"| base | {st} | did nothing |" in report for st in did_nothing)
     assert ("## ⚠ Stages that did nothing useful" in report) == bool(did_nothing)
+    # every stage's in → out counts, and a link to each eval's own report (3 checkpoints x 1 benchmark)
+    assert "| in → out |" in report and "trials →" in report
+    links = re.findall(r"\]\((stages/eval_\w+/[^)]+/report\.html)\)", report)
+    assert len(links) == 3 and all((out["first"].out / link).is_file() for link in links)
     assert all(f"| base | {c} |" in report for c in ("base", "+ SFT", "+ RL"))
     assert (out["first"].out / "report.html").read_text().count("<tr>") >= 3
 

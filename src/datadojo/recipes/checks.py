@@ -20,6 +20,7 @@ plan`` lists them all and still shows the plan, ``recipe run`` refuses to start 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,11 +34,14 @@ from datadojo.recipes.config import RecipeConfig
 from datadojo.recipes.problems import Problem, closest, unknown_keys, without_keys
 
 __all__ = [
+    "Generation",
     "Section",
     "benchmark_problems",
     "config_problems",
     "context_problems",
+    "first_task",
     "path_problems",
+    "prompt_floor",
     "section_key_problems",
     "section_value_problems",
     "server_problems",
@@ -87,8 +91,6 @@ def section_key_problems(
                     Problem(f"{where} {key}", "set by the recipe itself (models.student, the run)")
                 )
         for key, hint in _unknown_in_section(section, body):
-            valid = _section_keys(section)
-            hint = hint or (closest(key, valid) if "." not in key else "")
             problems.append(Problem(f"{where} {key}", f"unknown key{hint} ({section.what or 'keys'})"))
     return problems
 
@@ -129,6 +131,30 @@ def section_value_problems(cfg: RecipeConfig, sections: Sequence[Section]) -> li
     return problems
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    """What says a file or folder changed, cheaply (its mtime and size): the key of the plan's memos."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _first_task_at(bench: str, path: str, options: str, stamp: tuple[int, int]) -> Any:
+    from datadojo.bench.registry import get_benchmark
+
+    return next(iter(get_benchmark(bench).load(Path(path), **json.loads(options))), None)
+
+
+def first_task(bench: str, path: Path, options: Mapping[str, Any]) -> Any:
+    """The first task of benchmark ``bench`` at ``path`` (raises the loader's error: a wrong layout), loaded
+    once per plan however many sweep variants ask (memoized on the data's mtime and size)."""
+    return _first_task_at(
+        bench, str(path), json.dumps(dict(options), sort_keys=True, default=str), _stamp(path)
+    )
+
+
 # --- benchmarks -----------------------------------------------------------------------------------------
 
 
@@ -148,7 +174,7 @@ def _provide_benchmark(name: str, path: Path) -> str:
 def benchmark_problems(cfg: RecipeConfig) -> list[Problem]:
     """Each ``[[benchmarks]]`` entry: a registered name (the closest named otherwise), its data present and in
     the benchmark's layout (the first task loads with the entry's options)."""
-    from datadojo.bench.registry import benchmark_names, get_benchmark
+    from datadojo.bench.registry import benchmark_names
 
     names = benchmark_names()
     problems = []
@@ -169,7 +195,7 @@ def benchmark_problems(cfg: RecipeConfig) -> list[Problem]:
             problems.append(Problem(where, _provide_benchmark(spec.bench, path)))
             continue
         try:
-            first = next(iter(get_benchmark(spec.bench).load(path, **spec.options)), None)
+            first = first_task(spec.bench, path, spec.options)
         except (DataDojoError, ValueError, OSError, TypeError) as exc:
             problems.append(Problem(where, f"{path}: {exc}"))
             continue
@@ -201,24 +227,39 @@ def _served_window(spec: str) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=8)
+def _tokenizer(path: str, stamp: tuple[int, int]) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+_FLOORS: dict[tuple[Any, ...], int] = {}  # (checkpoint, agent settings, task) → tokens: once per plan
+
+
 def prompt_floor(path: Path, agent: Mapping[str, Any], task: Any = None) -> int:
     """Tokens of the first prompt a stage sends, under the student's own tokenizer and chat template: of
     ``task`` (a benchmark's first task: its data profile included) or, without one, of an empty question
     (the system prompt alone): every first turn is at least this long. 0 when the tokenizer cannot be
-    loaded here (then only the reply budget is checked)."""
+    loaded here (then only the reply budget is checked). Memoized: a sweep's variants share their prompts."""
+    stamp = _stamp(path / "config.json")
+    task_key = "" if task is None else f"{task.id}:{task.question}"
+    key = (str(path), stamp, json.dumps(dict(agent), sort_keys=True), task_key)
+    if key in _FLOORS:
+        return _FLOORS[key]
     try:
-        from transformers import AutoTokenizer
-
         from datadojo.agent.config import AgentConfig
         from datadojo.agent.prompts import episode_prompt
         from datadojo.types import Task
 
-        tok = AutoTokenizer.from_pretrained(str(path))
+        tok = _tokenizer(str(path), stamp)
         messages = episode_prompt(task or Task(id="plan", question=""), AgentConfig(**agent))
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return len(tok(text, add_special_tokens=False)["input_ids"])
+        floor = len(tok(text, add_special_tokens=False)["input_ids"])
     except Exception:
-        return 0
+        floor = 0
+    _FLOORS[key] = floor
+    return floor
 
 
 @dataclass(frozen=True)
@@ -331,8 +372,8 @@ def path_problems(cfg: RecipeConfig) -> list[Problem]:
             problems.append(
                 Problem(
                     f"[stages.{name}] labelled",
-                    f"{cfg.path(str(labelled))} does not exist: a task file (JSONL) with answers, "
-                    f"read for labels = {labels}",
+                    f"{cfg.path(str(labelled))} does not exist: a task file (JSONL, one task with its answer per "
+                    "line), read when labels > 0",
                 )
             )
     return problems

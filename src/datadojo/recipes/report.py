@@ -53,7 +53,8 @@ def stage_counts(manifest: dict[str, Any]) -> str:
 
 def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]:
     """``(variant, checkpoint · benchmark, relative link)`` of each eval's own report page."""
-    links = []
+    links: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
     for label, entries in result.entries.items():
         for stage, entry in entries.items():
             for title, res in (entry.manifest.get("results") or {}).items():
@@ -66,7 +67,9 @@ def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]
                         link = str(page.resolve().relative_to(out.resolve()))
                     except ValueError:  # an eval outside the run folder (a stage cache elsewhere)
                         link = str(page)
-                    links.append((label, f"{stage} · {title}", link))
+                    if link not in seen:  # an eval taken over by a later stage (labels = 0): once
+                        seen.add(link)
+                        links.append((label, f"{stage} · {title}", link))
     return links
 
 

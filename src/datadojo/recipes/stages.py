@@ -578,10 +578,10 @@ def eval_section() -> Section:
 def _first_task(cfg: RecipeConfig, spec: Any) -> Any:
     """The first task of a benchmark entry (its prompt carries the data profile), ``None`` when it cannot be
     loaded here (the benchmark checks say why)."""
-    from datadojo.bench.registry import get_benchmark
+    from datadojo.recipes.checks import first_task
 
     try:
-        return next(iter(get_benchmark(spec.bench).load(cfg.path(spec.data), **spec.options)), None)
+        return first_task(spec.bench, cfg.path(spec.data), spec.options)
     except Exception:
         return None
 
