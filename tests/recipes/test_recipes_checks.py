@@ -284,3 +284,20 @@ def test_sft_max_length_against_the_curated_set_already_made(tmp_path: Path, toy
     ]
     path.write_text(path.read_text().replace("max_length = 64", "max_length = 8192"))
     assert run_recipe((curation, sft_stage()), load_recipe(path), dry_run=True).problems == []
+
+
+def test_a_teacher_down_after_the_plan_ends_synthesis_with_the_same_line(
+    tmp_path: Path, toy_ckpt: Path
+) -> None:
+    """Finding 4 at run time (the server went down between the plan's probe and the stage): the stage's
+    backends probe before their first request, so the run ends with the stage commands' line and exit 3 —
+    it ended with "no queries to sample (… see rejected.jsonl)", exit 2, after every request's retries."""
+    from datadojo.llm.base import ServerUnreachableError
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    path = write_recipe("datamind", tmp_path, toy_ckpt, teacher=f"openai:t@{url}")
+    with pytest.raises(
+        ServerUnreachableError, match=f"cannot reach the model server for 't' at {url}"
+    ) as err:
+        run(load_recipe(path), probe_servers=False)  # the plan's probe skipped: as if it had answered then
+    assert err.value.exit_code == 3
