@@ -69,6 +69,13 @@ def test_plan_lists_every_problem_of_the_file_at_once_and_run_refuses(tmp_path: 
     assert "did you mean sft?" in res.output and _committed(tmp_path / "out") == []
 
 
+def test_allow_empty_names_stages_of_the_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
+    path = write_recipe("datamind", tmp_path, toy_ckpt, allow_empty=False)
+    path.write_text('allow_empty = ["rl", "sftt"]\n' + path.read_text())
+    shown = [str(p) for p in run(load_recipe(path), dry_run=True).problems]
+    assert len(shown) == 1 and shown[0].startswith("allow_empty: no stage 'sftt'; did you mean sft?")
+
+
 def test_top_level_and_section_problems_are_listed_together(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('recipe = "datamind"\ninputs = []\n[models]\nstudnt = "x"\n[stages.sft]\nmax_stepz = 2\n')

@@ -83,9 +83,16 @@ def check_recipe(config: RecipeConfig) -> list[Problem]:
     """Every problem of one configuration found without running anything (servers aside): sections and keys,
     values, paths, benchmarks, context windows, training lengths (:mod:`datadojo.recipes.checks`)."""
     from datadojo.recipes.checks import config_problems
+    from datadojo.recipes.problems import closest
     from datadojo.recipes.stages import student_generations
 
-    return config_problems(config, recipe_sections(config.recipe), student_generations(config))
+    problems = config_problems(config, recipe_sections(config.recipe), student_generations(config))
+    names = [s.name for s in recipe_stages(config.recipe)]
+    for name in config.allow_empty if isinstance(config.allow_empty, list) else []:
+        if name not in names:
+            hint = closest(name, names)
+            problems.append(Problem("allow_empty", f"no stage {name!r}{hint} (stages: {', '.join(names)})"))
+    return problems
 
 
 def run(
