@@ -106,3 +106,17 @@ def test_structure_metrics_and_grouping(tmp_path: Path) -> None:
 def test_no_trajectories() -> None:
     with pytest.raises(ValueError, match="no trajectories"):
         behaviour_metrics([])
+
+
+def test_the_page_says_no_code_calls_instead_of_a_rate_over_none() -> None:
+    """Issue 40: over trajectories that ended at context_limit with 0 turns the eval page said
+    "error-free trajectories 100 %"; with no code call there is no rate to show."""
+    from datadojo.eval.report import behaviour_rows
+
+    cut = Trajectory(task_id="t", turns=[], stop_reason="context_limit", model="m1")
+    rows = dict(behaviour_rows({"behaviour": behaviour_metrics([cut, cut]).to_dict()}))
+    assert rows["code calls"] == "0"
+    assert rows["error-free trajectories"] == rows["code error rate"] == "no code calls"
+    one = _traj([_turn("code", "print(1)"), _turn("answer", "1", status=None)])
+    rows = dict(behaviour_rows({"behaviour": behaviour_metrics([one]).to_dict()}))
+    assert rows["error-free trajectories"] == "100.00%" and rows["code error rate"] == "0.00%"

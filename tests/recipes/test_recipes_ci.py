@@ -6,6 +6,7 @@ edit of one training setting plans exactly the stages below it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,18 @@ def _check_training_and_eval(m: dict[str, dict[str, Any]], student: Path) -> Non
         assert len(trajs) == 2 and {t.model for t in trajs} == {want}
 
 
-def _check_rerun(out: dict[str, Any]) -> None:
+def _check_rerun(out: dict[str, Any], did_nothing: set[str]) -> None:
     assert {i.status for i in out["again"].items} == {"cached"} and out["rerun_requests"] == 0
     report = (out["first"].out / "report.md").read_text()
+    # where the toy student cannot learn (recipe_fakes.ALLOW_EMPTY) the stage says it did nothing useful, and
+    # the report says so, in red, with the cause — where it used to be a silent table of zeros, status "run"
+    assert {st for _, st in out["first"].empty} == did_nothing and out["again"].empty == out["first"].empty
+    assert all(f"| base | {st} | did nothing |" in report for st in did_nothing)
+    assert ("## ⚠ Stages that did nothing useful" in report) == bool(did_nothing)
+    # every stage's in → out counts, and a link to each eval's own report (3 checkpoints x 1 benchmark)
+    assert "| in → out |" in report and "trials →" in report
+    links = re.findall(r"\]\((stages/eval_\w+/[^)]+/report\.html)\)", report)
+    assert len(links) == 3 and all((out["first"].out / link).is_file() for link in links)
     assert all(f"| base | {c} |" in report for c in ("base", "+ SFT", "+ RL"))
     assert (out["first"].out / "report.html").read_text().count("<tr>") >= 3
 
@@ -105,7 +115,7 @@ def test_datamind_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     assert {t.answer for t in read_tasks(m["rl_tasks"]["tasks"])} == {"42", "25"}
     assert m["rl"]["reward"] == "datamind" and m["rl"]["policy_loss"] == "dapo"
     _check_training_and_eval(m, toy_ckpt)
-    _check_rerun(out)
+    _check_rerun(out, set())
     # the command over the finished run: every stage cached (the servers are gone: nothing may call them)
     res = CliRunner().invoke(app, ["recipe", "run", str(out["path"])], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
@@ -129,7 +139,7 @@ def test_envlunch_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     assert m["rl_tasks"]["tasks"] == m["synthesis"]["tasks"]
     assert m["rl"]["reward"] == "envlunch" and m["rl"]["policy_loss"] == "grpo"
     _check_training_and_eval(m, toy_ckpt)
-    _check_rerun(out)
+    _check_rerun(out, {"rl"})  # its warm-up tasks' prompts overflow the window
     # warm-up on/off (Fig. 1) as a sweep: "on" is the run above, all cached; "off" skips RL and evaluates the
     # SFT checkpoint as its RL row; nothing upstream is recomputed
     swept = run(load_recipe(out["path"]), sweeps={"stages.rl.enabled": [True, False]})
@@ -160,4 +170,4 @@ def test_sailor_recipe(tmp_path: Path, toy_ckpt: Path) -> None:
     # the QC-kept exploration trajectories are the SFT set; RL rolls out in the sailor dialect
     assert m["curation"]["kept"] == syn["trajectories"] and m["rl"]["dialect"] == "sailor"
     _check_training_and_eval(m, toy_ckpt)
-    _check_rerun(out)
+    _check_rerun(out, {"rl"})  # every group filtered

@@ -56,9 +56,15 @@ def _load(config: Path, out: Path | None, executor: str | None) -> Any:
 
 
 def _go(
-    config: Path, out: Path | None, sweep: list[str], executor: str | None, ray_address: str | None, dry: bool
+    config: Path,
+    out: Path | None,
+    sweep: list[str],
+    executor: str | None,
+    ray_address: str | None,
+    dry: bool,
+    allow_empty: bool = False,
 ) -> None:
-    from datadojo.recipes import parse_sweeps, run
+    from datadojo.recipes import RecipeProblems, parse_sweeps, run
 
     console = Console(stderr=True)
     cfg = _load(config, out, executor)
@@ -68,6 +74,8 @@ def _go(
         Console().print(_plan_table(result.items, f"plan of {config} ({cfg.recipe}) in {result.out}"))
         n = sum(i.status in ("run", "rerun") for i in result.items)
         typer.echo(f"{n} stage runs to do, {sum(i.status == 'cached' for i in result.items)} cached")
+        if result.problems:  # every one at once, under the plan; `recipe run` refuses with the same list
+            raise error_exit(RecipeProblems(result.problems, str(config)))
         return
     address = ray_address or cfg.ray_address
     remote = cli_executor(cfg.executor, address, 64) if cfg.executor != "local" or address else None
@@ -91,10 +99,21 @@ def _go(
         elif event == "failed" and item.stage in tasks:  # a replicate of a seeded study: the others go on
             bars.remove_task(tasks.pop(item.stage))
             console.print(f"[red]failed[/red] {label}")
+        elif event == "empty":
+            console.print(f"[red]empty[/red]  {label}: did nothing useful (see the report)")
 
     try:
         with bars:
-            result = run(cfg, sweeps=sweeps, progress=progress, on_stage=on_stage, executor=remote)
+            result = run(
+                cfg,
+                sweeps=sweeps,
+                progress=progress,
+                on_stage=on_stage,
+                executor=remote,
+                allow_empty=allow_empty,
+            )
+    except RecipeProblems as exc:  # refused before the first stage: the list names the file
+        raise error_exit(RecipeProblems(exc.problems, str(config))) from None
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: finished stages are committed; rerun the same command to resume the rest", err=True
@@ -132,9 +151,18 @@ def run_cmd(
     executor: str | None = _EXECUTOR,
     ray_address: str | None = _RAY,
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what would rerun; run nothing"),
+    allow_empty: bool = typer.Option(
+        False,
+        "--allow-empty",
+        help="go on after a stage that did nothing useful (0 updates, nothing kept, most trials at "
+        "context_limit…) instead of stopping; the report still shows it in red (per stage: `allow_empty` "
+        "in the recipe file)",
+    ),
 ) -> None:
-    """Run the recipe: every stage not cached, then the report (OUT/report.html, OUT/report.md)."""
-    _go(config, out, sweep, executor, ray_address, dry_run)
+    """Check the whole file (refusing with every problem at once, exit 2; 3 for a model server that does not
+    answer), then run every stage not cached, then the report (OUT/report.html, OUT/report.md). A stage that
+    did nothing useful stops the run with its cause (exit 2) unless allowed."""
+    _go(config, out, sweep, executor, ray_address, dry_run, allow_empty)
 
 
 @recipe_app.command("plan")
@@ -144,7 +172,9 @@ def plan_cmd(
     sweep: list[str] = _SWEEP,
     executor: str | None = _EXECUTOR,
 ) -> None:
-    """Print the plan: each stage's key, cached or to run, and why (same as `recipe run --dry-run`)."""
+    """Print the plan: each stage's key, cached or to run, and why (same as `recipe run --dry-run`), then every
+    problem found before the first stage — sections and keys, values, benchmarks, missing paths, context
+    windows, unreachable model servers — all at once (exit 2; 3 when only servers are down)."""
     _go(config, out, sweep, executor, None, True)
 
 

@@ -137,12 +137,14 @@ def behaviour_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     b = summary.get("behaviour") or {}
     if not b:
         return []
+    # over no code call at all, an error rate or "100 % error-free" would read as a success
+    no_calls = not b.get("n_calls")
     return [
         ("total tokens (prompt + completion)", f"{int(b.get('total_tokens') or 0):,}"),
         ("average steps per trajectory", _num(b.get("avg_steps"))),
         ("code calls", str(b.get("n_calls"))),
-        ("code error rate", _pct(b.get("code_error_rate"))),
-        ("error-free trajectories", _pct(b.get("error_free_rate"))),
+        ("code error rate", "no code calls" if no_calls else _pct(b.get("code_error_rate"))),
+        ("error-free trajectories", "no code calls" if no_calls else _pct(b.get("error_free_rate"))),
         ("mean length of error chains", _num(b.get("mean_error_chain"))),
         ("AST depth per code block", _num(b.get("ast_depth"))),
         ("branches and loops per code block", _num(b.get("branches_loops"))),

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from datadojo.config import ConfigError, Settings
+from datadojo.recipes.problems import RecipeProblems, model_problems
 
 __all__ = [
     "RECIPES",
@@ -133,6 +134,15 @@ class RecipeConfig(Settings):
         None, description="Ray cluster address for executor ray (None: start or join a local one)"
     )
     base_dir: str = Field(".", description="folder relative paths are read against (the config file's)")
+    allow_empty: bool | list[str] = Field(
+        False,
+        description="stages allowed to do nothing useful (0 updates, nothing kept, most trials at "
+        "context_limit…) without stopping the recipe: true for all, or a list of stage names",
+    )
+
+    def allows_empty(self, stage: str) -> bool:
+        """Whether stage ``stage`` may end with nothing useful done (:attr:`allow_empty`)."""
+        return self.allow_empty is True or (isinstance(self.allow_empty, list) and stage in self.allow_empty)
 
     def path(self, value: str) -> Path:
         """``value`` as a path: relative ones against :attr:`base_dir`."""
@@ -197,7 +207,8 @@ def load_recipe(path: str | Path, **overrides: Any) -> RecipeConfig:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     data.setdefault("base_dir", str(path.resolve().parent))
     data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
+    problems = model_problems(RecipeConfig, data)
+    if problems is None:
         return RecipeConfig.model_validate(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    # the [stages] table is checked by its sections' types (datadojo.recipes.load_recipe adds them)
+    raise RecipeProblems([p for p in problems if p.where.split(".")[0] != "stages"], str(path), data)

@@ -15,19 +15,29 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
+from datadojo.config import Settings
 from datadojo.jsonl import read_tasks, read_trajectories, write_jsonl_atomic
+from datadojo.recipes.checks import Section, closest
 from datadojo.recipes.config import RecipeConfig, model_identity
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
 from datadojo.recipes.stages import (
     count_lines,
+    counts,
+    eval_section,
     eval_stages,
     record_usage,
+    rl_section,
     rl_stage,
+    rl_tasks_section,
     rl_tasks_stage,
+    served_models,
+    sft_section,
     sft_stage,
 )
 
-__all__ = ["STAGES"]
+__all__ = ["SECTIONS", "STAGES", "DataMindCuration"]
 
 SYNTH_CODE = ("datadojo.synth.datamind", "datadojo.agent", "datadojo.protocol")
 
@@ -49,6 +59,7 @@ def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     if not accepted:
         raise RecipeError(f"corpus: no usable data file among {', '.join(ctx.config.inputs)} (see {out})")
     return {
+        "counts": counts(len(latest), "files", len(accepted), "accepted"),
         "corpus": str(out),
         "accepted": accepted,
         "seen": summary.seen,
@@ -65,6 +76,23 @@ def _dm_config(cfg: RecipeConfig) -> Any:
     return DataMindConfig.model_validate(section)
 
 
+class DataMindCuration(Settings):
+    """``[stages.curation]`` of the DataMind recipe: which of Fig. 4's strategies makes the SFT set."""
+
+    strategy: str = Field("con-select", description="con-select | random-select | non-select | non-con")
+
+    @field_validator("strategy")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from datadojo.synth.datamind.config import STRATEGIES
+
+        if value not in STRATEGIES:
+            raise ValueError(
+                f"strategy {value!r} is not one of {', '.join(STRATEGIES)}{closest(value, STRATEGIES)}"
+            )
+        return value
+
+
 def _backends(cfg: RecipeConfig) -> tuple[Any, Any]:
     from datadojo.llm import load_backend
 
@@ -73,6 +101,8 @@ def _backends(cfg: RecipeConfig) -> tuple[Any, Any]:
     concurrency = _dm_config(cfg).concurrency  # the synthesis' requests in flight reach the model
     teacher = load_backend(cfg.models.teacher, concurrency=concurrency)
     judge = load_backend(cfg.models.judge, concurrency=concurrency) if cfg.models.judge else teacher
+    for b in {id(teacher): teacher, id(judge): judge}.values():
+        b.check_before_first_request()  # a server down since the plan: one line and exit 3, as the commands
     return teacher, judge
 
 
@@ -117,10 +147,12 @@ async def _synthesize(ctx: StageContext) -> dict[str, Any]:
         keys = ("requests", "prompt_tokens", "completion_tokens", "failed")
         counted = {"teacher (nodes)": {k: sum(int(v[k]) for v in run.sampled.values()) for k in keys}}
     usage = record_usage(ctx, {"teacher": teacher, "judge": judge if judge is not teacher else None}, counted)
+    n_queries, n_trajs = count_lines(run.paths.queries), count_lines(run.paths.trajectories)
     return {
+        "counts": counts(n_queries, "queries", n_trajs, "trajectories"),
         "usage": usage,
         "folder": str(ctx.out),
-        "queries": count_lines(run.paths.queries),
+        "queries": n_queries,
         "trajectories": count_lines(run.paths.trajectories),
         "verdicts": count_lines(run.paths.verdicts),
         # where each sampling round ran (executor, per-node figures): the stage record says "ray" when it did
@@ -131,7 +163,11 @@ async def _synthesize(ctx: StageContext) -> dict[str, Any]:
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
     manifest = asyncio.run(_synthesize(ctx))
     if not manifest["trajectories"]:
-        raise RecipeError(f"synthesis: no trajectory was sampled (see {ctx.out}/rejected.jsonl)")
+        rejected = ctx.out / "rejected.jsonl"
+        see = (
+            f" (see {rejected})" if rejected.exists() else f" ({manifest['queries']} queries; see {ctx.out})"
+        )
+        raise RecipeError(f"synthesis: no trajectory was sampled{see}")
     return manifest
 
 
@@ -154,13 +190,10 @@ def _bring(src: Path, dst: Path, link: bool) -> None:
 
 def _run_curation(ctx: StageContext) -> dict[str, Any]:
     from datadojo.synth.datamind import DataMindRun
-    from datadojo.synth.datamind.config import STRATEGIES
     from datadojo.synth.datamind.pipeline import stage_curate
     from datadojo.synth.datamind.queries import load_queries
 
-    strategy = ctx.config.stage("curation").get("strategy", "con-select")
-    if strategy not in STRATEGIES:
-        raise RecipeError(f"curation: strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    strategy = DataMindCuration.model_validate(ctx.config.stage("curation")).strategy
     src = Path(ctx.dep("synthesis")["folder"])
     for name in _LINKED + _COPIED:
         _bring(src / name, ctx.out / name, name in _LINKED)
@@ -178,7 +211,16 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
         tasks.append(by_id[t.task_id].model_copy(update={"answer": t.final_answer}))
     rl_file = ctx.out / "rl_tasks.jsonl"
     write_jsonl_atomic(rl_file, tasks)
+    offered = count_lines(ctx.out / "trajectories.jsonl")
+    empty = None
+    if not trajs:
+        empty = (
+            f"curation kept none of {offered} trajectories (strategy {strategy}; the funnel: "
+            f"{run.paths.summary}): try another [stages.curation] strategy or more [stages.synthesis] rounds"
+        )
     return {
+        "empty": empty,
+        "counts": counts(offered, "trajectories", len(trajs), "kept"),
         "strategy": strategy,
         "sft_data": str(trajs_file),
         "sft_records": str(run.paths.sft / f"{strategy}.jsonl"),
@@ -210,8 +252,8 @@ STAGES: tuple[Stage, ...] = (
             "teacher": model_identity(cfg.models.teacher),
             "judge": model_identity(cfg.models.judge),
         },
+        servers=lambda cfg: served_models(cfg, "teacher", "judge"),
         code=SYNTH_CODE,
-        check=_dm_config,
         executor=True,  # the sampling rounds (agent episodes) fan out; queries and judging stay here
     ),
     Stage(
@@ -227,3 +269,38 @@ STAGES: tuple[Stage, ...] = (
     rl_stage(),
     *eval_stages(),
 )
+
+
+def _sections() -> tuple[Section, ...]:
+    from datadojo.corpus.config import ScanConfig
+    from datadojo.synth.datamind import DataMindConfig
+
+    return (
+        Section(
+            "corpus",
+            ScanConfig,
+            build=lambda cfg: ScanConfig.model_validate(cfg.stage("corpus")),
+            what="ScanConfig keys",
+        ),
+        Section(
+            "synthesis",
+            DataMindConfig,
+            own=("compose", "max_failed_fraction"),
+            build=_dm_config,
+            what="DataMindConfig keys + compose, max_failed_fraction",
+        ),
+        Section(
+            "curation",
+            DataMindCuration,
+            build=lambda cfg: DataMindCuration.model_validate(cfg.stage("curation")),
+            what="strategy",
+        ),
+        sft_section(),
+        rl_tasks_section(),
+        rl_section(),
+        eval_section(),
+    )
+
+
+#: The types of the recipe file's ``[stages.X]`` sections (checked before anything runs).
+SECTIONS: tuple[Section, ...] = _sections()

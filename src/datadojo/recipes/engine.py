@@ -34,6 +34,7 @@ from typing import Any
 from datadojo.errors import DataDojoError, ExitCode
 from datadojo.fs import write_json_atomic
 from datadojo.recipes.config import RecipeConfig, parse_value
+from datadojo.recipes.problems import Problem, RecipeProblems
 from datadojo.runs import (
     CacheEntry,
     ProgressHook,
@@ -46,6 +47,7 @@ from datadojo.runs import (
 from datadojo.runs.progress import null_progress
 
 __all__ = [
+    "EmptyStage",
     "PlanItem",
     "RecipeError",
     "RecipeResult",
@@ -94,7 +96,10 @@ class Stage:
     inputs: Callable[[RecipeConfig], list[Path]] = lambda cfg: []
     code: tuple[str, ...] = ()
     executor: bool = False  # runs its fan-out on --executor ray
-    check: Callable[[RecipeConfig], None] | None = None  # validates the settings before anything runs
+    servers: Callable[[RecipeConfig], dict[str, str]] = lambda cfg: {}  # setting → served model it calls
+    # what can be known of its run from the stages it reads that are cached (the data it will get): given
+    # those entries by name, it returns [] when what it needs is not there yet
+    precheck: Callable[[RecipeConfig, dict[str, CacheEntry]], list[Problem]] | None = None
 
 
 @dataclass
@@ -134,6 +139,20 @@ class RecipeResult:
     elapsed: dict[tuple[str, str], float]
     report: dict[str, Path] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)  # found before the first stage (plan: shown)
+    empty: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, stage) → what it did not do
+    stopped: str | None = None  # the empty stage that stopped the run (its one line)
+
+
+class EmptyStage(RecipeError):
+    """A stage ran and did nothing useful (0 optimizer updates, nothing kept, most trials at the context
+    limit…): the recipe stops with the cause and the setting to change, unless ``allow_empty`` lets it go on.
+    The stage stays committed (its work is what it is): a changed setting reruns it, ``--allow-empty`` goes
+    on from it."""
+
+
+#: The manifest key in which a stage says it did nothing useful (one line: the cause and the setting).
+EMPTY_KEY = "empty"
 
 
 class StudyRunsFailed(RecipeError):
@@ -215,12 +234,20 @@ def variants(config: RecipeConfig, sweeps: Mapping[str, Sequence[Any]] | None = 
     return out
 
 
-def _key_parts(stage: Stage, cfg: RecipeConfig, keys: Mapping[str, str]) -> dict[str, str]:
-    """The four things a key is made of, each hashed (``plan.json`` stores them to explain reruns)."""
-    try:
-        inputs = [content_hash(p) for p in stage.inputs(cfg)]
-    except FileNotFoundError as exc:
-        raise RecipeError(f"stage {stage.name}: {exc}") from exc
+def _key_parts(
+    stage: Stage, cfg: RecipeConfig, keys: Mapping[str, str], missing: list[Problem] | None = None
+) -> dict[str, str]:
+    """The four things a key is made of, each hashed (``plan.json`` stores them to explain reruns). A missing
+    input is added to ``missing`` (hashed as missing, so the rest of the plan can still be shown)."""
+    inputs = []
+    for p in stage.inputs(cfg):
+        try:
+            inputs.append(content_hash(p))
+        except FileNotFoundError:
+            if missing is None:
+                raise RecipeError(f"stage {stage.name}: {p} does not exist") from None
+            missing.append(Problem(f"stage {stage.name}", f"{p} does not exist"))
+            inputs.append(f"missing:{p}")
     return {
         "settings": content_hash(stage.settings(cfg)),
         "inputs": content_hash(inputs),
@@ -237,9 +264,14 @@ def _load_last(out: Path) -> dict[str, Any]:
 
 
 def plan(
-    stages: Sequence[Stage], vs: Sequence[Variant], cache: StageCache, out: Path
+    stages: Sequence[Stage],
+    vs: Sequence[Variant],
+    cache: StageCache,
+    out: Path,
+    missing: list[Problem] | None = None,
 ) -> tuple[list[PlanItem], dict[str, dict[str, dict[str, str]]]]:
-    """Each variant's stages with their keys and whether they run; also the key parts (for ``plan.json``)."""
+    """Each variant's stages with their keys and whether they run; also the key parts (for ``plan.json``).
+    Missing inputs go to ``missing`` when given (else the first one raises)."""
     last = _load_last(out).get("variants", {})
     items: list[PlanItem] = []
     parts_of: dict[str, dict[str, dict[str, str]]] = {}
@@ -248,9 +280,7 @@ def plan(
         keys: dict[str, str] = {}
         parts_of[v.label] = {}
         for st in stages:
-            if st.check is not None:
-                st.check(v.config)
-            parts = _key_parts(st, v.config, keys)
+            parts = _key_parts(st, v.config, keys, missing)
             key = stage_key(st.name, parts, code=parts["code"])
             keys[st.name] = key
             parts_of[v.label][st.name] = {**parts, "key": key}
@@ -277,6 +307,52 @@ def plan(
     return items, parts_of
 
 
+def _unique(problems: Sequence[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
+
+
+def check_before_running(
+    stages: Sequence[Stage],
+    items: Sequence[PlanItem],
+    vs: Sequence[Variant],
+    check: Callable[[RecipeConfig], list[Problem]] | None,
+    probe: Callable[[Mapping[str, str]], list[Problem]] | None,
+    cache: StageCache | None = None,
+) -> list[Problem]:
+    """Every variant's config problems (``check``); the prechecks of the stages that will run on the data
+    they will get, when the stages they read are cached (SFT's ``max_length`` against the curated set);
+    then the served models of the stages that will run, probed once each (``probe``)."""
+    problems: list[Problem] = []
+    if check is not None:
+        for v in vs:
+            problems += check(v.config)
+    if cache is not None:
+        by_stage = {s.name: s for s in stages}
+        key_of = {(i.variant, i.stage): i.key for i in items}
+        cfg_of = {v.label: v.config for v in vs}
+        for item in items:
+            st = by_stage[item.stage]
+            if st.precheck is None or item.status not in ("run", "rerun"):
+                continue
+            found = {d: cache.lookup(d, key_of[(item.variant, d)]) for d in st.deps}
+            upstream = {d: e for d, e in found.items() if e is not None}
+            problems += st.precheck(cfg_of[item.variant], upstream)
+    if probe is not None:
+        by_name = {s.name: s for s in stages}
+        configs = {v.label: v.config for v in vs}
+        servers: dict[str, str] = {}
+        for item in items:
+            if item.status in ("run", "rerun", "shared"):
+                servers.update(by_name[item.stage].servers(configs[item.variant]))
+        problems += probe(servers)
+    return _unique(problems)
+
+
 def run_recipe(
     stages: Sequence[Stage],
     config: RecipeConfig,
@@ -287,9 +363,22 @@ def run_recipe(
     on_stage: Callable[[PlanItem, str], None] | None = None,
     executor: Any = None,
     finish: Callable[[RecipeResult, list[Variant]], dict[str, Path]] | None = None,
+    check: Callable[[RecipeConfig], list[Problem]] | None = None,
+    probe: Callable[[Mapping[str, str]], list[Problem]] | None = None,
+    allow_empty: bool = False,
 ) -> RecipeResult:
-    """Plan, then (unless ``dry_run``) run every stage not cached, variant by variant; then ``finish``
-    (the report). ``on_stage(item, "start" | "done" | "cached" | "failed")`` follows the run.
+    """Plan, check, then (unless ``dry_run``) run every stage not cached, variant by variant; then
+    ``finish`` (the report). ``on_stage(item, "start" | "done" | "cached" | "failed" | "empty")`` follows
+    the run.
+
+    **Before the first stage** every problem is collected (``check`` of each variant's config: structure,
+    values, paths, context windows; missing inputs; ``probe`` of the served models the stages that will
+    run call): a dry run returns them in :attr:`RecipeResult.problems` with the plan, a run raises
+    :class:`~datadojo.recipes.config.RecipeProblems` listing them all and runs nothing.
+
+    **A stage that did nothing useful** says so in its manifest (:data:`EMPTY_KEY`); the run stops there
+    with :class:`EmptyStage` after writing the report (the stage in red), unless ``allow_empty`` or the
+    recipe's ``allow_empty`` lets it go on (the report still shows it in red).
 
     In a study with ``[study] seeds``, a stage that fails ends only its variant (and the variants that would
     run the same stage key): the other replicates still run, so one diverged seed does not cost the
@@ -298,15 +387,29 @@ def run_recipe(
     the failed stages stay uncommitted, so a rerun retries exactly them. Without seeds, a failure stops
     the run as before."""
     out = config.path(config.out)
-    vs = variants(config, sweeps)
+    problems: list[Problem] = []
+    try:
+        vs = variants(config, sweeps)
+    except RecipeError as exc:  # the study's arms: reported with the rest, the base config planned
+        where, _, what = str(exc).partition(": ")
+        problems.append(Problem(where, what) if what else Problem("[study]", where))
+        vs = variants(config.model_copy(update={"study": None}), None)
     root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
     cache = StageCache(root.path / "stages")
     hook = progress or null_progress
     try:
-        items, parts_of = plan(stages, vs, cache, out)
-        result = RecipeResult(out, items, {}, {})
+        missing: list[Problem] = []
+        items, parts_of = plan(stages, vs, cache, out, missing)
+        found = check_before_running(stages, items, vs, check, probe, cache)
+        named = " ".join(str(p) for p in found)  # a missing input the checks named with what to provide
+        paths = {p.what: p for p in missing}  # a path several stages read: once
+        missing = [p for p in paths.values() if p.what.removesuffix(" does not exist") not in named]
+        problems = _unique(problems + found + missing)
+        result = RecipeResult(out, items, {}, {}, problems=problems)
         if dry_run:
             return result
+        if problems:
+            raise RecipeProblems(problems)
         by_name = {s.name: s for s in stages}
         replicated = config.study is not None and config.study.seed_list is not None
         failures: dict[tuple[str, str], dict[str, Any]] = {}  # (stage, key) → what went wrong
@@ -322,45 +425,60 @@ def run_recipe(
                     result.entries[v.label][st.name] = entry
                     if on_stage:
                         on_stage(item, "cached")
-                    continue
-                if on_stage:
-                    on_stage(item, "start")
-                folder = cache.begin(st.name, item.key, parts_of[v.label][st.name])
-                ctx = StageContext(
-                    v.config,
-                    st,
-                    folder.path,
-                    {d: result.entries[v.label][d] for d in st.deps},
-                    lambda done, total, name=st.name: hook(name, done, total),
-                    executor if st.executor else None,
-                )
-                t0 = time.perf_counter()
-                try:
-                    manifest = st.run(ctx)
-                except Exception as exc:
-                    if not replicated:
-                        raise
-                    failures[(st.name, item.key)] = {
-                        "variant": v.label,
-                        "stage": st.name,
-                        "key": item.key,
-                        "error": f"{type(exc).__name__}: {exc}",
-                        "exit_code": int(getattr(exc, "exit_code", ExitCode.BUG)),
-                        "traceback": traceback.format_exc(),
-                    }
-                    result.failed[v.label] = f"stage {st.name}: {type(exc).__name__}: {exc}"
+                else:
                     if on_stage:
-                        on_stage(item, "failed")
-                    break
-                result.elapsed[(v.label, st.name)] = time.perf_counter() - t0
-                result.entries[v.label][st.name] = cache.commit(st.name, item.key, manifest)
-                if on_stage:
-                    on_stage(item, "done")
+                        on_stage(item, "start")
+                    folder = cache.begin(st.name, item.key, parts_of[v.label][st.name])
+                    ctx = StageContext(
+                        v.config,
+                        st,
+                        folder.path,
+                        {d: result.entries[v.label][d] for d in st.deps},
+                        lambda done, total, name=st.name: hook(name, done, total),
+                        executor if st.executor else None,
+                    )
+                    t0 = time.perf_counter()
+                    try:
+                        manifest = st.run(ctx)
+                    except Exception as exc:
+                        if not replicated:
+                            raise
+                        failures[(st.name, item.key)] = {
+                            "variant": v.label,
+                            "stage": st.name,
+                            "key": item.key,
+                            "error": f"{type(exc).__name__}: {exc}",
+                            "exit_code": int(getattr(exc, "exit_code", ExitCode.BUG)),
+                            "traceback": traceback.format_exc(),
+                        }
+                        result.failed[v.label] = f"stage {st.name}: {type(exc).__name__}: {exc}"
+                        if on_stage:
+                            on_stage(item, "failed")
+                        break
+                    result.elapsed[(v.label, st.name)] = time.perf_counter() - t0
+                    entry = result.entries[v.label][st.name] = cache.commit(st.name, item.key, manifest)
+                    if on_stage:
+                        on_stage(item, "done")
+                verdict = entry.manifest.get(EMPTY_KEY)
+                if verdict:
+                    result.empty[(v.label, st.name)] = str(verdict)
+                    if on_stage:
+                        on_stage(item, "empty")
+                    if not (allow_empty or v.config.allows_empty(st.name)):
+                        result.stopped = (
+                            f"stage {st.name} ({v.label}) did nothing useful: {verdict}. To go on anyway: "
+                            f'allow_empty = ["{st.name}"] in the recipe or --allow-empty'
+                        )
+                        break
+            if result.stopped:
+                break
         write_json_atomic(out / "plan.json", {"recipe": config.recipe, "variants": parts_of})
         if failures or (out / "failed.json").exists():
             write_json_atomic(out / "failed.json", {"failed": list(failures.values())})
         if finish is not None:
             result.report = finish(result, vs)
+        if result.stopped:
+            raise EmptyStage(f"{result.stopped} (report: {out / 'report.md'})")
         if failures:
             first = next(iter(failures.values()))
             shown = "; ".join(f"{label}: {why}" for label, why in list(result.failed.items())[:3])

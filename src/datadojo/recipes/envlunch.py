@@ -24,20 +24,31 @@ import math
 from pathlib import Path
 from typing import Any
 
+from datadojo.config import Settings
 from datadojo.jsonl import read_tasks, write_jsonl_atomic
+from datadojo.recipes.checks import Section
 from datadojo.recipes.config import RecipeConfig
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
 from datadojo.recipes.stages import (
     TRAIN_CODE,
+    _rl_servers,
+    check_choices,
+    counts,
     deep_merge,
+    eval_section,
     eval_stages,
+    rl_section,
     rl_stage,
+    rl_tasks_section,
     rl_tasks_stage,
+    rl_verdict,
+    sft_section,
     sft_stage,
+    stop_reasons,
 )
 from datadojo.runs import Funnel, Rejection, RejectionWriter
 
-__all__ = ["STAGES"]
+__all__ = ["SECTIONS", "STAGES"]
 
 
 def _inputs(cfg: RecipeConfig) -> list[Path]:
@@ -58,7 +69,12 @@ def _environments(cfg: RecipeConfig, sample_rows: int = 0, seed: int = 0) -> lis
 
 def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     envs = _environments(ctx.config)
-    return {"environments": len(envs), "sources": [str(p) for p in _inputs(ctx.config)]}
+    sources = [str(p) for p in _inputs(ctx.config)]
+    return {
+        "counts": counts(len(sources), "inputs", len(envs), "environments"),
+        "environments": len(envs),
+        "sources": sources,
+    }
 
 
 def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
@@ -71,6 +87,7 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
     if not report.tasks:
         raise RecipeError(f"synthesis: no warm-up task could be built ({dict(report.rejections)})")
     return {
+        "counts": counts(report.draws, "draws", len(report.tasks), "warm-up tasks"),
         "tasks": str(out),
         "n_tasks": len(report.tasks),
         "draws": report.draws,
@@ -125,7 +142,15 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
         "score", found, len(kept), {"not_solved_in_every_copy": reasons.get("not_solved_in_every_copy", 0)}
     )
     funnel.write(ctx.out / "funnel.json")
+    empty = None
+    if not kept:
+        empty = (
+            f"the reference solver solved none of the {len(infos)} warm-up tasks in every copy "
+            f"(see {ctx.out / 'rejected.jsonl'}): raise [stages.curation] max_candidates"
+        )
     return {
+        "empty": empty,
+        "counts": counts(len(infos), "warm-up tasks", len(kept), "expert trajectories"),
         "sft_data": str(sft),
         "kept": len(kept),
         "solved": len(solved),
@@ -170,6 +195,7 @@ def _labels(cfg: RecipeConfig) -> int:
 
 
 def _check_downstream(cfg: RecipeConfig) -> None:
+    check_choices("[stages.downstream]", cfg.stage("downstream"))
     if _labels(cfg) == 0:
         return
     if not cfg.stage("downstream").get("labelled"):
@@ -203,7 +229,11 @@ def _run_downstream(ctx: StageContext) -> dict[str, Any]:
         summary = trainer.train(resume=True)
     finally:
         trainer.source.close()
+    stops = stop_reasons(sorted((Path(summary.run_dir) / "rollouts").glob("*.scored.jsonl")))
     return {
+        "empty": rl_verdict(summary.updates, stops, cfg.max_new_tokens, "[stages.downstream]"),
+        "counts": counts(sum(stops.values()), "rollouts", summary.updates, "optimizer updates"),
+        "stop_reasons": stops,
         "skipped": False,
         "model_dir": summary.model_dir,
         "from": start,
@@ -235,7 +265,7 @@ def downstream_stage() -> Stage:
         settings=settings,
         inputs=inputs,
         code=(*TRAIN_CODE, "datadojo.reward", "datadojo.agent"),
-        check=_check_downstream,
+        servers=lambda cfg: _rl_servers(cfg, "downstream") if _labels(cfg) else {},
     )
 
 
@@ -296,3 +326,57 @@ STAGES: tuple[Stage, ...] = (
     downstream_stage(),
     eval_downstream_stage(_EVALS[-1]),
 )
+
+
+class _NoKeys(Settings):
+    """A section without settings (the stage reads only the recipe's inputs)."""
+
+
+def _curation_config(cfg: RecipeConfig) -> Any:
+    from datadojo.synth.envlunch.config import SolverConfig
+
+    section = cfg.stage("curation")
+    concurrency = section.pop("concurrency", 2)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise RecipeError(
+            f"[stages.curation] concurrency: expected a number of sandboxes ≥ 1, got {concurrency!r}"
+        )
+    return SolverConfig.model_validate(section)
+
+
+def _sections() -> tuple[Section, ...]:
+    from datadojo.synth.envlunch.config import BuildConfig, SolverConfig
+    from datadojo.train.config import RLConfig
+
+    return (
+        Section("corpus", _NoKeys, what="no keys: the stage loads the `inputs` environments"),
+        Section(
+            "synthesis",
+            BuildConfig,
+            build=lambda cfg: BuildConfig.model_validate(cfg.stage("synthesis")),
+            what="BuildConfig keys",
+        ),
+        Section(
+            "curation",
+            SolverConfig,
+            own=("concurrency",),
+            build=_curation_config,
+            what="SolverConfig keys + concurrency",
+        ),
+        sft_section(),
+        rl_tasks_section(),
+        rl_section(),
+        Section(
+            "downstream",
+            RLConfig,
+            own=DOWNSTREAM_KEYS,
+            filled=("model", "output_dir"),
+            build=_check_downstream,
+            what="RLConfig keys + " + ", ".join(DOWNSTREAM_KEYS),
+        ),
+        eval_section(),
+    )
+
+
+#: The types of the recipe file's ``[stages.X]`` sections (checked before anything runs).
+SECTIONS: tuple[Section, ...] = _sections()

@@ -14,9 +14,9 @@ from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.recipes.engine import RecipeResult, Variant
 from datadojo.recipes.figures import CHECKPOINTS, benchmark_titles, markdown_table, pct, sweep_figures
 from datadojo.recipes.figures import score as _score
-from datadojo.runs.html import html_page, html_table
+from datadojo.runs.html import escape, html_page, html_table, table_html
 
-__all__ = ["CHECKPOINTS", "report_rows", "write_report"]
+__all__ = ["CHECKPOINTS", "report_rows", "stage_counts", "write_report"]
 
 PAPER = {
     "datamind": "DataMind (Table 1 shape: pass@1 per benchmark, averaged)",
@@ -43,17 +43,60 @@ def report_rows(result: RecipeResult, vs: list[Variant]) -> tuple[list[str], lis
     return header, rows
 
 
+def stage_counts(manifest: dict[str, Any]) -> str:
+    """A stage's in → out counts as shown (``104 curated trajectories → 47 trained on``; empty if unrecorded)."""
+    c = manifest.get("counts")
+    if not isinstance(c, dict):
+        return "skipped" if manifest.get("skipped") else ""
+    return f"{c.get('in')} {c.get('in_what', '')} → {c.get('out')} {c.get('out_what', '')}".strip()
+
+
+def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]:
+    """``(variant, checkpoint · benchmark, relative link)`` of each eval's own report page."""
+    links: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for label, entries in result.entries.items():
+        for stage, entry in entries.items():
+            for title, res in (entry.manifest.get("results") or {}).items():
+                summary = res.get("summary") if isinstance(res, dict) else None
+                if not summary:
+                    continue
+                page = Path(str(summary)).with_name("report.html")
+                if page.is_file():
+                    try:
+                        link = str(page.resolve().relative_to(out.resolve()))
+                    except ValueError:  # an eval outside the run folder (a stage cache elsewhere)
+                        link = str(page)
+                    if link not in seen:  # an eval taken over by a later stage (labels = 0): once
+                        seen.add(link)
+                        links.append((label, f"{stage} · {title}", link))
+    return links
+
+
 def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[str, Path]:
-    """Write ``OUT/report.md``, ``OUT/report.html`` and ``OUT/report.json``; return their paths."""
+    """Write ``OUT/report.md``, ``OUT/report.html`` and ``OUT/report.json``; return their paths.
+
+    Besides the paper's table: every stage with its status, in → out counts and seconds; the stages that
+    did nothing useful (in red, with their cause and the setting to change), and links to each eval's own
+    report."""
     out = result.out
     header, rows = report_rows(result, vs)
     shown = [[r[0], r[1], *(pct(x) for x in r[2:])] for r in rows]
-    stage_rows = [
-        [i.variant, i.stage, i.status, f"{result.elapsed.get((i.variant, i.stage), 0.0):.1f}", i.key[:12]]
-        for i in result.items
-    ]
+    stage_rows = []
+    for i in result.items:
+        entry = result.entries.get(i.variant, {}).get(i.stage)
+        flow = stage_counts(entry.manifest) if entry is not None else ""
+        status = "did nothing" if (i.variant, i.stage) in result.empty else i.status
+        seconds = f"{result.elapsed.get((i.variant, i.stage), 0.0):.1f}"
+        stage_rows.append([i.variant, i.stage, status, flow, seconds, i.key[:12]])
+    empty = [[v, st, why] for (v, st), why in result.empty.items()]
     md = [f"# Recipe report: {PAPER[recipe]}", "", "pass@1 (%) of each checkpoint.", ""]
+    if result.stopped:
+        md += [f"**Stopped: {result.stopped}**", ""]
     md += markdown_table(header, shown)
+    if empty:
+        md += ["", "## ⚠ Stages that did nothing useful", ""]
+        md += markdown_table(["variant", "stage", "cause and setting to change"], empty)
     failed = [[label, why] for label, why in result.failed.items()]
     if failed:
         md += [
@@ -64,19 +107,59 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
             "",
         ]
         md += markdown_table(["variant", "error"], failed)
-    md += ["", "## Stages", "", *markdown_table(["variant", "stage", "status", "seconds", "key"], stage_rows)]
+    stage_header = ["variant", "stage", "status", "in → out", "seconds", "key"]
+    md += ["", "## Stages", "", *markdown_table(stage_header, stage_rows)]
+    links = _eval_reports(result, out)
+    if links:
+        md += ["", "## Eval reports", "", *(f"* {v} · {what}: [{link}]({link})" for v, what, link in links)]
     figures = sweep_figures(result, vs) if len(vs) > 1 else []
     for fig in figures:
         md += ["", f"## {fig.title}", "", *fig.markdown]
+    red = [
+        [
+            escape(c) if j < 2 or r[2] != "did nothing" else f'<span class="bad">{escape(c)}</span>'
+            for j, c in enumerate(r)
+        ]
+        for r in stage_rows
+    ]
     body = [
         f"<h1>{html.escape(PAPER[recipe])}</h1>",
+        *([f'<p class="bad"><b>Stopped:</b> {html.escape(result.stopped)}</p>'] if result.stopped else []),
         "<p>pass@1 (%) of each checkpoint on each benchmark.</p>",
         html_table(header, shown, num_from=2),
+        *(
+            [
+                '<h2 class="bad">Stages that did nothing useful</h2>',
+                table_html(
+                    ["variant", "stage", "cause and setting to change"],
+                    [
+                        [escape(v), escape(st), f'<span class="bad">{escape(why)}</span>']
+                        for v, st, why in empty
+                    ],
+                    num_from=3,
+                ),
+            ]
+            if empty
+            else []
+        ),
         *(["<h2>Sweep</h2>"] if figures else []),
         *(f"<h3>{html.escape(fig.title)}</h3>{fig.html}" for fig in figures),
         *(["<h2>Failed runs</h2>", html_table(["variant", "error"], failed, num_from=2)] if failed else []),
         "<h2>Stages</h2>",
-        html_table(["variant", "stage", "status", "seconds", "key"], stage_rows, num_from=3),
+        table_html(stage_header, red, num_from=4),
+        *(
+            [
+                "<h2>Eval reports</h2>",
+                "<ul>"
+                + "".join(
+                    f'<li>{html.escape(v)} · {html.escape(w)}: <a href="{html.escape(link)}">{html.escape(link)}</a></li>'
+                    for v, w, link in links
+                )
+                + "</ul>",
+            ]
+            if links
+            else []
+        ),
     ]
     paths = {
         "md": write_text_atomic(out / "report.md", "\n".join(md) + "\n"),
@@ -89,6 +172,9 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
                 "rows": rows,
                 "figures": [fig.data for fig in figures],
                 "failed": result.failed,
+                "stopped": result.stopped,
+                "did_nothing": [{"variant": v, "stage": st, "cause": why} for v, st, why in empty],
+                "stages": [dict(zip(stage_header, r, strict=True)) for r in stage_rows],
             },
         ),
     }

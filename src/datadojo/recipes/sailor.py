@@ -15,19 +15,29 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from datadojo.config import Settings
 from datadojo.jsonl import read_tasks
+from datadojo.recipes.checks import Section
 from datadojo.recipes.config import RecipeConfig, model_identity
 from datadojo.recipes.engine import RecipeError, Stage, StageContext
 from datadojo.recipes.stages import (
     count_lines,
+    counts,
+    eval_section,
     eval_stages,
     record_usage,
+    rl_section,
     rl_stage,
+    rl_tasks_section,
     rl_tasks_stage,
+    served_models,
+    sft_section,
     sft_stage,
 )
 
-__all__ = ["STAGES"]
+__all__ = ["SECTIONS", "STAGES", "SailorCuration"]
 
 _OWN = ("seeds", "concurrency", "structured", "max_failed_fraction")
 
@@ -43,6 +53,16 @@ def _sailor_config(cfg: RecipeConfig) -> Any:
     return SailorConfig.model_validate({k: v for k, v in section.items() if k not in _OWN})
 
 
+class SailorCuration(Settings):
+    """``[stages.curation]`` of the SciDataSailor recipe."""
+
+    max_rl_tasks: int | None = Field(None, ge=1, description="only the first N QA pairs become RL tasks")
+
+
+class _NoKeys(Settings):
+    """A section without settings (the stage reads only the recipe's inputs)."""
+
+
 def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     folders = _inputs(ctx.config)
     bad = [str(p) for p in folders if not p.is_dir()]
@@ -52,7 +72,11 @@ def _run_corpus(ctx: StageContext) -> dict[str, Any]:
     empty = [p for p, n in files.items() if n == 0]
     if empty:
         raise RecipeError(f"corpus: empty dataset folder: {', '.join(empty)}")
-    return {"folders": [str(p) for p in folders], "files": files}
+    return {
+        "counts": counts(len(folders), "folders", sum(files.values()), "files"),
+        "folders": [str(p) for p in folders],
+        "files": files,
+    }
 
 
 async def _explore(ctx: StageContext) -> dict[str, Any]:
@@ -73,6 +97,9 @@ async def _explore(ctx: StageContext) -> dict[str, Any]:
         judge = (
             ctx.config.models.judge if remote else load_backend(ctx.config.models.judge, concurrency=units)
         )
+    for b in (policy, judge):
+        if b is not None and not isinstance(b, str):
+            b.check_before_first_request()  # a server down since the plan: one line and exit 3
     folders = ctx.dep("corpus")["folders"]
     try:
         run = await run_sailor(
@@ -112,6 +139,12 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
     explored = asyncio.run(_explore(ctx))
     out = _sailor_out(ctx)
     manifest = {
+        "counts": counts(
+            count_lines(out / "qc.jsonl"),
+            "QC'd trajectories",
+            count_lines(out / "trajectories.jsonl"),
+            "kept",
+        ),
         **explored,
         "folder": str(out),
         "trajectories": count_lines(out / "trajectories.jsonl"),
@@ -135,7 +168,10 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
         qa = qa[: int(limit)]
     rl = ctx.out / "rl_tasks.jsonl"
     write_jsonl_atomic(rl, qa)
+    kept = count_lines(src / "trajectories.jsonl")
     return {
+        "empty": None if kept else "QC kept no trajectory: nothing to train on",
+        "counts": counts(kept, "kept trajectories", kept + len(qa), "SFT examples + RL tasks"),
         "sft_data": str(src / "trajectories.jsonl"),
         "kept": count_lines(src / "trajectories.jsonl"),
         "rl_tasks": str(rl),
@@ -155,9 +191,9 @@ STAGES: tuple[Stage, ...] = (
             "teacher": model_identity(cfg.models.teacher),
             "judge": model_identity(cfg.models.judge),
         },
+        servers=lambda cfg: served_models(cfg, "teacher", "judge"),
         inputs=_inputs,
         code=("datadojo.synth.sailor", "datadojo.sandbox", "datadojo.protocol"),
-        check=_sailor_config,
         executor=True,  # each (folder, seed) unit's search runs on a node
     ),
     Stage(
@@ -173,3 +209,32 @@ STAGES: tuple[Stage, ...] = (
     rl_stage(),
     *eval_stages(),
 )
+
+
+def _sections() -> tuple[Section, ...]:
+    from datadojo.synth.sailor import SailorConfig
+
+    return (
+        Section("corpus", _NoKeys, what="no keys: the stage checks the `inputs` folders"),
+        Section(
+            "synthesis",
+            SailorConfig,
+            own=_OWN,
+            build=_sailor_config,
+            what="SailorConfig keys + " + ", ".join(_OWN),
+        ),
+        Section(
+            "curation",
+            SailorCuration,
+            build=lambda cfg: SailorCuration.model_validate(cfg.stage("curation")),
+            what="max_rl_tasks",
+        ),
+        sft_section(),
+        rl_tasks_section(),
+        rl_section(),
+        eval_section(),
+    )
+
+
+#: The types of the recipe file's ``[stages.X]`` sections (checked before anything runs).
+SECTIONS: tuple[Section, ...] = _sections()
