@@ -32,7 +32,7 @@ recipe_app = typer.Typer(
 SWEEP_HELP = (
     "KEY=V1,V2: run the recipe once per value of a dotted setting (repeat for a grid), e.g. "
     "stages.curation.strategy=con-select,non-con or stages.rl.gamma_mode=cosine,linear; stages whose inputs "
-    "are the same in several variants run once; the report plots the variants (a [study] section in the "
+    "are the same in several variants run once; the report plots the variants (a \\[study] section in the "
     "recipe names the method and baseline arms and the seeds per point: docs/recipes.md)."
 )
 STATUS_STYLE = {"cached": "green", "run": "yellow", "rerun": "yellow", "shared": "cyan"}
