@@ -26,7 +26,7 @@ from datadojo.cli._ui import (
 )
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
-from datadojo.eval.report import behaviour_rows, decision_rows, official_value
+from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
@@ -68,7 +68,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"{summary['benchmark']} · {summary.get('model')}", show_header=True)
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("tasks × trials", f"{summary['n_tasks']} × {n}")
+    table.add_row("tasks × trials", f"{tasks_shown(summary).removesuffix(' tasks')} × {n}")
     table.add_row("scoring rule", (summary.get("rule") or {}).get("name", "not recorded"))
     for _key, label, value in decision_rows(summary):
         table.add_row(label, value)
