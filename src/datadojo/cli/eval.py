@@ -28,6 +28,7 @@ from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
+from datadojo.runs.html import natural_key
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
@@ -106,7 +107,7 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     for col, kw in (("category", {}), ("tasks", {"justify": "right"}), ("pass@1", {"justify": "right"}),
                     ("any of n", {"justify": "right"})):  # fmt: skip
         table.add_column(col, **kw)
-    items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], kv[0]))
+    items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], natural_key(kv[0])))
     for cat, s in items[:limit]:
         table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")))
     if len(items) > limit:

@@ -44,7 +44,10 @@ _DIGITS = re.compile(r"(\d+)")
 def natural_key(value: Any) -> tuple[tuple[int, int | str], ...]:
     """Sort key reading the digit runs of ``value`` as numbers: ids ``0, 5, 105, 108`` in that order, not
     ``0, 105, 108, 5`` (task and trajectory ids are numbers as text in most benchmarks: DABench's ``0``,
-    ``5``, Spider's ``dev_12``). Each part is tagged so a number never compares with text."""
+    ``5``, Spider's ``dev_12``). Each part is tagged so a number never compares with text; a missing id
+    (``None``) comes first."""
+    if value is None:
+        return ()
     return tuple(
         (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(str(value)) if part != ""
     )
