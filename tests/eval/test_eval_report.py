@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from datadojo.bench.dabench import DABench, gold_response
 from datadojo.cli.app import app
 from datadojo.eval.harness import EvalConfig, run_eval
-from datadojo.eval.report import load_run, render_markdown, write_report
+from datadojo.eval.report import load_run, render_html, render_markdown, write_report
 from datadojo.jsonl import iter_jsonl
 from datadojo.llm import load_backend
 from datadojo.runs.charts import bar_chart_svg, histogram_svg
@@ -195,3 +195,30 @@ def test_svg_plots():
     assert heights[1] == max(heights) and heights[2] == heights[3] == 0.0
     assert heights[0] == pytest.approx(heights[1] / 3, abs=0.1)
     assert "no data" in histogram_svg([], title="x") and "no data" in bar_chart_svg([], title="x")
+
+
+def test_a_limited_run_says_how_many_of_the_benchmarks_tasks_it_ran(run_dir, shared_data):
+    # the fixture ran --limit 3 of DABench's dev questions: one per non-empty line of the benchmark's file
+    questions = shared_data("dabench", "da-dev-questions.jsonl")
+    total = sum(1 for line in questions.read_text().splitlines() if line.strip())
+    assert total > 3
+    summary, _, _ = load_run(run_dir)
+    assert summary["n_tasks"] == 3 and summary["n_tasks_total"] == total
+    assert f"3 of {total} tasks" in (run_dir / "report.md").read_text()
+    assert f"3 of {total} tasks" in (run_dir / "report.html").read_text()
+    # a run over every task says just "N tasks", not "N of N"
+    whole = {**summary, "n_tasks_total": 3}
+    assert "3 tasks" in render_markdown(whole, []) and " of 3 tasks" not in render_markdown(whole, [])
+
+
+def test_trials_are_listed_in_natural_id_order(run_dir):
+    # ids as text sort 0, 105, 108, 5; a reader looks for 5 before 105
+    summary, _, _ = load_run(run_dir)
+    ids = ["105", "5", "0", "108", "q10", "q9"]
+    rows = [{"id": i, "trial": 0, "correct": False, "reason": "wrong"} for i in ids]
+    md = render_markdown(summary, rows)
+    listed = [line.split("`")[1] for line in md.splitlines() if line.startswith("- `")]
+    assert listed == ["0", "5", "105", "108", "q9", "q10"]
+    html_text = render_html(summary, rows, [])
+    shown = [html_text.index(f'data-task="{i}"') for i in ["0", "5", "105", "108", "q9", "q10"]]
+    assert shown == sorted(shown)

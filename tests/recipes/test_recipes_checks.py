@@ -201,6 +201,40 @@ def test_a_stage_that_did_nothing_stops_the_recipe_unless_allowed(tmp_path: Path
     assert result.stopped is None and result.empty == {("base", "rl"): STAGES[1].run(None)["empty"]}
 
 
+def test_the_report_warns_of_what_went_on_though_empty_and_keeps_each_stages_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from datadojo.recipes import engine
+
+    ticks = iter(range(0, 1000, 5))  # a clock that advances 5 s per reading: each stage "takes" 5 s
+    monkeypatch.setattr(engine, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    CALLS.clear()
+    path = _config(tmp_path, 'allow_empty = ["rl"]\n')
+    result = _go(path)
+    assert result.stopped is None and ("base", "rl") in result.empty
+    out = tmp_path / "out"
+    md = (out / "report.md").read_text()
+    went_on = "stage rl (base) did nothing useful and the recipe went on (allow_empty): 0 optimizer updates"
+    assert "## ⚠ Warnings" in md and f"* {went_on}" in md
+    # a stage not flagged empty whose output is 0 is a warning too (the fake synthesis: 4 tasks → 0)
+    assert "* stage synthesis (base) produced 0 updates from 4 tasks" in md
+    html = (out / "report.html").read_text()
+    assert '<h2 class="bad">Warnings</h2>' in html and went_on in html
+    assert json.loads((out / "report.json").read_text())["warnings"][0].startswith("stage rl (base)")
+    assert "| base | synthesis | run | 4 tasks → 0 updates | 5.0 |" in md
+    # the rerun finds every stage cached: each keeps the time it took when it ran, not 0.0
+    _go(path)
+    stages = json.loads((out / "report.json").read_text())["stages"]
+    assert [(s["stage"], s["seconds"]) for s in stages] == [
+        ("synthesis", "5.0 (cached)"),
+        ("rl", "5.0 (cached)"),
+        ("eval_rl", "5.0 (cached)"),
+    ]
+
+
 def test_cli_allow_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_ckpt: Path) -> None:
     import datadojo.recipes.datamind as dm
 

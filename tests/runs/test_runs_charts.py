@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from datadojo.runs.charts import grouped_bar_chart_svg, line_chart_svg, nice_ticks, x_axis_for
+from datadojo.runs.charts import bar_chart_svg, grouped_bar_chart_svg, line_chart_svg, nice_ticks, x_axis_for
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -27,7 +27,12 @@ def _xticks(root: ET.Element) -> dict[str, float]:
 
 def _legend(root: ET.Element) -> list[str]:
     g = next(g for g in root.iter(f"{NS}g") if g.get("class") == "legend")
-    return [t.text for t in g.iter(f"{NS}text")]
+    return [_shown(t) for t in g.iter(f"{NS}text")]
+
+
+def _shown(text: ET.Element) -> str:
+    """A label as a reader sees it: its lines (``<tspan>``) joined by a space."""
+    return " ".join(s.strip() for s in text.itertext() if s.strip())
 
 
 def test_label_budget_curve_is_log_x_with_zero_at_the_left_edge() -> None:
@@ -107,3 +112,31 @@ def test_a_band_is_drawn_under_its_line_from_min_to_max() -> None:
         g for g in root.iter(f"{NS}g") if g.get("class") == "series" and g.get("data-series") == "rl on"
     )
     assert [c.tag for c in group][:2] == [f"{NS}polygon", f"{NS}polyline"]
+
+
+# DA-Code / DAEval-style category names as users see them (longer than the old 26- and 22-character cuts)
+LONG = "Correlation Analysis and Statistical Hypothesis Testing"
+ARM = "con-select · max_new_tokens=8192 · seed 3"
+
+
+def test_bar_labels_are_shown_whole_with_the_full_label_as_a_tooltip() -> None:
+    root = _tree(bar_chart_svg([(LONG, 0.5), ("Summary Statistics", 1.0)], title="pass@1 by category"))
+    groups = [g for g in root.iter(f"{NS}g")]
+    labels = [_shown(g.find(f"{NS}text")) for g in groups]
+    assert labels == [LONG, "Summary Statistics"]  # whole, not "Correlation Analysis and S…"
+    assert [g.find(f"{NS}title").text for g in groups] == [f"{LONG}: 50.0%", "Summary Statistics: 100.0%"]
+    # every line fits left of the bars: 7 px a character, right-aligned at the label column's edge
+    track = float(next(r for r in root.iter(f"{NS}rect") if r.get("fill") == "#eef0f4").get("x"))
+    first = groups[0].find(f"{NS}text")
+    lines = [s.text for s in first.iter(f"{NS}tspan")]
+    assert len(lines) > 1 and all(len(line) * 7 <= track for line in lines)
+    # rows do not overlap: the second label starts below the first label's last line
+    assert float(groups[1].find(f"{NS}text").get("y")) > float(first.get("y")) + 13 * (len(lines) - 1)
+
+
+def test_legend_and_group_names_are_shown_whole() -> None:
+    svg = grouped_bar_chart_svg([LONG, "shop-sql"], {ARM: [0.4, 0.5], "random": [0.3, 0.2]}, title="t")
+    root = _tree(svg)
+    assert _legend(root) == [ARM, "random"]
+    groups = [_shown(t) for t in root.iter(f"{NS}text") if t.get("class") == "group"]
+    assert groups == [LONG, "shop-sql"]

@@ -246,3 +246,14 @@ def test_a_new_run_folder_is_closed_to_other_users_and_an_existing_one_is_left_a
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "new" / "run").stat().st_mode) == 0o750  # 0o755 less o=rx
     assert stat.S_IMODE(existing.stat().st_mode) == 0o755
+
+
+def test_natural_key_orders_ids_as_a_reader_counts() -> None:
+    from datadojo.runs.html import natural_key
+
+    # DABench-style numbers as text, Spider-style prefixes, and what a loader may hand over: ints, None
+    ids = ["105", "5", "0", "108", "dev_12", "dev_2", "dev_2a", 7, None, "q10", "q9"]
+    assert sorted(ids, key=natural_key) == [
+        None, "0", "5", 7, "105", "108", "dev_2", "dev_2a", "dev_12", "q9", "q10",
+    ]  # fmt: skip
+    assert sorted(["10", "9", "9b", "x"], key=natural_key) == ["9", "9b", "10", "x"]

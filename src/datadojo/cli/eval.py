@@ -26,8 +26,9 @@ from datadojo.cli._ui import (
 )
 from datadojo.config import config_help
 from datadojo.eval.harness import EvalConfig
-from datadojo.eval.report import behaviour_rows, decision_rows, official_value
+from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
+from datadojo.runs.html import natural_key
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
@@ -68,7 +69,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"{summary['benchmark']} · {summary.get('model')}", show_header=True)
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("tasks × trials", f"{summary['n_tasks']} × {n}")
+    table.add_row("tasks × trials", f"{tasks_shown(summary).removesuffix(' tasks')} × {n}")
     table.add_row("scoring rule", (summary.get("rule") or {}).get("name", "not recorded"))
     for _key, label, value in decision_rows(summary):
         table.add_row(label, value)
@@ -106,7 +107,7 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     for col, kw in (("category", {}), ("tasks", {"justify": "right"}), ("pass@1", {"justify": "right"}),
                     ("any of n", {"justify": "right"})):  # fmt: skip
         table.add_column(col, **kw)
-    items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], kv[0]))
+    items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], natural_key(kv[0])))
     for cat, s in items[:limit]:
         table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")))
     if len(items) > limit:

@@ -79,6 +79,7 @@ __all__ = [
     "EvalConfig",
     "EvalError",
     "EvalResult",
+    "count_eval_tasks",
     "default_ks",
     "judge_run",
     "load_eval_tasks",
@@ -262,6 +263,20 @@ def load_eval_tasks(
     if not tasks:
         raise EvalError(f"{benchmark.name}: no tasks in {data}")
     return tasks
+
+
+def count_eval_tasks(benchmark: Benchmark, data: str | Path, *, options: dict[str, Any] | None = None) -> int:
+    """How many tasks the benchmark has in ``data``, so a ``--limit`` run can say "15 of 93 tasks".
+
+    Read without the data files' check and without a ``tables_dir`` (nothing is written for tasks that
+    will not run): the count is of the tasks :func:`load_eval_tasks` would yield without a limit."""
+    opts = {k: v for k, v in (options or {}).items() if k != "tables_dir"}
+    try:
+        return sum(1 for _ in benchmark.load(data, require_files=False, **opts))
+    except TypeError as exc:
+        raise EvalError(f"{benchmark.name}: {exc}") from exc
+    except BenchmarkError as exc:
+        raise EvalError(str(exc)) from exc
 
 
 # --- predictions ----------------------------------------------------------------------------------------
@@ -572,6 +587,9 @@ async def run_eval(
     identity = cfg.identity(benchmark)
     agent_cfg = cfg.agent_config(benchmark)
     tasks = load_eval_tasks(benchmark, cfg.data, limit=cfg.limit, options=cfg.loader_options, work_dir=out)
+    # under --limit the report says "15 of 93 tasks": the benchmark's own total, counted once
+    limited = cfg.limit is not None and len(tasks) >= cfg.limit
+    total = count_eval_tasks(benchmark, cfg.data, options=cfg.loader_options) if limited else len(tasks)
     # A judged benchmark needs a judge unless no task is judged (scidata's QA track scored by rule).
     judged = isinstance(benchmark, JudgedBenchmark) and any(benchmark.wants_verdict(t) for t in tasks)
     if judged and judge_backend is None and not cfg.judge:
@@ -660,6 +678,7 @@ async def run_eval(
         "data": str(Path(cfg.data).resolve()),
         "out": str(out.resolve()),
         "limit": cfg.limit,
+        "n_tasks_total": max(total, len(tasks)),
         "agent_config": agent_cfg.to_dict(),
         "concurrency": cfg.concurrency,
         "seed": cfg.seed,

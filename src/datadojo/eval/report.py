@@ -26,6 +26,7 @@ from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.runs.charts import bar_chart_svg, histogram_svg
 from datadojo.runs.html import CSS as _CSS
 from datadojo.runs.html import escape as _e
+from datadojo.runs.html import natural_key
 from datadojo.runs.html import pct as _pct
 from datadojo.runs.html import table_html as _table
 from datadojo.sandbox.result import reduced_isolation_banner
@@ -39,6 +40,7 @@ __all__ = [
     "official_value",
     "render_html",
     "render_markdown",
+    "tasks_shown",
     "write_report",
 ]
 
@@ -274,13 +276,23 @@ def _trajectory_html(row: dict[str, Any], traj: Trajectory | None) -> str:
     return "".join(parts)
 
 
+def tasks_shown(summary: dict[str, Any]) -> str:
+    """``15 of 93 tasks`` for a run limited to the first 15 of the benchmark's 93 (``--limit``), else
+    ``93 tasks``: a figure over 15 tasks must not read as the benchmark's."""
+    n = summary.get("n_tasks")
+    total = summary.get("n_tasks_total")
+    if isinstance(total, int) and isinstance(n, int) and total > n:
+        return f"{n} of {total} tasks"
+    return f"{n} tasks"
+
+
 def _settings(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """The run's settings as (label, value); ``None`` where a setting does not apply (e.g. no agent loop)."""
     agent_config = summary.get("agent_config") or {}
     return [
         ("agent", summary.get("agent")),
         ("data", summary.get("data")),
-        ("tasks", summary.get("n_tasks")),
+        ("tasks", tasks_shown(summary) if summary.get("n_tasks") is not None else None),
         ("trials per task", summary.get("n_trials")),
         ("turn budget", agent_config.get("max_turns")),
         ("dialect", agent_config.get("dialect")),
@@ -374,7 +386,9 @@ def render_html(
 
     per_cat = m.get("per_category") or {}
     turns = [int(r.get("turns") or 0) for r in rows if r.get("stop_reason") != "missing"]
-    cat_items = sorted(((c, s.get("pass@1", 0.0)) for c, s in per_cat.items()), key=lambda x: (-x[1], x[0]))
+    cat_items = sorted(
+        ((c, s.get("pass@1", 0.0)) for c, s in per_cat.items()), key=lambda x: (-x[1], natural_key(x[0]))
+    )
     out.append('<h2>Plots</h2><div class="plots">')
     if cat_items:
         out.append(bar_chart_svg(cat_items[:40], title="pass@1 by category"))
@@ -387,9 +401,9 @@ def render_html(
     if per_cat:
         out.append("<h2>By category</h2>")
         cat_rows = [
-            [_e(c), _e(s.get("n_tasks")), _e(_pct(s.get("pass@1"))), _e(_pct(s.get("any_of_n"))),
+            [f'<span title="{_e(c)}">{_e(c)}</span>', _e(s.get("n_tasks")), _e(_pct(s.get("pass@1"))), _e(_pct(s.get("any_of_n"))),
              _e(_pct(s.get("success_rate"))), _e(_num(s.get("avg_turns")))]
-            for c, s in sorted(per_cat.items())
+            for c, s in sorted(per_cat.items(), key=lambda kv: natural_key(kv[0]))
         ]  # fmt: skip
         out.append(
             _table(
@@ -405,7 +419,9 @@ def render_html(
         out.append(_table(["source", "trials"], [[_e(k), _e(v)] for k, v in sources.items()]))
 
     by_key = {t.key: t for t in trajectories}
-    ordered = sorted(rows, key=lambda r: (bool(r.get("correct")), str(r.get("id")), int(r.get("trial", 0))))
+    ordered = sorted(
+        rows, key=lambda r: (bool(r.get("correct")), natural_key(r.get("id")), int(r.get("trial", 0)))
+    )
     shown = ordered[:max_trajectories]
     n_wrong = sum(1 for r in rows if not r.get("correct"))
     out.append(
@@ -443,7 +459,7 @@ def render_markdown(
         *[line for banner in _banners(summary) for line in (f"> **{banner}**", "")],
         "- "
         + "; ".join(
-            f"{k}: {v}"
+            str(v) if k == "tasks" else f"{k}: {v}"  # "15 of 93 tasks" reads whole
             for k, v in _settings(summary)
             if v is not None
             and k
@@ -483,7 +499,7 @@ def render_markdown(
             "| category | tasks | pass@1 | any of n | success | avg turns |",
             "|---|---:|---:|---:|---:|---:|",
         ]
-        for c, s in sorted(per_cat.items()):
+        for c, s in sorted(per_cat.items(), key=lambda kv: natural_key(kv[0])):
             lines.append(
                 f"| {_md_cell(c)} | {s.get('n_tasks')} | {_pct(s.get('pass@1'))} | {_pct(s.get('any_of_n'))} | "
                 f"{_pct(s.get('success_rate'))} | {_num(s.get('avg_turns'))} |"
@@ -491,7 +507,10 @@ def render_markdown(
     stops = summary.get("stop_reasons") or {}
     if stops:
         lines += ["", "## How trials ended", ""] + [f"- {k}: {v}" for k, v in stops.items()]
-    failed = [r for r in rows if not r.get("correct")]
+    failed = sorted(
+        (r for r in rows if not r.get("correct")),
+        key=lambda r: (natural_key(r.get("id")), int(r.get("trial", 0))),
+    )
     lines += ["", f"## Trials not fully correct ({len(failed)})", ""]
     for r in failed[:max_failures]:
         lines.append(f"- `{_md_cell(r.get('id'))}` trial {r.get('trial')}: {_md_cell(r.get('reason'))}")

@@ -173,7 +173,7 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
 
 #: What curation reads from the synthesis folder: linked (never appended to here) or copied (appended to).
 _LINKED = ("corpus.jsonl", "queries.jsonl", "trajectories.jsonl", "verdicts.jsonl", "progress.jsonl")
-_COPIED = ("rejected.jsonl", "usage.jsonl")
+_COPIED = ("rejected.jsonl", "usage.jsonl", "models.json")  # models.json: the teacher and judge of its input
 
 
 def _bring(src: Path, dst: Path, link: bool) -> None:
@@ -197,7 +197,8 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
     src = Path(ctx.dep("synthesis")["folder"])
     for name in _LINKED + _COPIED:
         _bring(src / name, ctx.out / name, name in _LINKED)
-    run = DataMindRun([], ctx.out, _dm_config(ctx.config))
+    title = f"DataMind curation ({strategy}) of the recipe's synthesis"
+    run = DataMindRun([], ctx.out, _dm_config(ctx.config), title=title)
     summary = stage_curate(run, [strategy])
     trajs_file = run.paths.sft / f"{strategy}.trajectories.jsonl"
     trajs = list(read_trajectories(trajs_file))

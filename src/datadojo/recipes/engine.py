@@ -47,6 +47,7 @@ from datadojo.runs import (
 from datadojo.runs.progress import null_progress
 
 __all__ = [
+    "TIMING_FILE",
     "EmptyStage",
     "PlanItem",
     "RecipeError",
@@ -153,6 +154,9 @@ class EmptyStage(RecipeError):
 
 #: The manifest key in which a stage says it did nothing useful (one line: the cause and the setting).
 EMPTY_KEY = "empty"
+
+#: The file in a stage's folder in which the engine records its wall time (``{"seconds": …}``) at commit.
+TIMING_FILE = "timing.json"
 
 
 class StudyRunsFailed(RecipeError):
@@ -455,7 +459,11 @@ def run_recipe(
                         if on_stage:
                             on_stage(item, "failed")
                         break
-                    result.elapsed[(v.label, st.name)] = time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
+                    result.elapsed[(v.label, st.name)] = seconds
+                    # kept beside the stage's manifest (not in it: the manifest is what the stage returned),
+                    # so a later run that finds the stage cached still reports the time it took
+                    write_json_atomic(folder.path / TIMING_FILE, {"seconds": round(seconds, 3)})
                     entry = result.entries[v.label][st.name] = cache.commit(st.name, item.key, manifest)
                     if on_stage:
                         on_stage(item, "done")

@@ -7,16 +7,17 @@ adds the papers' figures (:mod:`datadojo.recipes.figures`).
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any
 
 from datadojo.fs import write_json_atomic, write_text_atomic
-from datadojo.recipes.engine import RecipeResult, Variant
-from datadojo.recipes.figures import CHECKPOINTS, benchmark_titles, markdown_table, pct, sweep_figures
+from datadojo.recipes.engine import TIMING_FILE, RecipeResult, Variant
+from datadojo.recipes.figures import CHECKPOINTS, Figure, benchmark_titles, markdown_table, pct, sweep_figures
 from datadojo.recipes.figures import score as _score
 from datadojo.runs.html import escape, html_page, html_table, table_html
 
-__all__ = ["CHECKPOINTS", "report_rows", "stage_counts", "write_report"]
+__all__ = ["CHECKPOINTS", "report_rows", "report_warnings", "stage_counts", "stage_seconds", "write_report"]
 
 PAPER = {
     "datamind": "DataMind (Table 1 shape: pass@1 per benchmark, averaged)",
@@ -51,6 +52,44 @@ def stage_counts(manifest: dict[str, Any]) -> str:
     return f"{c.get('in')} {c.get('in_what', '')} → {c.get('out')} {c.get('out_what', '')}".strip()
 
 
+def stage_seconds(result: RecipeResult, variant: str, stage: str) -> str:
+    """A stage's wall time as shown: measured in this run, or the time recorded when it ran (``cached``);
+    empty for a stage neither ran nor recorded (committed before times were kept, or not reached)."""
+    if (variant, stage) in result.elapsed:
+        return f"{result.elapsed[(variant, stage)]:.1f}"
+    entry = result.entries.get(variant, {}).get(stage)
+    timing = entry.path / TIMING_FILE if entry is not None else None
+    try:
+        recorded = json.loads(timing.read_text(encoding="utf-8")).get("seconds") if timing else None
+    except (OSError, ValueError, AttributeError):  # absent (committed before times were kept) or torn
+        recorded = None
+    return f"{float(recorded):.1f} (cached)" if isinstance(recorded, int | float) else ""
+
+
+def report_warnings(result: RecipeResult, figures: list[Figure]) -> list[str]:
+    """What a reader must not miss though the recipe went on: stages that did nothing useful and were
+    allowed to (``allow_empty``), stages whose output count is 0, points of a sweep short of their seeds,
+    failed runs of a study. The stage that stopped the run is the report's "Stopped" line, not repeated."""
+    out: list[str] = []
+    for (v, st), why in result.empty.items():
+        if result.stopped is None or not result.stopped.startswith(f"stage {st} ({v}) "):
+            out.append(f"stage {st} ({v}) did nothing useful and the recipe went on (allow_empty): {why}")
+    for v, entries in result.entries.items():
+        for st, entry in entries.items():
+            c = entry.manifest.get("counts")
+            if (v, st) not in result.empty and isinstance(c, dict) and c.get("out") == 0:
+                out.append(
+                    f"stage {st} ({v}) produced 0 {c.get('out_what', '')} from {c.get('in')} {c.get('in_what', '')}".rstrip()
+                )
+    for fig in figures:
+        out += [f"sweep point short of seeds: {s}" for s in fig.data.get("short_of_seeds") or []]
+    if result.failed:
+        out.append(
+            f"{len(result.failed)} run(s) of the study failed: see Failed runs (tracebacks: failed.json)"
+        )
+    return out
+
+
 def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]:
     """``(variant, checkpoint · benchmark, relative link)`` of each eval's own report page."""
     links: list[tuple[str, str, str]] = []
@@ -76,9 +115,9 @@ def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]
 def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[str, Path]:
     """Write ``OUT/report.md``, ``OUT/report.html`` and ``OUT/report.json``; return their paths.
 
-    Besides the paper's table: every stage with its status, in → out counts and seconds; the stages that
-    did nothing useful (in red, with their cause and the setting to change), and links to each eval's own
-    report."""
+    Besides the paper's table: the warnings (:func:`report_warnings`), every stage with its status, in → out
+    counts and seconds (a cached stage's from when it ran); the stages that did nothing useful (in red, with
+    their cause and the setting to change), and links to each eval's own report."""
     out = result.out
     header, rows = report_rows(result, vs)
     shown = [[r[0], r[1], *(pct(x) for x in r[2:])] for r in rows]
@@ -87,12 +126,16 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
         entry = result.entries.get(i.variant, {}).get(i.stage)
         flow = stage_counts(entry.manifest) if entry is not None else ""
         status = "did nothing" if (i.variant, i.stage) in result.empty else i.status
-        seconds = f"{result.elapsed.get((i.variant, i.stage), 0.0):.1f}"
+        seconds = stage_seconds(result, i.variant, i.stage)
         stage_rows.append([i.variant, i.stage, status, flow, seconds, i.key[:12]])
     empty = [[v, st, why] for (v, st), why in result.empty.items()]
     md = [f"# Recipe report: {PAPER[recipe]}", "", "pass@1 (%) of each checkpoint.", ""]
     if result.stopped:
         md += [f"**Stopped: {result.stopped}**", ""]
+    figures = sweep_figures(result, vs) if len(vs) > 1 else []
+    warnings = report_warnings(result, figures)
+    if warnings:
+        md += ["## ⚠ Warnings", "", *(f"* {w}" for w in warnings), ""]
     md += markdown_table(header, shown)
     if empty:
         md += ["", "## ⚠ Stages that did nothing useful", ""]
@@ -112,7 +155,6 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
     links = _eval_reports(result, out)
     if links:
         md += ["", "## Eval reports", "", *(f"* {v} · {what}: [{link}]({link})" for v, what, link in links)]
-    figures = sweep_figures(result, vs) if len(vs) > 1 else []
     for fig in figures:
         md += ["", f"## {fig.title}", "", *fig.markdown]
     red = [
@@ -125,6 +167,15 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
     body = [
         f"<h1>{html.escape(PAPER[recipe])}</h1>",
         *([f'<p class="bad"><b>Stopped:</b> {html.escape(result.stopped)}</p>'] if result.stopped else []),
+        *(
+            [
+                '<h2 class="bad">Warnings</h2><ul>'
+                + "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+                + "</ul>"
+            ]
+            if warnings
+            else []
+        ),
         "<p>pass@1 (%) of each checkpoint on each benchmark.</p>",
         html_table(header, shown, num_from=2),
         *(
@@ -174,6 +225,7 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
                 "failed": result.failed,
                 "stopped": result.stopped,
                 "did_nothing": [{"variant": v, "stage": st, "cause": why} for v, st, why in empty],
+                "warnings": warnings,
                 "stages": [dict(zip(stage_header, r, strict=True)) for r in stage_rows],
             },
         ),

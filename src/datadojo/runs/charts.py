@@ -19,6 +19,7 @@ the right coordinates.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "histogram_svg",
     "line_chart_svg",
     "nice_ticks",
+    "wrap_label",
     "x_axis_for",
 ]
 
@@ -48,6 +50,32 @@ ZERO_GAP = 0.1
 Point = tuple[float, float | None]
 #: One x of a band: ``(x, lo, hi)``.
 BandPoint = tuple[float, float, float]
+
+
+#: Characters per line of a wrapped label (bar labels, legend names); a label is never cut short.
+LABEL_LINE_CHARS = 30
+#: Width in pixels of one character at the charts' 11–12 px fonts (a generous estimate for widening).
+CHAR_PX = 7.0
+#: Pixels between the lines of a wrapped label.
+LINE_PX = 13
+
+
+def wrap_label(label: str, width: int = LABEL_LINE_CHARS) -> list[str]:
+    """``label`` on lines of at most ``width`` characters, broken at spaces (a longer word on its own
+    lines): category and arm names are shown whole, never cut to ``name…`` (their full text also goes in
+    the ``<title>`` tooltip)."""
+    return textwrap.wrap(label, width, break_on_hyphens=False) or [label]
+
+
+def _label_text(lines: Sequence[str], x: float, y: float, attrs: str) -> str:
+    """A ``<text>`` at ``y``; a wrapped label as one ``<tspan>`` per line, each :data:`LINE_PX` below."""
+    if len(lines) == 1:
+        return f'<text x="{x:.1f}" y="{y:.1f}" {attrs}>{_e(lines[0])}</text>'
+    spans = "".join(
+        f'<tspan x="{x:.1f}" dy="{0 if i == 0 else LINE_PX}">{_e(line)}</tspan>'
+        for i, line in enumerate(lines)
+    )
+    return f'<text x="{x:.1f}" y="{y:.1f}" {attrs}>{spans}</text>'
 
 
 def _fmt(v: float) -> str:
@@ -140,21 +168,29 @@ def _frame(width: int, height: int, title: str) -> list[str]:
     ]
 
 
+#: Characters per line of a legend name: the legend's column (:data:`LAYOUT` right) holds 22 at 11 px.
+LEGEND_LINE_CHARS = 22
+
+
 def _legend(names: Sequence[str], x: float, y: float, *, line: bool) -> list[str]:
+    """The series names, each whole (wrapped to :data:`LEGEND_LINE_CHARS` per line) with its full text
+    as a tooltip."""
     out = [f'<g class="legend" transform="translate({x:.1f},{y:.1f})">']
+    yy = 0
     for i, name in enumerate(names):
         color = COLORS[i % len(COLORS)]
-        yy = i * 18
         mark = (
             f'<line x1="0" y1="{yy + 6}" x2="16" y2="{yy + 6}" stroke="{color}" stroke-width="2"/>'
             if line
             else f'<rect x="2" y="{yy}" width="12" height="12" fill="{color}"/>'
         )
-        short = name if len(name) <= 22 else name[:21] + "…"
+        lines = wrap_label(name, LEGEND_LINE_CHARS)
         out.append(
-            f'<g class="series-name">{mark}<text x="22" y="{yy + 10}" font-size="11">{_e(short)}</text>'
-            f"<title>{_e(name)}</title></g>"
+            f'<g class="series-name"><title>{_e(name)}</title>{mark}'
+            + _label_text(lines, 22, yy + 10, 'font-size="11"')
+            + "</g>"
         )
+        yy += 18 + LINE_PX * (len(lines) - 1)
     out.append("</g>")
     return out
 
@@ -299,6 +335,10 @@ def grouped_bar_chart_svg(
     group_w = slot * n + 24
     width = width or max(420, LAYOUT["left"] + LAYOUT["right"] + group_w * max(1, len(groups)))
     left, top = LAYOUT["left"], LAYOUT["top"]
+    # a group's name wraps within its slot (shown whole); the chart grows by the extra lines
+    per_line = max(6, int(((width - LAYOUT["left"] - LAYOUT["right"]) / max(1, len(groups)) - 4) / 6.2))
+    group_lines = [wrap_label(g, per_line) for g in groups]
+    height += LINE_PX * (max((len(lines) for lines in group_lines), default=1) - 1)
     right, bottom = width - LAYOUT["right"], height - LAYOUT["bottom"]
     vals = [v for vs in series.values() for v in vs if v is not None and math.isfinite(v)]
     lo, hi = _y_range([0.0, *vals], percent)
@@ -311,8 +351,14 @@ def grouped_bar_chart_svg(
     for j, g in enumerate(groups):
         gx = left + j * gw + (gw - bar * n) / 2
         parts.append(
-            f'<text class="group" x="{left + (j + 0.5) * gw:.1f}" y="{bottom + 16}" font-size="11" '
-            f'text-anchor="middle">{_e(g)}</text>'
+            f"<g><title>{_e(g)}</title>"
+            + _label_text(
+                group_lines[j],
+                left + (j + 0.5) * gw,
+                bottom + 16,
+                'class="group" font-size="11" text-anchor="middle"',
+            )
+            + "</g>"
         )
         for i, (name, vs) in enumerate(series.items()):
             v = vs[j] if j < len(vs) else None
@@ -346,10 +392,19 @@ def bar_chart_svg(
     percent: bool = True,
     width: int = 520,
 ) -> str:
-    """A horizontal bar chart (label, value) as inline SVG; values are clipped to ``[0, max_value]``."""
-    label_w, row_h, top = 170, 20, 28
-    bar_w = width - label_w - 70
-    height = top + row_h * max(1, len(items)) + 8
+    """A horizontal bar chart (label, value) as inline SVG; values are clipped to ``[0, max_value]``.
+
+    Labels are shown whole: the label column widens to the longest line (up to
+    :data:`LABEL_LINE_CHARS` characters) and a longer label wraps onto more lines, its row growing with
+    it; the chart is then wider than ``width`` by what the labels need beyond the default column."""
+    row_h, top = 20, 28
+    wrapped = [wrap_label(label) for label, _ in items]
+    longest = max((len(line) for lines in wrapped for line in lines), default=0)
+    label_w = max(170, math.ceil(longest * CHAR_PX) + 12)
+    bar_w = width - 170 - 70
+    width = label_w + bar_w + 70
+    heights = [row_h + LINE_PX * (len(lines) - 1) for lines in wrapped]
+    height = top + (sum(heights) if items else row_h) + 8
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
@@ -357,17 +412,18 @@ def bar_chart_svg(
     ]
     if not items:
         parts.append(f'<text x="0" y="{top + 14}" font-size="12" fill="#6b7385">no data</text>')
-    for i, (label, value) in enumerate(items):
-        y = top + i * row_h
+    y = top
+    for (label, value), lines, h in zip(items, wrapped, heights, strict=True):
         frac = 0.0 if max_value <= 0 else min(max(value / max_value, 0.0), 1.0)
-        short = label if len(label) <= 26 else label[:25] + "…"
         shown = f"{value * 100:.1f}%" if percent else f"{value:g}"
+        y += h
+        y_bar = y - row_h  # the bar beside the label's last line
         parts.append(
             f"<g><title>{_e(label)}: {_e(shown)}</title>"
-            f'<text x="{label_w - 6}" y="{y + 14}" font-size="12" text-anchor="end">{_e(short)}</text>'
-            f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row_h - 6}" fill="#eef0f4"/>'
-            f'<rect x="{label_w}" y="{y + 3}" width="{frac * bar_w:.1f}" height="{row_h - 6}" fill="#3b6fd8"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + 14}" font-size="12">{_e(shown)}</text></g>'
+            + _label_text(lines, label_w - 6, y - h + 14, 'font-size="12" text-anchor="end"')
+            + f'<rect x="{label_w}" y="{y_bar + 3}" width="{bar_w}" height="{row_h - 6}" fill="#eef0f4"/>'
+            f'<rect x="{label_w}" y="{y_bar + 3}" width="{frac * bar_w:.1f}" height="{row_h - 6}" fill="#3b6fd8"/>'
+            f'<text x="{label_w + bar_w + 6}" y="{y_bar + 14}" font-size="12">{_e(shown)}</text></g>'
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -9,16 +9,18 @@ eval package for its tables. Charts are in :mod:`datadojo.runs.charts`.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CSS", "escape", "html_page", "html_table", "pct", "table_html"]
+__all__ = ["CSS", "escape", "html_page", "html_table", "natural_key", "pct", "table_html"]
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
 color:#1d2330;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d8dce5;padding-bottom:.2rem}
-table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d8dce5;padding:.25rem .6rem;text-align:left}
+table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d8dce5;padding:.25rem .6rem;text-align:left;
+overflow-wrap:anywhere}
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f2f4f8}
 .muted{color:#6b7385}.ok{color:#137333}.bad{color:#b3261e}
 .plots{display:flex;flex-wrap:wrap;gap:1.5rem}
@@ -34,6 +36,21 @@ pre.code{background:#eef3fb}pre.obs{background:#fbf8ee}pre.obs.error{background:
 def escape(value: Any) -> str:
     """HTML-escaped text of ``value`` (``None`` as empty), quotes included: safe in text and attributes."""
     return html.escape("" if value is None else str(value), quote=True)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(value: Any) -> tuple[tuple[int, int | str], ...]:
+    """Sort key reading the digit runs of ``value`` as numbers: ids ``0, 5, 105, 108`` in that order, not
+    ``0, 105, 108, 5`` (task and trajectory ids are numbers as text in most benchmarks: DABench's ``0``,
+    ``5``, Spider's ``dev_12``). Each part is tagged so a number never compares with text; a missing id
+    (``None``) comes first."""
+    if value is None:
+        return ()
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(str(value)) if part != ""
+    )
 
 
 def pct(v: Any) -> str:

@@ -206,3 +206,32 @@ def test_report_shows_models_settings_samples_trajectories_and_links(judged) -> 
         'href="sft/con-select.jsonl"', 'href="rl_tasks.jsonl"',  # links to the outputs
     ):  # fmt: skip
         assert text in page, text
+
+
+def test_a_recipes_curation_stage_reports_as_curation_with_the_models_of_its_input(judged, tmp_path) -> None:
+    """The recipe's curation stage curates a synthesis folder of its own; its page must not read as a
+    synthesis run, nor say "(none recorded)" for the teacher and judge that made the trajectories."""
+    from datadojo.recipes.config import load_recipe
+    from datadojo.recipes.datamind import STAGES
+    from datadojo.recipes.engine import StageContext
+    from datadojo.runs.cache import CacheEntry
+
+    src, *_ = judged
+    path = tmp_path / "r.toml"
+    path.write_text('recipe = "datamind"\nout = "out"\ninputs = []\n[models]\nstudent = "ckpt"\n')
+    stage = next(s for s in STAGES if s.name == "curation")
+    synthesis = CacheEntry("synthesis", "k", src, {"folder": str(src)})
+    out = tmp_path / "curation"
+    out.mkdir()
+    manifest = stage.run(
+        StageContext(load_recipe(path), stage, out, {"synthesis": synthesis}, lambda d, t: None)
+    )
+    assert manifest["kept"] > 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>DataMind curation (con-select)" in page and "<h1>DataMind synthesis</h1>" not in page
+    assert "(none recorded)" not in page
+    assert (
+        '<td>teacher</td><td class="num">teacher</td>' in page
+        and '<td>judge</td><td class="num">judge</td>' in page
+    )
+    assert (src / "report.html").read_text(encoding="utf-8").count("<h1>DataMind synthesis</h1>") == 1

@@ -9,6 +9,7 @@ and role.
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 from typing import Any
 
@@ -23,7 +24,15 @@ from datadojo.synth.datamind.queries import load_queries
 from datadojo.synth.datamind.report import read_models, report_sections
 from datadojo.synth.datamind.store import Paths, read_usage
 
-__all__ = ["USAGE_COLUMNS", "build_summary", "funnel_rows", "render_report", "usage_rows", "write_summary"]
+__all__ = [
+    "DEFAULT_TITLE",
+    "USAGE_COLUMNS",
+    "build_summary",
+    "funnel_rows",
+    "render_report",
+    "usage_rows",
+    "write_summary",
+]
 
 
 def _rejections(paths: Paths) -> dict[str, Counter[str]]:
@@ -151,7 +160,12 @@ def usage_rows(summary: dict[str, Any]) -> list[tuple[str, str, int, int, int, f
     ]
 
 
-def render_report(summary: dict[str, Any], paths: Paths | None = None) -> str:
+#: The page's title when a run does not name its own (a synthesis folder; a recipe's curation stage names
+#: itself, :attr:`~datadojo.synth.datamind.pipeline.DataMindRun.title`).
+DEFAULT_TITLE = "DataMind synthesis"
+
+
+def render_report(summary: dict[str, Any], paths: Paths | None = None, *, title: str = DEFAULT_TITLE) -> str:
     """The HTML page: funnel, per-category counts, rejections and usage per stage and role; with ``paths``
     also models and settings, sample queries and rejections, the trajectory viewer and links to the outputs
     (:mod:`.report`)."""
@@ -165,7 +179,7 @@ def render_report(summary: dict[str, Any], paths: Paths | None = None) -> str:
     if summary.get("filters"):
         reasons += [("filter", name, n) for name, n in summary["filters"]["rejected_by_filter"].items()]
     body = [
-        "<h1>DataMind synthesis</h1>",
+        f"<h1>{html.escape(title)}</h1>",
         f'<p class="muted">{summary["out"]}</p>',
         "<h2>Funnel</h2>",
         html_table(["step", "count"], funnel_rows(summary)),
@@ -187,10 +201,10 @@ def render_report(summary: dict[str, Any], paths: Paths | None = None) -> str:
     ]
     if paths is not None:
         body[2:2] = report_sections(paths, summary.get("models") or {})
-    return html_page("DataMind synthesis", "\n".join(body))
+    return html_page(title, "\n".join(body))
 
 
-def write_summary(paths: Paths, summary: dict[str, Any]) -> None:
-    """``summary.json`` and ``report.html``, each via a temporary file and a rename."""
+def write_summary(paths: Paths, summary: dict[str, Any], *, title: str = DEFAULT_TITLE) -> None:
+    """``summary.json`` and ``report.html`` (titled ``title``), each via a temporary file and a rename."""
     write_json_atomic(paths.summary, summary, default=str)
-    write_text_atomic(paths.report, render_report(summary, paths))
+    write_text_atomic(paths.report, render_report(summary, paths, title=title))

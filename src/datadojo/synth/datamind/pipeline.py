@@ -41,7 +41,7 @@ from datadojo.synth.datamind.config import STRATEGIES, DataMindConfig
 from datadojo.synth.datamind.consistency import judge_round, read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.curation import CurationResult, curate
 from datadojo.synth.datamind.errors import DataMindError
-from datadojo.synth.datamind.funnel import build_summary, write_summary
+from datadojo.synth.datamind.funnel import DEFAULT_TITLE, build_summary, write_summary
 from datadojo.synth.datamind.queries import FileEntry, accepted_files, load_queries, synthesize_queries
 from datadojo.synth.datamind.report import models_file, read_models
 from datadojo.synth.datamind.sampling import agent_task, check_travel, reflection_feedback, sample_round
@@ -80,6 +80,7 @@ class DataMindRun:
     :class:`~datadojo.executor.ray_executor.RayExecutor`, needs the teacher as a model spec string).
     ``sandbox_config``: the sandboxes of those episodes (default :class:`SandboxConfig`). ``sampled``
     records, per sampling stage run here, where it ran (``executor``, per-node figures, episodes run).
+    ``title``: the report page's title (a recipe's curation stage is not a synthesis run: it says so).
     """
 
     inputs: Sequence[str | Path]
@@ -88,6 +89,7 @@ class DataMindRun:
     progress: ProgressHook | None = None
     executor: Executor | None = None
     sandbox_config: SandboxConfig | None = None
+    title: str = DEFAULT_TITLE
     taxonomy: Taxonomy = field(init=False)
     paths: Paths = field(init=False)
     files: list[FileEntry] = field(init=False, default_factory=list)
@@ -164,7 +166,7 @@ class DataMindRun:
             curation=self.curation,
             rounds=self.config.rounds,
         )
-        write_summary(self.paths, summary)
+        write_summary(self.paths, summary, title=self.title)
         if usage is not None:
             usage.check()
         return summary

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.jsonl import iter_jsonl
-from datadojo.runs.html import html_table
+from datadojo.runs.html import html_table, natural_key
 from datadojo.synth.datamind.consistency import read_verdicts, trajectories_by_round
 from datadojo.synth.datamind.queries import load_queries
 from datadojo.synth.datamind.store import Paths
@@ -82,7 +82,8 @@ def _viewer(paths: Paths) -> str:
     groups = trajectories_by_round(paths)
     verdicts = read_verdicts(paths)
     blocks = []
-    for (task_id, round_), trajs in islice(sorted(groups.items()), VIEWER_QUERIES):
+    in_order = sorted(groups.items(), key=lambda kv: (natural_key(kv[0][0]), kv[0][1]))  # q2 before q10
+    for (task_id, round_), trajs in islice(in_order, VIEWER_QUERIES):
         q = queries.get(task_id)
         v = verdicts.get((task_id, round_))
         if v is None:
