@@ -252,6 +252,41 @@ def test_grpo_loss_by_hand() -> None:
     assert logp.grad is not None and torch.isfinite(logp.grad).all()
 
 
+def test_grpo_kl_is_beta_times_the_mean_k3_however_the_batch_is_split() -> None:
+    # EnvLunch §4: loss += β·KL with β = 0.01, KL the low-variance k3 = e^δ − δ − 1, δ = log π_ref − log π_θ,
+    # under GRPO's sequence normalization 1/B Σ_i 1/|o_i| Σ_t. A trainer that splits the batch into k
+    # micro-batches must get the same β·KL, not k times it (each micro-batch normalizing on its own).
+    # By hand: δ = ln 2 → k3 = 1 − ln 2; δ = −ln 2 → k3 = ln 2 − ½; δ = 0 → 0.
+    ln2 = math.log(2)
+    logp = torch.full((3, 3), -1.0)
+    delta = t([[ln2, 0.0, ln2], [-ln2, ln2, ln2], [ln2, -ln2, 0.0]])  # masked positions carry δ ≠ 0 too
+    mask = t([[1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    per_sequence = [(1 - ln2 + 0) / 2, (ln2 - 0.5) / 1, (1 - ln2 + ln2 - 0.5 + 0) / 3]
+    mean_k3 = sum(per_sequence) / 3
+    weights = normalization_weights(mask, "sequence")
+    for k in (1, 3):
+        size = 3 // k
+        loss = kl = 0.0
+        for i in range(0, 3, size):
+            rows = slice(i, i + size)
+            out = grpo_loss(
+                logp[rows],
+                logp[rows],  # old = current, A = 0: the surrogate term is 0
+                t([0.0] * size),
+                mask[rows],
+                ref_logp=logp[rows] + delta[rows],
+                weights=weights[rows],
+                entropy_coef=0.0,
+            )
+            loss += out.loss.item()
+            kl += out.metrics["kl"].item()
+        assert kl == pytest.approx(mean_k3, abs=1e-6), k
+        assert loss == pytest.approx(0.01 * mean_k3, abs=1e-8), k
+    # without weights, the loss normalizes over the batch it was given: the same figure for the whole batch
+    whole = grpo_loss(logp, logp, t([0.0] * 3), mask, ref_logp=logp + delta, entropy_coef=0.0)
+    assert whole.loss.item() == pytest.approx(0.01 * mean_k3, abs=1e-8)
+
+
 def test_grpo_without_rollout_logprobs_has_unit_importance_weight() -> None:
     logp = torch.log(t([[1.1, 0.95]]))
     out = grpo_loss(logp, torch.zeros(1, 2), t([2.0]), torch.ones(1, 2), kl_coef=0.0, entropy_coef=0.0)
