@@ -200,7 +200,47 @@ EXPLICIT: tuple[Explicit, ...] = (
 )
 
 #: Mutants that cannot change behaviour, by id, each with the reason.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "reward/agreement:pearson:arithmetic:a - mx -> a + mx": (
+        "Σ(a+x̄)(b−ȳ) = Σ(a−x̄)(b−ȳ) + 2x̄·Σ(b−ȳ), and Σ(b−ȳ) = 0: the covariance is unchanged"
+    ),
+    "reward/agreement:pearson:arithmetic:b - my -> b + my": (
+        "Σ(a−x̄)(b+ȳ) = Σ(a−x̄)(b−ȳ) + 2ȳ·Σ(a−x̄), and Σ(a−x̄) = 0: the covariance is unchanged"
+    ),
+    "reward/agreement:pearson:constant:True -> False": (
+        "zip(strict=) of x and y: their lengths were compared on entry, with a clearer error"
+    ),
+    "reward/agreement:agreement_report:constant:True -> False": (
+        "zip(strict=) of the two score lists: their lengths were compared on entry"
+    ),
+    "reward/agreement:agreement_report:constant:True -> False #2": (
+        "zip(strict=) of predictions and references: their lengths were compared on entry"
+    ),
+    "reward/agreement:agreement_report:boolean:predictions is not None and references is not None"
+    " -> predictions is not None or references is not None": (
+        "both or neither was checked on entry, so `and` and `or` agree"
+    ),
+    "synth/envlunch/canon:values_close:boolean:math.isinf(a) or math.isinf(b)"
+    " -> math.isinf(a) and math.isinf(b)": (
+        "math.isclose is already False when exactly one side is infinite (equal infinities returned above)"
+    ),
+    "synth/envlunch/canon:_rows_close:constant:True -> False": (
+        "zip(strict=): the rows compared always have one arity (checked by the callers, or same skeleton)"
+    ),
+    "synth/envlunch/canon:_matches:boolean:exact == len(pred_rows) or exact == ref_counts.total()"
+    " -> exact == len(pred_rows) and exact == ref_counts.total()": (
+        "a shortcut: when either side has no row left, the tolerant pass pairs nothing"
+    ),
+    "synth/envlunch/canon:row_overlap:constant:1.0 -> 2.0 #2": (
+        "union 0 means both results empty, and equal rows already returned 1.0: unreachable"
+    ),
+    "train/losses:<constants>:constant:20.0 -> 40.0": (
+        "the ±20 clamp of δ in k3: any |δ| > 12 already saturates the ±10 value clamp (value 10, gradient 0)"
+    ),
+    "eval/metrics:pass_at_k:arithmetic:n - c -> n + c": (
+        "the n − c < k shortcut is an optimisation: without it the product has the factor 1 − k/k = 0"
+    ),
+}
 
 
 # ----------------------------------------------------------------------------------------------- mutants

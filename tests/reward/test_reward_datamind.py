@@ -183,3 +183,34 @@ async def test_ascore_asks_the_judge() -> None:
         sent = server.requests[0].json
     assert rb.answer == 1.0 and rb.answer_source == "judge:judge" and rb.answer_reason == "same region"
     assert json.dumps({"region": "North"}) in sent["messages"][1]["content"]
+
+
+async def test_rule_and_judge_sends_an_undecided_correct_guess_to_the_judge() -> None:
+    # rule+judge: the rule decides only what it is certain about. An undecided guess of "correct" (a hedge
+    # the rule half-read) must reach the judge, whose "wrong" is the reward: a rule's guess that skipped the
+    # judge would pay the policy for answers nobody checked.
+    from datadojo.llm import load_backend
+    from datadojo.reward.datamind import AnswerCheck
+    from datadojo.testing.server import ScriptedLLMServer
+
+    def guess(task: Task, prediction: str | None) -> AnswerCheck:
+        return AnswerCheck(True, "one number in the sentence matches", "matcher:number", decided=False)
+
+    def sure(task: Task, prediction: str | None) -> AnswerCheck:
+        return AnswerCheck(True, "exact", "matcher:number", decided=True)
+
+    task = Task(id="t1", question="Which region sells most?", answer="North")
+    traj = _traj("<think>Done.</think>\n<answer>North or South</answer>")
+    with ScriptedLLMServer(['{"score": 0, "reason": "two regions named"}']) as server:
+        backend = load_backend(f"openai:judge@{server.base_url}?max_retries=0")
+        judged = await DataMindReward(judge=LLMJudge(backend), checker=guess, rule_first=True).ascore(
+            traj, task
+        )
+        decided = await DataMindReward(judge=LLMJudge(backend), checker=sure, rule_first=True).ascore(
+            traj, task
+        )
+        await backend.aclose()
+        n_requests = len(server.requests)
+    assert (judged.answer, judged.total, judged.answer_source) == (0.0, 0.0, "judge:judge")
+    assert judged.answer_reason == "two regions named"
+    assert (decided.answer, decided.answer_source) == (1.0, "matcher:number") and n_requests == 1

@@ -9,17 +9,18 @@ in two counterfactual copies written here; the targets are the hand-computed gro
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from datadojo.synth.envlunch.canon import canonical_rows
+from datadojo.synth.envlunch.canon import canonical_rows, exact_match, row_overlap, values_close
 from datadojo.synth.envlunch.executor import InProcessExecutor
-from datadojo.synth.envlunch.reward import agreement, envlunch_reward, score_programs
+from datadojo.synth.envlunch.reward import agreement, envlunch_reward, extract_submission, score_programs
 from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
-from datadojo.types import Task
+from datadojo.types import Action, Task, Trajectory, Turn
 
 # Two copies of a sales table. Hidden program: total amount per region.
 COPIES = {
@@ -129,5 +130,72 @@ def test_brevity_factor_of_eq4_by_hand() -> None:
     assert envlunch_reward([0.9, 1.0], 16, 16) == pytest.approx(0.9)
     assert envlunch_reward([1.0], -3, 16) == pytest.approx(1.5)  # t clipped at 0
     assert envlunch_reward([1.0], 4, 16, w=1.0) == pytest.approx(1.75)
+    assert envlunch_reward([1.0], 0, 1) == pytest.approx(1.5) and envlunch_reward([1.0], 1, 1) == 1.0
     with pytest.raises(ValueError, match="t_max"):
         envlunch_reward([1.0], 1, 0)
+
+
+def _answered(answer: str, turns_before: int = 2) -> Trajectory:
+    code = Turn(raw="<code>x</code>", action=Action(kind="sql", text="SELECT 1"))
+    ans = Turn(raw=f"<answer>{answer}</answer>", action=Action(kind="answer", text=answer))
+    return Trajectory(
+        task_id="t", turns=[code] * turns_before + [ans], final_answer=answer, stop_reason="answer"
+    )
+
+
+def test_a_sentence_before_the_fenced_program_does_not_cost_the_reward() -> None:
+    # models often introduce their program ("Here is the query:"); the fenced part is the program
+    sub = extract_submission(_answered("Here is the query:\n```sql\nSELECT name FROM t\n```"), "sql")
+    assert (sub.program, sub.t, sub.error) == ("SELECT name FROM t", 2, None)
+
+
+def test_an_empty_program_is_no_submission() -> None:
+    sub = extract_submission(_answered("```sql\n\n```"), "sql")
+    assert sub.program is None and "empty" in (sub.error or "")
+    blank = extract_submission(_answered("   "), "pandas")
+    assert blank.program is None and "no final answer" in (blank.error or "")
+
+
+class _DroppingExecutor:
+    """A broken executor (e.g. a remote one losing results): runs the jobs, then drops some outcomes."""
+
+    def __init__(self, drop_job: bool) -> None:
+        self.drop_job = drop_job
+
+    def run(self, jobs):  # type: ignore[no-untyped-def]
+        outcomes = InProcessExecutor().run(jobs)
+        return outcomes[:-1] if self.drop_job else [o[:1] for o in outcomes]
+
+
+def test_an_executor_losing_outcomes_is_an_error_not_a_reward(tmp_path: Path) -> None:
+    # a copy whose result went missing must not drop out of min_k: R would be decided by fewer copies
+    info = _task(tmp_path, "sql")
+    with pytest.raises(ValueError):
+        score_programs([(info, SQL_PARTIAL, 4, 0)], _DroppingExecutor(drop_job=False))
+    with pytest.raises(ValueError):
+        score_programs([(info, SQL_RIGHT, 4, 0), (info, SQL_PARTIAL, 4, 1)], _DroppingExecutor(drop_job=True))
+
+
+def test_values_equal_within_tolerance_only_between_finite_numbers() -> None:
+    assert values_close(1.0, 1.0 + 1e-12) and not values_close(1.0, 1.001)
+    assert not values_close(math.inf, 1e308) and not values_close(-1e308, -math.inf)
+    assert not values_close(math.inf, -math.inf) and values_close(math.inf, math.inf)
+    assert not values_close("N", "S") and not values_close("1", 1) and not values_close(None, 0)
+
+
+def test_a_row_counted_exactly_is_not_counted_again_within_the_tolerance() -> None:
+    # pred {1.0, 5.0} vs ref {1.0, 1.0 + 1e-12}: 1.0 pairs with 1.0 exactly; 5.0 pairs with nothing.
+    # |∩| = 1, |∪| = 2 + 2 − 1 = 3. Reusing the matched 1.0 for the near-equal ref row would claim 2 of 2.
+    pred = canonical_rows(["x"], [(1.0,), (5.0,)])
+    ref = canonical_rows(["x"], [(1.0,), (1.0 + 1e-12,)])
+    assert row_overlap(pred, ref) == pytest.approx(1 / 3)
+    assert exact_match(pred, ref) == 0.0
+    # and near-equal rows do pair: {1.0 + 1e-12, 1.0} against the same reference is a full match
+    assert exact_match(canonical_rows(["x"], [(1.0 + 2e-12,), (1.0,)]), ref) == 1.0
+
+
+def test_an_empty_result_shares_nothing_with_a_one_row_target() -> None:
+    # |∩| = 0, |∪| = 0 + 1 − 0 = 1 → m = 0 (an empty result must never pass for a match, in either direction)
+    empty, one = canonical_rows(["x"], []), canonical_rows(["x"], [(1,)])
+    assert row_overlap(empty, one) == 0.0 and row_overlap(one, empty) == 0.0
+    assert exact_match(empty, one) == 0.0
