@@ -237,6 +237,15 @@ EQUIVALENT: dict[str, str] = {
     "train/losses:<constants>:constant:20.0 -> 40.0": (
         "the ±20 clamp of δ in k3: any |δ| > 12 already saturates the ±10 value clamp (value 10, gradient 0)"
     ),
+    "reward/datamind:length_reward:comparison:n_tokens <= l_min -> n_tokens < l_min": (
+        "r_length is continuous: at l = l_min the linear part is (l_max − l_min)/(l_max − l_min)·0.5 + 0.5 = 1"
+    ),
+    "reward/datamind:length_reward:comparison:n_tokens <= l_max -> n_tokens < l_max": (
+        "r_length is continuous: at l = l_max the linear part is 0·0.5 + 0.5 = 0.5, the value beyond"
+    ),
+    "reward/datamind:composite_reward:arithmetic:r_length * r_answer -> r_length / r_answer": (
+        "the branch runs only when r_answer == 1"
+    ),
     "eval/metrics:pass_at_k:arithmetic:n - c -> n + c": (
         "the n − c < k shortcut is an optimisation: without it the product has the factor 1 − k/k = 0"
     ),

@@ -214,3 +214,50 @@ async def test_rule_and_judge_sends_an_undecided_correct_guess_to_the_judge() ->
     assert (judged.answer, judged.total, judged.answer_source) == (0.0, 0.0, "judge:judge")
     assert judged.answer_reason == "two regions named"
     assert (decided.answer, decided.answer_source) == (1.0, "matcher:number") and n_requests == 1
+
+
+def test_length_reward_with_no_free_tokens_and_custom_bounds() -> None:
+    # l_min = 0 is a valid choice (every token costs): (10 − 5)/(10 − 0)·0.5 + 0.5 = 0.75
+    assert length_reward(0, l_min=0, l_max=10) == 1.0
+    assert length_reward(5, l_min=0, l_max=10) == pytest.approx(0.75)
+    # r_length may be 0 for a caller's own length rule: a correct answer then earns 0, still no penalty
+    assert composite_reward(1, 1, 0.0) == 0.0 and composite_reward(0, 1, 0.0) == 0.0
+
+
+def test_an_empty_answer_is_wrong_and_decided_whoever_the_task_is() -> None:
+    from datadojo.reward import default_answer_check
+
+    task = Task(
+        id="t1", question="How many rows?", answer=240, source="datamind"
+    )  # synthesized, no benchmark
+    for prediction in (None, "", "   \n"):
+        check = default_answer_check(task, prediction)
+        assert (check.correct, check.decided, check.source, check.reason) == (
+            False,
+            True,
+            "matcher",
+            "no final answer",
+        )
+    # a synthesized task's source names no benchmark: the tolerant matcher decides, not a benchmark lookup
+    check = default_answer_check(task, "There are 240 rows.")
+    assert check.correct and check.source.startswith("matcher:")
+
+
+def test_a_trajectory_without_answer_has_zero_answer_tokens() -> None:
+    rb = DataMindReward().score(_traj("<think>I give up.</think>"), Task(id="t1", question="q", answer=240))
+    assert (rb.answer_tokens, rb.length, rb.answer, rb.total) == (0, 1.0, 0.0, -0.1)
+
+
+async def test_the_judge_reads_a_non_ascii_reference_as_written() -> None:
+    from datadojo.llm import load_backend
+    from datadojo.testing.server import ScriptedLLMServer
+
+    task = Task(id="t1", question="Which city?", answer={"city": "Zürich", "share": "12 %"})
+    with ScriptedLLMServer(['{"score": 1, "reason": "same city"}']) as server:
+        backend = load_backend(f"openai:judge@{server.base_url}?max_retries=0")
+        await DataMindReward(judge=LLMJudge(backend)).ascore(
+            _traj("<think>Done.</think>\n<answer>Zürich</answer>"), task
+        )
+        await backend.aclose()
+        prompt = server.requests[0].json["messages"][1]["content"]
+    assert '"city": "Zürich"' in prompt and "\\u00fc" not in prompt
