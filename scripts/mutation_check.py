@@ -167,7 +167,7 @@ EXPLICIT: tuple[Explicit, ...] = (
     ),
     Explicit(
         "train/losses",
-        "GRPO's KL normalised per micro-batch (β times the number of micro-batches)",
+        "GRPO's KL normalized per micro-batch (β times the number of micro-batches)",
         "kl = (low_var_kl(logp, ref_logp) * w * m).sum()",
         "kl = masked_mean(low_var_kl(logp, ref_logp), m)",
     ),
@@ -251,7 +251,7 @@ EQUIVALENT: dict[str, str] = {
         "the branch runs only when r_answer == 1"
     ),
     "eval/metrics:pass_at_k:arithmetic:n - c -> n + c": (
-        "the n − c < k shortcut is an optimisation: without it the product has the factor 1 − k/k = 0"
+        "the n − c < k shortcut is an optimization: without it the product has the factor 1 − k/k = 0"
     ),
 }
 
