@@ -19,8 +19,9 @@ How it stays safe, deterministic and bounded:
   numeric constant changes — an int ``n`` becomes ``n + 1``, a float ``x`` becomes ``2x`` (``1.0`` if 0) —
   and ``True``↔``False``; ``min``↔``max`` and ``any``↔``all``; dropping ``not`` or a unary minus; negating
   a boolean ``return``), plus the survivors issue 39 named, as explicit text replacements;
-* Hypothesis runs with a fixed seed and a fresh example database per mutant; each mutant gets the mapped
-  test files with ``-x`` and a per-mutant timeout (a mutant that hangs counts as killed: ``timeout``).
+* Hypothesis runs derandomized, without an example database, with ``--examples`` (20) examples per property
+  unless a test sets its own; each mutant gets the mapped test files with ``-x`` and a per-mutant timeout
+  (a mutant that hangs counts as killed: ``timeout``).
 
 Equivalent mutants (no input can tell them apart) are listed in :data:`EQUIVALENT` with a reason, keyed by
 the mutant id the script prints. Usage::
@@ -78,17 +79,17 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "compare/tables",
         ("<constants>", "values_equal", "_vectors_match", "compare_tables", "denotations_equal"),
-        (*COMPARE_TESTS, "tests/bench/test_conformance_spider.py"),
+        ("tests/compare/test_compare_tables.py", "tests/bench/test_conformance_spider.py", *COMPARE_TESTS),
     ),
     Target(
         "compare/matchers",
         ("_match_number", "_match_bool", "_match_list", "_split_items", "_match_record", "_match_scalar"),
-        COMPARE_TESTS,
+        ("tests/compare/test_compare_matchers.py", *COMPARE_TESTS),
     ),
     Target(
         "compare/units",
         ("Unit.to_si", "Unit.from_si", "Unit.convert", "Unit.compatible", "_symbol"),
-        COMPARE_TESTS,
+        ("tests/compare/test_compare_units.py", "tests/compare/test_compare_scientific.py", *COMPARE_TESTS),
     ),
     Target(
         "reward/datamind",
@@ -521,10 +522,40 @@ def list_mutants(target: Target, source: str) -> tuple[list[Mutant], list[str]]:
 PLUGINS = ("pytest_asyncio.plugin", "pytest_timeout", "_hypothesis_pytestplugin", "anyio.pytest_plugin")
 
 
+#: A plugin the workers load: Hypothesis examples derandomized, without a database (no example found for
+#: one mutant replayed for the next) and fewer than the suite's 100 per property (``--examples``).
+PROFILE_PLUGIN = """from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "mutation",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    max_examples={examples},
+    database=None,
+    derandomize=True,
+)
+"""
+
+
+def _test_files(tests: tuple[str, ...]) -> list[str]:
+    """The test files in the order given, a folder expanded to its ``test_*.py`` files (sorted) minus those
+    already named: with ``-x`` the targeted files named first kill most mutants before the folder runs."""
+    out: list[str] = []
+    for entry in tests:
+        path = ROOT / entry
+        files = sorted(path.rglob("test_*.py")) if path.is_dir() else [path]
+        for f in files:
+            rel = f.relative_to(ROOT).as_posix()
+            if rel not in out:
+                out.append(rel)
+    return out
+
+
 def _pytest_args(tests: tuple[str, ...]) -> list[str]:
-    plugins = [a for p in PLUGINS for a in ("-p", p)]
+    plugins = [a for p in (*PLUGINS, "_mutation_profile") for a in ("-p", p)]
     return [
         *plugins,
+        "--hypothesis-profile=mutation",
         "-q",
         "-x",
         "--no-header",
@@ -532,22 +563,24 @@ def _pytest_args(tests: tuple[str, ...]) -> list[str]:
         "no:cacheprovider",
         "-p",
         "no:unraisableexception",  # its gc.collect() calls over torch's heap cost a second per mutant
-        "--hypothesis-seed=0",
         "-o",
         "addopts=",
-        *tests,
+        *_test_files(tests),
     ]
 
 
 class Worker:
     """One temporary copy of ``src/`` and a way to run the mapped tests against it."""
 
-    def __init__(self, base: Path, n: int, isolation: str, timeout: float) -> None:
+    def __init__(self, base: Path, n: int, isolation: str, timeout: float, examples: int = 20) -> None:
         self.dir = base / f"worker{n}"
         self.src = self.dir / "src"
         shutil.copytree(
             ROOT / "src", self.src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
         )
+        self.plugins = self.dir / "plugins"
+        self.plugins.mkdir()
+        (self.plugins / "_mutation_profile.py").write_text(PROFILE_PLUGIN.format(examples=examples))
         self.isolation, self.timeout = isolation, timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
@@ -563,12 +596,10 @@ class Worker:
             self.original = (path, path.read_text(encoding="utf-8"))
             path.write_text(text, encoding="utf-8")
         self.current, self.started = mutant, time.monotonic()
-        hyp = tempfile.mkdtemp(prefix="hyp", dir=self.dir)
         env = {
             **os.environ,
-            "PYTHONPATH": str(self.src),
+            "PYTHONPATH": os.pathsep.join((str(self.src), str(self.plugins))),
             "PYTHONDONTWRITEBYTECODE": "1",
-            "HYPOTHESIS_STORAGE_DIRECTORY": hyp,
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         }
         args = _pytest_args(target.tests)
@@ -595,7 +626,8 @@ class Worker:
                 os.environ.update(env)
                 os.chdir(ROOT)
                 sys.dont_write_bytecode = True
-                sys.path[:] = [str(self.src), *(p for p in sys.path if "datadojo" not in p and p != "")]
+                rest = (p for p in sys.path if "datadojo" not in p and p != "")
+                sys.path[:] = [str(self.src), str(self.plugins), *rest]
                 import pytest
 
                 code = int(pytest.main(args))
@@ -792,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="mutants run at once (default 2)"
     )
     ap.add_argument("--isolation", choices=("fork", "subprocess"), default="fork")
+    ap.add_argument("--examples", type=int, default=20, help="Hypothesis examples per property (default 20)")
     ap.add_argument("--list", action="store_true", help="print the mutant set and exit")
     ap.add_argument("--json", type=Path, default=None, help="also write every verdict to this JSON file")
     ap.add_argument("--fail-under", type=float, default=90.0, help="minimum overall kill rate in percent")
@@ -819,8 +852,9 @@ def main(argv: list[str] | None = None) -> int:
         _preimport()
         gc.freeze()  # the children's collections skip the parent's objects (and share their pages)
     base = Path(tempfile.mkdtemp(prefix="datadojo-mutation-"))
-    workers = [Worker(base, n, args.isolation, args.timeout) for n in range(max(1, args.jobs))]
+    workers = [Worker(base, n, args.isolation, args.timeout, args.examples) for n in range(max(1, args.jobs))]
     started = time.monotonic()
+    interrupted = False
     try:
         # 1. every module's tests must pass unmutated, else its mutants say nothing
         def baseline_done(item: tuple[Mutant | None, Target, str | None], rc: int, w: Worker) -> None:
@@ -878,16 +912,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
         print(f"{total} mutants over {len(reports)} module(s), {len(workers)} worker(s)", flush=True)
-        _run_queue(workers, queue, mutant_done)
+        try:
+            _run_queue(workers, queue, mutant_done)
+        except KeyboardInterrupt:
+            interrupted = True
     finally:
         for w in workers:
             w.abort()
         shutil.rmtree(base, ignore_errors=True)
     print(f"\nmutation check: {time.monotonic() - started:.0f}s\n")
+    if interrupted:
+        print("INTERRUPTED: the figures below cover only the mutants run so far\n")
     rate = print_report(reports)
     if args.json is not None:
         _write_json(args.json, reports)
-    return 0 if rate is not None and 100 * rate >= args.fail_under else 1
+    return 0 if not interrupted and rate is not None and 100 * rate >= args.fail_under else 1
 
 
 if __name__ == "__main__":
