@@ -737,7 +737,7 @@ def _rate(r: float | None) -> str:
 
 def print_report(reports: list[ModuleReport]) -> float | None:
     """Print the per-module table and the survivors; return the overall kill rate."""
-    rows = [("module", "mutants", "killed", "survived", "excluded", "stale", "kill rate")]
+    rows = [("module", "mutants", "killed", "survived", "excluded", "stale", "errors", "kill rate")]
     for r in reports:
         rows.append(
             (
@@ -747,6 +747,7 @@ def print_report(reports: list[ModuleReport]) -> float | None:
                 str(r.count("survived")),
                 str(r.count("excluded")),
                 str(r.count("stale")),
+                str(r.count("error")),
                 _rate(r.rate),
             )
         )
@@ -761,6 +762,7 @@ def print_report(reports: list[ModuleReport]) -> float | None:
             str(sum(r.count("survived") for r in reports)),
             str(sum(r.count("excluded") for r in reports)),
             str(sum(r.count("stale") for r in reports)),
+            str(sum(r.count("error") for r in reports)),
             _rate(total_rate),
         )
     )
@@ -863,7 +865,13 @@ def main(argv: list[str] | None = None) -> int:
                 rep.baseline_ok = False
                 print(f"{item[1].module}: tests fail on the unmutated code (exit {rc}):\n{w.tail()}")
 
-        _run_queue(workers, [(None, targets[r.module], None) for r in reports], baseline_done)
+        # ... as regenerated from its AST: every mutant is ``ast.unparse`` output, so the round trip alone
+        # must change nothing, or every mutant would be "killed" by it
+        _run_queue(
+            workers,
+            [(None, targets[r.module], ast.unparse(ast.parse(sources[r.module])) + "\n") for r in reports],
+            baseline_done,
+        )
         if not all(r.baseline_ok for r in reports):
             print_report(reports)
             return 2
@@ -893,12 +901,13 @@ def main(argv: list[str] | None = None) -> int:
             assert m is not None
             m.seconds = round(time.monotonic() - w.started, 2)
             # pytest: 0 all passed, 1 a test failed, 2 interrupted/collection error (an import-time
-            # failure is a detected change too), 5 no tests collected (would be a broken mapping)
+            # failure is a detected change too); a signal other than our timeout's is a crash the mutant
+            # caused. 3 (internal error), 4 (usage) and 5 (no tests) say the check is broken: "error".
             if rc == -9:
                 m.status, m.reason = "timeout", f"killed after {args.timeout:.0f}s"
             elif rc == 0:
                 m.status = "survived"
-            elif rc in (1, 2, 3, 4):
+            elif rc in (1, 2) or rc < 0:
                 m.status = "killed"
             else:
                 m.status, m.reason = "error", f"pytest exit {rc}"
@@ -926,7 +935,9 @@ def main(argv: list[str] | None = None) -> int:
     rate = print_report(reports)
     if args.json is not None:
         _write_json(args.json, reports)
-    return 0 if not interrupted and rate is not None and 100 * rate >= args.fail_under else 1
+    errors = sum(r.count("error") for r in reports)
+    ok = not interrupted and not errors and rate is not None and 100 * rate >= args.fail_under
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
