@@ -10,10 +10,10 @@ tests mapped to each module against every mutant, and reports which mutants no t
 How it stays safe, deterministic and bounded:
 
 * every mutant is written into a **temporary copy** of ``src/`` (one per worker), never into the working
-  tree; the tests run with ``PYTHONPATH`` and ``sys.path`` pointing at that copy, so an interrupted run
-  leaves nothing changed (``--isolation subprocess``) or, by default, in a child forked from a parent that
-  has already imported pytest, torch and pandas (but not datadojo), which saves the seconds of import per
-  mutant;
+  tree, so an interrupted run leaves nothing changed; the tests run with ``PYTHONPATH`` and ``sys.path``
+  pointing at that copy, by default in a child forked from a parent that has already imported pytest,
+  torch and pandas (but not datadojo), which saves seconds of imports per mutant, or in a fresh
+  interpreter (``--isolation subprocess``);
 * the mutant set is a pure function of the sources: AST operators applied, in source order, to the named
   functions (comparison flips ``<``↔``<=``, ``==``↔``!=``, ``in``↔``not in``; arithmetic swaps; ``and``↔``or``;
   numeric constant changes — an int ``n`` becomes ``n + 1``, a float ``x`` becomes ``2x`` (``1.0`` if 0) —
@@ -26,13 +26,13 @@ How it stays safe, deterministic and bounded:
 Equivalent mutants (no input can tell them apart) are listed in :data:`EQUIVALENT` with a reason, keyed by
 the mutant id the script prints. Usage::
 
-    python scripts/mutation_check.py                      # everything (about 10 minutes on 2 cores)
+    python scripts/mutation_check.py                      # everything (7.5 minutes on 2 busy cores)
     python scripts/mutation_check.py --module train/losses --module eval/metrics
     python scripts/mutation_check.py --list               # the mutant set, without running tests
     python scripts/mutation_check.py --limit 20 --jobs 1  # the first 20 mutants of each module, 1 worker
 
-Exit status: 0 when the kill rate over the selected modules reaches ``--fail-under`` (default 90 %),
-1 otherwise, 2 when a module's tests fail before any mutation (the check would be meaningless).
+Exit status: 0 when the kill rate over the selected modules reaches ``--fail-under`` (default 90 %) with
+no error, 1 otherwise, 2 when a module's tests fail before any mutation (the check would be meaningless).
 """
 
 from __future__ import annotations
