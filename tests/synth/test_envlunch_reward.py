@@ -1,8 +1,8 @@
 """EnvLunch's agreement m and reward R (§3, Eq. 4) pinned with values computed by hand.
 
-Eq. (4): R = (1 + w·(1 − t/t_max)) · min_k m(τ̂(E'_k), τ(E'_k)), with m "the overlap of row multisets for
-relational results and an exact comparison after canonicalization for dataframe results", m = 1 only on
-exact agreement. So a pandas program that gets two of three rows right scores 0, while the same rows from
+Eq. (4): R = (1 + w·(1 − t/t_max)) · min_k m(τ̂(E'_k), τ(E'_k)), with m the overlap of row multisets for
+relational results and an exact comparison after canonicalization for dataframe results, m = 1 only on
+exact agreement (§3, below Eq. 4). So a pandas program that gets two of three rows right scores 0, while the same rows from
 SQL score the multiset Jaccard overlap 2/3. The programs run for real (pandas on Parquet, SQL on SQLite)
 in two counterfactual copies written here; the targets are the hand-computed group sums.
 """
