@@ -75,3 +75,31 @@ def test_summarize_rejects_duplicates_and_empty() -> None:
         summarize([TrialRecord("a", 0, True), TrialRecord("a", 0, False)])
     with pytest.raises(ValueError, match="no trial records"):
         summarize([])
+
+
+def test_pass_at_1_averages_per_task_when_trial_counts_differ() -> None:
+    # DataMind §5.1's pass@1 is a mean over tasks of each task's c/n. Task A: 1 of 1 correct; task B: 0 of 3.
+    # Per task: (1/1 + 0/3) / 2 = 0.5. Pooling the trials instead would give 1/4 and let a task with many
+    # trials outweigh the others.
+    recs = [TrialRecord("A", 0, True), *(TrialRecord("B", i, False) for i in range(3))]
+    s = summarize(recs)
+    assert s.pass_at_1 == pytest.approx(0.5)
+    assert s.mean_score == pytest.approx(0.5) and s.any_of_n == 0.5
+    assert s.trials_per_task == (1, 3)
+    # pass@3 needs 3 trials of every task: A has 1, so it is left out rather than estimated
+    assert s.pass_at_k == {1: pytest.approx(0.5)} and "pass@3" not in s.to_dict()
+
+
+def test_summarize_reports_pass_at_1_and_3_by_default() -> None:
+    # DataMind reports pass@1 and pass@3 over three trials; both are the default ks, and no other k
+    recs = [TrialRecord("a", i, ok) for i, ok in enumerate([True, False, False])]
+    d = summarize(recs).to_dict()
+    assert d["pass@1"] == pytest.approx(1 / 3) and d["pass@3"] == 1.0
+    assert sorted(k for k in d if k.startswith("pass@")) == ["pass@1", "pass@3"]
+
+
+def test_pass_at_k_needs_integer_counts() -> None:
+    # a float count is a caller's bug (e.g. a mean passed as c): refused, whichever argument it is
+    for args in ((3.0, 1, 1), (3, 1.0, 1), (3, 1, 1.0)):
+        with pytest.raises(TypeError, match="integers"):
+            pass_at_k(*args)  # type: ignore[arg-type]

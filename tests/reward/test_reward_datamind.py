@@ -183,3 +183,81 @@ async def test_ascore_asks_the_judge() -> None:
         sent = server.requests[0].json
     assert rb.answer == 1.0 and rb.answer_source == "judge:judge" and rb.answer_reason == "same region"
     assert json.dumps({"region": "North"}) in sent["messages"][1]["content"]
+
+
+async def test_rule_and_judge_sends_an_undecided_correct_guess_to_the_judge() -> None:
+    # rule+judge: the rule decides only what it is certain about. An undecided guess of "correct" (a hedge
+    # the rule half-read) must reach the judge, whose "wrong" is the reward: a rule's guess that skipped the
+    # judge would pay the policy for answers nobody checked.
+    from datadojo.llm import load_backend
+    from datadojo.reward.datamind import AnswerCheck
+    from datadojo.testing.server import ScriptedLLMServer
+
+    def guess(task: Task, prediction: str | None) -> AnswerCheck:
+        return AnswerCheck(True, "one number in the sentence matches", "matcher:number", decided=False)
+
+    def sure(task: Task, prediction: str | None) -> AnswerCheck:
+        return AnswerCheck(True, "exact", "matcher:number", decided=True)
+
+    task = Task(id="t1", question="Which region sells most?", answer="North")
+    traj = _traj("<think>Done.</think>\n<answer>North or South</answer>")
+    with ScriptedLLMServer(['{"score": 0, "reason": "two regions named"}']) as server:
+        backend = load_backend(f"openai:judge@{server.base_url}?max_retries=0")
+        judged = await DataMindReward(judge=LLMJudge(backend), checker=guess, rule_first=True).ascore(
+            traj, task
+        )
+        decided = await DataMindReward(judge=LLMJudge(backend), checker=sure, rule_first=True).ascore(
+            traj, task
+        )
+        await backend.aclose()
+        n_requests = len(server.requests)
+    assert (judged.answer, judged.total, judged.answer_source) == (0.0, 0.0, "judge:judge")
+    assert judged.answer_reason == "two regions named"
+    assert (decided.answer, decided.answer_source) == (1.0, "matcher:number") and n_requests == 1
+
+
+def test_length_reward_with_no_free_tokens_and_custom_bounds() -> None:
+    # l_min = 0 is a valid choice (every token costs): (10 − 5)/(10 − 0)·0.5 + 0.5 = 0.75
+    assert length_reward(0, l_min=0, l_max=10) == 1.0
+    assert length_reward(5, l_min=0, l_max=10) == pytest.approx(0.75)
+    # r_length may be 0 for a caller's own length rule: a correct answer then earns 0, still no penalty
+    assert composite_reward(1, 1, 0.0) == 0.0 and composite_reward(0, 1, 0.0) == 0.0
+
+
+def test_an_empty_answer_is_wrong_and_decided_whoever_the_task_is() -> None:
+    from datadojo.reward import default_answer_check
+
+    task = Task(
+        id="t1", question="How many rows?", answer=240, source="datamind"
+    )  # synthesized, no benchmark
+    for prediction in (None, "", "   \n"):
+        check = default_answer_check(task, prediction)
+        assert (check.correct, check.decided, check.source, check.reason) == (
+            False,
+            True,
+            "matcher",
+            "no final answer",
+        )
+    # a synthesized task's source names no benchmark: the tolerant matcher decides, not a benchmark lookup
+    check = default_answer_check(task, "There are 240 rows.")
+    assert check.correct and check.source.startswith("matcher:")
+
+
+def test_a_trajectory_without_answer_has_zero_answer_tokens() -> None:
+    rb = DataMindReward().score(_traj("<think>I give up.</think>"), Task(id="t1", question="q", answer=240))
+    assert (rb.answer_tokens, rb.length, rb.answer, rb.total) == (0, 1.0, 0.0, -0.1)
+
+
+async def test_the_judge_reads_a_non_ascii_reference_as_written() -> None:
+    from datadojo.llm import load_backend
+    from datadojo.testing.server import ScriptedLLMServer
+
+    task = Task(id="t1", question="Which city?", answer={"city": "Zürich", "share": "12 %"})
+    with ScriptedLLMServer(['{"score": 1, "reason": "same city"}']) as server:
+        backend = load_backend(f"openai:judge@{server.base_url}?max_retries=0")
+        await DataMindReward(judge=LLMJudge(backend)).ascore(
+            _traj("<think>Done.</think>\n<answer>Zürich</answer>"), task
+        )
+        await backend.aclose()
+        prompt = server.requests[0].json["messages"][1]["content"]
+    assert '"city": "Zürich"' in prompt and "\\u00fc" not in prompt

@@ -11,12 +11,19 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from datadojo.train.losses import (  # noqa: E402
+    DAPO_EPS_HIGH,
+    DAPO_EPS_LOW,
+    GRPO_ENTROPY_COEF,
+    GRPO_KL_COEF,
+    TIS_HIGH,
+    TIS_LOW,
     apply_void_mask,
     dapo_loss,
     dynamic_sampling_keep,
     group_advantages,
     grpo_loss,
     low_var_kl,
+    masked_mean,
     mixed_objective,
     normalization_weights,
     sft_loss,
@@ -93,6 +100,42 @@ def test_normalization_weights_by_hand() -> None:
     assert ssum[0, 0].item() == pytest.approx(1 / 3)
     assert normalization_weights(mask, "token", total=12)[0, 0].item() == pytest.approx(1 / 12)
     assert normalization_weights(torch.zeros(2, 3), "group").sum().item() == 0.0
+
+
+def test_normalization_weights_edge_cases_by_hand() -> None:
+    # an update with no agent token at all (every rollout void or filtered) weighs nothing: zeros, never NaN
+    for mode in ("token", "group", "sequence", "sequence_sum"):
+        w = normalization_weights(torch.zeros(2, 3), mode)  # type: ignore[arg-type]
+        assert w.tolist() == [[0.0] * 3] * 2, mode
+        # a single agent token carries the whole loss in every mode
+        one = normalization_weights(t([[0, 1, 0], [0, 0, 0]]), mode)  # type: ignore[arg-type]
+        assert one.tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]], mode
+    # a group whose rollouts are all masked is not a group: one live group of 2 tokens → 1/2 each
+    grp = normalization_weights(t([[1, 1], [0, 0]]), "group", group_ids=torch.tensor([0, 1]))
+    assert grp.tolist() == [[0.5, 0.5], [0.0, 0.0]]
+    # groups of 1 and 2 tokens: 1/(2·1) and 1/(2·2)
+    grp = normalization_weights(t([[1, 0], [1, 1]]), "group", group_ids=torch.tensor([0, 1]))
+    assert grp.tolist() == [[0.5, 0.0], [0.25, 0.25]]
+
+
+def test_masked_mean_by_hand() -> None:
+    assert masked_mean(t([3.0, 5.0, 7.0]), t([0, 1, 1])).item() == pytest.approx(6.0)
+    assert masked_mean(t([3.0, 5.0]), t([0, 1])).item() == pytest.approx(5.0)  # one token: itself
+    assert masked_mean(t([3.0, 5.0]), t([0, 0])).item() == 0.0  # empty mask: 0, not NaN
+
+
+def test_default_advantage_epsilon_is_grpos() -> None:
+    # verl's / TRL's ε = 1e-6 in (R − mean)/(std + ε); it matters when rewards differ by little.
+    # rewards [0, 2e-6]: sample std √2·1e-6, so A = ∓1e-6 / (√2·1e-6 + 1e-6) = ∓(√2 − 1)
+    a = group_advantages(torch.tensor([0.0, 2e-6], dtype=torch.float64))
+    assert a.tolist() == pytest.approx([-(math.sqrt(2) - 1), math.sqrt(2) - 1], rel=1e-6)
+
+
+def test_dynamic_sampling_keeps_a_group_with_a_single_correct_rollout() -> None:
+    # 0 < #correct < G: one correct of four is the most informative group, not a filtered one
+    keep = dynamic_sampling_keep(torch.tensor([True, False, False, False, True, True, True, False]),
+                                 torch.tensor([0] * 4 + [1] * 4))  # fmt: skip
+    assert keep.tolist() == [True] * 8
 
 
 # ------------------------------------------------------------------------------------------------ SFT
@@ -252,6 +295,90 @@ def test_grpo_loss_by_hand() -> None:
     assert logp.grad is not None and torch.isfinite(logp.grad).all()
 
 
+def test_grpo_kl_is_beta_times_the_mean_k3_however_the_batch_is_split() -> None:
+    # EnvLunch §4: loss += β·KL with β = 0.01, KL the low-variance k3 = e^δ − δ − 1, δ = log π_ref − log π_θ,
+    # under GRPO's sequence normalization 1/B Σ_i 1/|o_i| Σ_t. A trainer that splits the batch into k
+    # micro-batches must get the same β·KL, not k times it (each micro-batch normalizing on its own).
+    # By hand: δ = ln 2 → k3 = 1 − ln 2; δ = −ln 2 → k3 = ln 2 − ½; δ = 0 → 0.
+    ln2 = math.log(2)
+    logp = torch.full((3, 3), -1.0)
+    delta = t([[ln2, 0.0, ln2], [-ln2, ln2, ln2], [ln2, -ln2, 0.0]])  # masked positions carry δ ≠ 0 too
+    mask = t([[1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    per_sequence = [(1 - ln2 + 0) / 2, (ln2 - 0.5) / 1, (1 - ln2 + ln2 - 0.5 + 0) / 3]
+    mean_k3 = sum(per_sequence) / 3
+    weights = normalization_weights(mask, "sequence")
+    for k in (1, 3):
+        size = 3 // k
+        loss = kl = 0.0
+        for i in range(0, 3, size):
+            rows = slice(i, i + size)
+            out = grpo_loss(
+                logp[rows],
+                logp[rows],  # old = current, A = 0: the surrogate term is 0
+                t([0.0] * size),
+                mask[rows],
+                ref_logp=logp[rows] + delta[rows],
+                weights=weights[rows],
+                entropy_coef=0.0,
+            )
+            loss += out.loss.item()
+            kl += out.metrics["kl"].item()
+        assert kl == pytest.approx(mean_k3, abs=1e-6), k
+        assert loss == pytest.approx(0.01 * mean_k3, abs=1e-8), k
+    # without weights, the loss normalizes over the batch it was given: the same figure for the whole batch
+    whole = grpo_loss(logp, logp, t([0.0] * 3), mask, ref_logp=logp + delta, entropy_coef=0.0)
+    assert whole.loss.item() == pytest.approx(0.01 * mean_k3, abs=1e-8)
+
+
+def test_grpo_defaults_are_envlunchs_and_the_ratio_is_against_the_old_policy() -> None:
+    # EnvLunch §4: ε = 0.2 / ε_high = 0.28, TIS clipped to [0.5, 1.5], β = 0.01, entropy coefficient 0.001
+    assert (DAPO_EPS_LOW, DAPO_EPS_HIGH, TIS_LOW, TIS_HIGH) == (0.2, 0.28, 0.5, 1.5)
+    assert (GRPO_KL_COEF, GRPO_ENTROPY_COEF) == (0.01, 0.001)
+    # old π = 0.5, new π = 0.6: r = 1.2 (inside [0.8, 1.28]); A = 1; π_ref = π_θ (KL 0); entropies 2 and 4
+    logp, old = torch.log(t([[0.6, 0.6]])), torch.log(t([[0.5, 0.5]]))
+    out = grpo_loss(logp, old, t([1.0]), t([[1, 1]]), ref_logp=logp.clone(), entropy=t([[2.0, 4.0]]))
+    assert out.metrics["ratio_mean"].item() == pytest.approx(1.2)
+    assert out.loss.item() == pytest.approx(-1.2 - 0.001 * 3.0, abs=1e-6)
+
+
+def test_grpo_entropy_bonus_counts_agent_tokens_only() -> None:
+    # −c·(1/|o|)Σ_t H_t over the agent tokens: entropies 2 and 6 on agent tokens, 100 on a masked one
+    logp = torch.zeros(1, 3)
+    out = grpo_loss(logp, logp, t([0.0]), t([[1, 1, 0]]), entropy=t([[2.0, 6.0, 100.0]]),
+                    kl_coef=0.0, entropy_coef=0.01)  # fmt: skip
+    assert out.metrics["entropy"].item() == pytest.approx(4.0)
+    assert out.loss.item() == pytest.approx(-0.01 * 4.0)
+
+
+def test_grpo_rejects_an_importance_band_without_one_in_it() -> None:
+    x = torch.zeros(1, 2)
+    kw = {"kl_coef": 0.0, "entropy_coef": 0.0, "rollout_logp": x}
+    for low, high in ((0.0, 1.5), (1.1, 1.5), (0.5, 0.9)):
+        with pytest.raises(ValueError, match="tis_low"):
+            grpo_loss(x, x, t([1.0]), torch.ones(1, 2), tis_low=low, tis_high=high, **kw)  # type: ignore[arg-type]
+    # the degenerate band [1, 1] is allowed: every weight is exactly 1, kept by MIS (the band is closed)
+    for mode in ("truncate", "mask"):
+        out = grpo_loss(x, x, t([1.0]), torch.ones(1, 2), tis_low=1.0, tis_high=1.0, tis_mode=mode, **kw)  # type: ignore[arg-type]
+        assert out.loss.item() == pytest.approx(-1.0) and out.metrics["tis_clip_frac"].item() == 0.0
+
+
+def test_tis_clip_fraction_counts_the_clipped_tokens() -> None:
+    # IS weights 2.5, 1.0 and 1.0: one of three agent tokens clipped (to 1.5)
+    logp = torch.zeros(1, 3)
+    rollout = t([[math.log(0.4), 0.0, 0.0]])
+    out = grpo_loss(
+        logp, logp, t([1.0]), torch.ones(1, 3), rollout_logp=rollout, kl_coef=0.0, entropy_coef=0.0
+    )
+    assert out.metrics["tis_clip_frac"].item() == pytest.approx(1 / 3)
+    assert out.loss.item() == pytest.approx(-(1.5 + 1.0 + 1.0) / 3)
+
+
+def test_low_var_kl_is_clamped_like_verls() -> None:
+    # δ = 5: k3 = e^5 − 6 ≈ 142 → clamped to 10; δ = −30: k3 = 29 → 10; moderate δ untouched
+    kl = low_var_kl(t([0.0, 0.0, 0.0]), t([5.0, -30.0, 1.0]))
+    assert kl.tolist() == pytest.approx([10.0, 10.0, math.e - 2.0])
+
+
 def test_grpo_without_rollout_logprobs_has_unit_importance_weight() -> None:
     logp = torch.log(t([[1.1, 0.95]]))
     out = grpo_loss(logp, torch.zeros(1, 2), t([2.0]), torch.ones(1, 2), kl_coef=0.0, entropy_coef=0.0)
@@ -274,6 +401,8 @@ def test_grpo_requires_what_its_terms_need() -> None:
 def test_mixed_objective() -> None:
     assert mixed_objective(t(2.0), t(-1.0), 0.9).item() == pytest.approx(0.9 * 2 - 0.1)
     assert mixed_objective(t(2.0), t(-1.0), 0.0).item() == pytest.approx(-1.0)
+    assert mixed_objective(t(2.0), t(4.0), 0.5).item() == pytest.approx(3.0)
+    assert mixed_objective(t(2.0), t(4.0), 1.0).item() == pytest.approx(2.0)  # γ = 1: SFT alone (§4's start)
     with pytest.raises(ValueError, match="gamma"):
         mixed_objective(t(1.0), t(1.0), 1.5)
 

@@ -242,3 +242,33 @@ def test_micro_batch_size_does_not_change_the_rl_update(
         RLTrainer(cfg, TASKS, exact_42, src, experts=experts, model=model, tokenizer=toy_tok).train()
         weights.append(model.lm_head.weight.detach().clone())
     assert torch.allclose(weights[0], weights[1], atol=1e-6)
+
+
+def test_micro_batch_size_does_not_scale_grpos_kl(
+    tmp_path: Path, toy_tok: Any, make_model: Callable[..., Any]
+) -> None:
+    # EnvLunch's GRPO (β = 0.01 KL to the initial policy, entropy bonus): the KL term is normalized over the
+    # whole update like the surrogate, so micro-batches of 1 and of 4 give the same update and the same KL.
+    # Were each micro-batch to normalize its own KL, β would in effect be 4 times larger with micro-batches
+    # of 1. Step 2 starts away from the initial policy, so its KL (and its gradient) is not 0.
+    weights, kls = [], []
+    for micro in (1, 4):
+        cfg = RLConfig.envlunch(
+            output_dir=str(tmp_path / f"m{micro}"),
+            total_steps=2,
+            tasks_per_step=2,
+            group_size=4,
+            updates_per_step=1,
+            micro_batch_size=micro,
+            save_every=0,
+        )
+        cfg = cfg.replace(optim=cfg.optim.replace(lr=1e-3))
+        src = ScriptedSource(lambda tid, s: "42" if s < 2 else "7")
+        model = make_model()
+        RLTrainer(cfg, TASKS, exact_42, src, model=model, tokenizer=toy_tok).train()
+        weights.append(model.lm_head.weight.detach().clone())
+        kls.append(_records(tmp_path / f"m{micro}")[1]["kl"])
+    assert kls[0] > 0 and kls[0] == pytest.approx(kls[1], rel=1e-4)
+    # Adam turns float noise in near-zero gradients into steps of up to lr: 1e-5 (one weight in 13504
+    # differed by 1.6e-6 when this was written), while the KL figure above is the exact check
+    assert torch.allclose(weights[0], weights[1], atol=1e-5)
