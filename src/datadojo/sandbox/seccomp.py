@@ -36,6 +36,8 @@ import os
 import platform
 import struct
 
+from datadojo.errors import DataDojoError
+
 __all__ = ["DENIED_SYSCALLS", "SeccompError", "available", "build_program", "install", "prepare"]
 
 #: (AUDIT_ARCH_*, the System V IPC and POSIX mq system calls, socket) per architecture.
@@ -113,7 +115,7 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 
 
-class SeccompError(OSError):
+class SeccompError(DataDojoError, OSError):
     """The filter could not be installed (or this architecture is not supported)."""
 
 
