@@ -281,3 +281,13 @@ def test_the_two_letter_si_prefix_deca() -> None:
     dam, dag = parse_unit("dam"), parse_unit("dag")
     assert dam is not None and dam.dim == parse_unit("m").dim and dam.factor == pytest.approx(10.0)
     assert dag is not None and dag.dim == parse_unit("kg").dim and dag.factor == pytest.approx(0.01)
+
+
+def test_only_a_plural_s_is_dropped_from_a_unit_word() -> None:
+    """ "hours", "weeks", "secs" are plurals of units (3600 s, 7 × 24 × 3600 = 604800 s, 1 s by hand); "sect"
+    and "yearn" are English words that would read as "sec" and "year" if any last letter were dropped."""
+    for word, seconds in [("hours", 3600.0), ("weeks", 604800.0), ("secs", 1.0)]:
+        unit = parse_unit(word)
+        assert unit is not None and unit.dim == parse_unit("s").dim, word
+        assert unit.factor == pytest.approx(seconds), word
+    assert parse_unit("sect") is None and parse_unit("yearn") is None
