@@ -254,6 +254,18 @@ EQUIVALENT: dict[str, str] = {
     "eval/metrics:pass_at_k:arithmetic:n - c -> n + c": (
         "the n − c < k shortcut is an optimization: without it the product has the factor 1 − k/k = 0"
     ),
+    "compare/tables:values_equal:boolean:a is None or b is None -> a is None and b is None": (
+        "both None returned above; then `a == b` is False for None against any normalized cell (int, float, str)"
+    ),
+    "compare/tables:_vectors_match:constant:True -> False": (
+        "zip(strict=) of two vectors whose lengths were compared on entry (sorting keeps lengths)"
+    ),
+    "compare/tables:compare_tables:constant:True -> False #2": (
+        "zip(strict=) of gold names and gold columns: as_columns gives one name per column"
+    ),
+    "compare/matchers:_match_list:constant:True -> False": (
+        "zip(strict=) of predicted and reference items in order: their lengths were compared just above"
+    ),
 }
 
 
