@@ -422,3 +422,21 @@ def test_grpo_mis_masks_tokens_outside_the_band_where_tis_clips_them() -> None:
     assert float(tis.loss) == pytest.approx(-(0.5 + 1.2) / 2)  # 0.3 clipped up to 0.5
     assert float(mis.loss) == pytest.approx(-(0.0 + 1.2) / 2)  # 0.3 dropped
     assert float(tis.metrics["tis_clip_frac"]) == pytest.approx(0.5)
+
+
+def test_whole_group_sizes_need_one_per_row_and_the_batchs_group_count() -> None:
+    # A micro-batch of 2 rows whose groups hold 4 and 6 tokens over the whole batch of 3 groups: by hand,
+    # row 0's tokens weigh 1 / (4 * 3) and row 1's 1 / (6 * 3) (DataMind §4, the group's 1/Σ|y| then the
+    # mean over the batch's groups), whatever the micro-batch itself counts.
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    w = normalization_weights(
+        mask, "group", total=3, group_tokens=torch.tensor([4.0, 6.0], dtype=torch.float64)
+    )
+    assert w[0, 0].item() == pytest.approx(1 / 12, abs=1e-15) and w[1, 0].item() == pytest.approx(
+        1 / 18, abs=1e-15
+    )
+    assert w[0, 2].item() == 0.0
+    with pytest.raises(ValueError, match=r"group_tokens must have shape \(2,\)"):
+        normalization_weights(mask, "group", total=3, group_tokens=torch.tensor([4.0, 6.0, 5.0]))
+    with pytest.raises(ValueError, match="need the batch's group count"):
+        normalization_weights(mask, "group", group_tokens=torch.tensor([4.0, 6.0]))
