@@ -197,6 +197,9 @@ def test_rollout_cli_rejects_a_bad_task_file(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
+        # typer's error box wraps at the terminal width: at 80 columns a long tmp path split "tasks.jsonl:" from
+        # its line number (pytest-1076 did, pytest-999 did not)
+        env={**os.environ, "COLUMNS": "400"},
     )
     assert res.returncode != 0
     assert "tasks.jsonl:2" in res.stderr and "question" in res.stderr
