@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from datadojo.sandbox.exposure import exposure_line, searchable_by_others
+from helpers.folders import open_folder
 
 
 @pytest.fixture
 def open_base() -> Iterator[Path]:
-    # Not tmp_path: pytest's base folder is 0700, which already closes everything below it.
-    base = Path(tempfile.mkdtemp(prefix="dd-exposure-", dir="/tmp"))
-    base.chmod(0o755)
-    try:
+    with open_folder("dd-exposure-") as base:
         yield base
-    finally:
-        for root, dirs, _files in os.walk(base):
-            for d in dirs:
-                os.chmod(os.path.join(root, d), 0o755)
-        import shutil
-
-        shutil.rmtree(base)
 
 
 def test_a_path_is_exposed_only_while_every_folder_above_it_lets_others_search(open_base: Path) -> None:
