@@ -139,7 +139,7 @@ SCENARIOS: dict[str, tuple[AgentConfig, list[Any], str | None, int | None, int |
             "<think>a</think><code>x = 1</code>",
             "<think>b</think><code>raise ValueError('no')</code>",
             "<think>c</think><code>print(x)</code>",
-        ],  # fmt: skip
+        ],
         None,
         None,
         None,
