@@ -6,7 +6,7 @@ records (trainers tokenize ``raw``, reports count stop reasons, resumable runs h
 ran against the loop *before* the move and writes, per scenario, the trajectory's ``to_dict`` and every
 request the model saw; ``data/loop_regression.json`` holds that record, read through by hand (the assertions
 below state what each scenario must show, independently of the file). Only what the wall clock or the
-machine decides is normalised: the timings, the creation time, ``argv`` and the interpreter version.
+machine decides is normalized: the timings, the creation time, ``argv`` and the interpreter version.
 
 The model is an in-process scripted :class:`ChatBackend` (token counts from the approximate counter, so the
 context check is deterministic) and the sandbox a scripted code runner (so observations do not depend on
@@ -17,79 +17,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from datadojo.agent import AgentConfig, run_agent
-from datadojo.llm.base import (
-    ChatBackend,
-    Completion,
-    LLMError,
-    Message,
-    SamplingParams,
-    approx_message_tokens,
-    approx_token_count,
-)
-from datadojo.sandbox.result import ExecResult
+from datadojo.llm.base import LLMError, SamplingParams, approx_message_tokens
 from datadojo.sandbox.seeding import trajectory_seed
+from datadojo.testing.env import ScriptedChat, ScriptedRunner
 from datadojo.types import DataFile, Task
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "data"
 RECORD = Path(__file__).parent / "data" / "loop_regression.json"
-
-
-class ScriptedChat(ChatBackend):
-    """Replies from a list: a string (finish ``stop``, no stop string named), a ``(text, finish_reason,
-    stop_sequence)`` tuple, or an :class:`LLMError` to raise. Records every request."""
-
-    def __init__(self, replies: Sequence[Any], *, context_window: int | None = None) -> None:
-        super().__init__(model_id="scripted", context_window=context_window)
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-
-    async def _generate(self, messages: list[Message], params: SamplingParams) -> list[Completion]:
-        self.requests.append(
-            {"messages": [dict(m) for m in messages], "stop": list(params.stop), "seed": params.seed}
-        )
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        text, finish, stop = (reply, "stop", None) if isinstance(reply, str) else reply
-        return [
-            Completion(
-                text=text,
-                finish_reason=finish,
-                stop_sequence=stop,
-                prompt_tokens=self.count_tokens(messages),
-                completion_tokens=approx_token_count(text),
-            )
-        ]
-
-    def count_tokens(self, messages: Sequence[Message]) -> int:
-        return approx_message_tokens(messages)
-
-
-class ScriptedRunner:
-    """A sandbox that echoes what it was asked to run (or fails on ``fail_on``), and records its seed."""
-
-    def __init__(self, fail_on: str | None = None) -> None:
-        self.fail_on = fail_on
-        self.seeds: list[int] = []
-        self.calls: list[tuple[str, str, str | None]] = []
-
-    def reseed(self, value: int) -> None:
-        self.seeds.append(value)
-
-    async def run(self, code: str, *, language: str = "python", db: str | None = None) -> ExecResult:
-        self.calls.append((code, language, db))
-        if self.fail_on is not None and self.fail_on in code:
-            raise RuntimeError("worker vanished")
-        status = "error" if "raise" in code else "ok"
-        return ExecResult.make(f"[{language}{'@' + db if db else ''}] {code.strip()}", status)
 
 
 def _task() -> Task:
@@ -180,7 +121,7 @@ SCENARIOS: dict[str, tuple[AgentConfig, list[Any], str | None, int | None, int |
 }
 
 
-def _normalise(data: Any) -> Any:
+def _normalize(data: Any) -> Any:
     """Zero what the machine decides (timings, creation time, argv, interpreter version)."""
     data = json.loads(json.dumps(data))
     for turn in data["turns"]:
@@ -196,7 +137,7 @@ async def _run(name: str) -> dict[str, Any]:
     cfg, replies, fail_on, window, seed, sample = SCENARIOS[name]
     task = _task()
     if window == "WINDOW":
-        from datadojo.agent.prompts import episode_prompt
+        from datadojo.env.prompts import episode_prompt
 
         opening = episode_prompt(task, cfg)
         window = approx_message_tokens(opening) + 20 + 5  # room for the first request only
@@ -204,7 +145,7 @@ async def _run(name: str) -> dict[str, Any]:
     runner = ScriptedRunner(fail_on)
     traj = await run_agent(task, backend, runner, cfg, sample=sample, seed=seed)
     return {
-        "trajectory": _normalise(traj.to_dict()),
+        "trajectory": _normalize(traj.to_dict()),
         "requests": backend.requests,
         "runner_calls": [list(c) for c in runner.calls],
         "runner_seeds": runner.seeds,
