@@ -7,6 +7,7 @@ the one driver (:func:`datadojo.env.run_agent`) gives for the same replies.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,12 @@ async def test_step_by_step_gives_observations_then_the_trajectory() -> None:
     assert runner.seeds == [trajectory_seed("e1", 1, 9)]  # the session was reseeded for this trajectory
 
     # a server that cut the reply at </code> and said so
+    t0 = time.perf_counter()
     r1 = await episode.step("<think>a</think><code>print(1)", stop_sequence="</code>")
+    elapsed = time.perf_counter() - t0
     assert isinstance(r1, StepResult) and not r1.done
+    # timings: what the caller measured for the model (none here), the sandbox's part of this step
+    assert r1.turn.timings.llm_s == 0.0 and 0.0 <= r1.turn.timings.exec_s <= elapsed
     assert r1.observation == "<interpreter>\n[python] print(1)\n</interpreter>"
     assert r1.turn.raw == "<think>a</think><code>print(1)</code>" and r1.turn.action.kind == "code"
     assert episode.messages[-2:] == [
@@ -102,11 +107,21 @@ async def test_turn_budget_final_turn_note_and_invalid_rule() -> None:
         last = await episode.step("<code>print(x)</code>")
         assert last.done and episode.stop_reason == "max_turns" and episode.trajectory().final_answer is None
     cfg = EnvConfig(max_invalid_turns=2, profile_chars=0)
-    async with DataEnv(cfg, sandboxes=runner_factory()) as env, await env.reset(_task()) as episode:
-        assert not (await episode.step("hmm")).done
-        end = await episode.step("<code>a</code><code>b</code>")
-        assert end.done and episode.stop_reason == "invalid"
-        assert episode.error.startswith("2 malformed turns in a row; last: Two actions in one turn")
+    async with DataEnv(cfg, sandboxes=runner_factory()) as env:
+        async with await env.reset(_task()) as episode:
+            assert not (await episode.step("hmm")).done
+            end = await episode.step("<code>a</code><code>b</code>")
+            assert end.done and episode.stop_reason == "invalid"
+            assert episode.error.startswith("2 malformed turns in a row; last: Two actions in one turn")
+            # the last corrective message is still the observation (a trainer's record ends with it)
+            assert end.observation.startswith("<interpreter>\nTwo actions in one turn")
+            assert end.observation == episode.messages[-1]["content"]
+        # *consecutive*: a valid turn in between starts the count again
+        async with await env.reset(_task()) as episode:
+            assert not (await episode.step("hmm")).done
+            assert not (await episode.step("<code>x = 1</code>")).done
+            assert not (await episode.step("hmm again")).done
+            assert (await episode.step("still nothing")).done and episode.stop_reason == "invalid"
 
 
 async def test_reply_cut_by_the_token_limit_is_invalid_and_says_so() -> None:

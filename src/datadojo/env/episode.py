@@ -217,10 +217,14 @@ class Episode:
         self._trajectory = self._build_trajectory()
         self._emit(AgentEvent("end", self.task.id, self.sample, self._trajectory))
 
-    def _observe(self, raw: str, text: str) -> str:
-        """Append the reply and the observation message; the observation's content."""
+    def _append(self, raw: str, text: str) -> None:
+        """Append the reply and the observation message (``text`` in the dialect's observation tags)."""
         self.messages.append({"role": "assistant", "content": raw})
         self.messages.append({"role": "user", "content": self.dialect.format_observation(text)})
+
+    def _observe(self, raw: str, text: str) -> str:
+        """Append the reply and the observation, apply the turn budget; the observation message's content."""
+        self._append(raw, text)
         return self._after_turn()
 
     def _after_turn(self) -> str:
@@ -281,8 +285,7 @@ class Episode:
             turn = parsed.to_turn(observation=obs, timings=Timings(llm_s=llm_s), tokens=usage)
             self._record(turn)
             if self._invalid_in_a_row >= cfg.max_invalid_turns:
-                self.messages.append({"role": "assistant", "content": raw})
-                self.messages.append({"role": "user", "content": dialect.format_observation(message)})
+                self._append(raw, message)
                 self._finish("invalid", f"{self._invalid_in_a_row} malformed turns in a row; last: {message}")
                 return StepResult(str(self.messages[-1]["content"]), True, turn)
             observation = self._observe(raw, message)
