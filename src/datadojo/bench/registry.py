@@ -21,6 +21,7 @@ from datadojo.bench.base import Benchmark
 from datadojo.bench.dabench import DABench
 from datadojo.bench.databench import DataBench
 from datadojo.bench.download import BenchSource, set_source_lookup
+from datadojo.bench.kramabench import KramaBench
 from datadojo.bench.qrdata import QRData
 from datadojo.bench.scidata import SciData
 from datadojo.bench.shopsql import ShopSQL
@@ -66,7 +67,7 @@ def get_benchmark(name: str) -> Benchmark:
 def _register_builtins() -> None:
     # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
     # OwnTasks (``tasks``) is a user's own task file, scored with the tolerant matcher
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks):
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks, KramaBench):
         register_benchmark(cls.name, cls)
 
 
