@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from datadojo.bench.base import Benchmark
 from datadojo.bench.dabench import DABench
+from datadojo.bench.dacode import DACode
 from datadojo.bench.databench import DataBench
 from datadojo.bench.download import BenchSource, set_source_lookup
 from datadojo.bench.kramabench import KramaBench
@@ -67,7 +68,19 @@ def get_benchmark(name: str) -> Benchmark:
 def _register_builtins() -> None:
     # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
     # OwnTasks (``tasks``) is a user's own task file, scored with the tolerant matcher
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks, KramaBench):
+    for cls in (
+        DABench,
+        TableBench,
+        DataBench,
+        Spider,
+        BIRD,
+        QRData,
+        SciData,
+        ShopSQL,
+        OwnTasks,
+        KramaBench,
+        DACode,
+    ):
         register_benchmark(cls.name, cls)
 
 
