@@ -238,3 +238,16 @@ def test_download_from_a_loopback_mirror_checks_digests(tmp_path: Path) -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_export_rl_tasks_carries_the_gold(tmp_path: Path) -> None:
+    from datadojo.bench.export import export_rl_tasks
+    from datadojo.jsonl import read_tasks
+    from datadojo.reward.datamind import default_answer_check
+
+    repo = _layout(tmp_path)
+    report = export_rl_tasks(get_benchmark("dacode"), repo, tmp_path / "rl_tasks.jsonl")
+    assert report.written == len(TASKS) and not report.no_answer and not report.needs_judge
+    for task in read_tasks(report.path):  # the gold travels in the file: no gold/ folder needed to score
+        assert default_answer_check(task, gold_response(task)).correct, task.id
+        assert not default_answer_check(task, "no outputs").correct

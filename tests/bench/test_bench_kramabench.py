@@ -200,3 +200,29 @@ async def test_eval_without_a_judge_needs_paraphrase_rule(tmp_path: Path) -> Non
     # without a judge the paraphrase is compared by rule: not equal, so 0
     rae = 1 / (1 + abs(11.966 - 13.16279420289855) / 13.16279420289855)
     assert result.summary["official"]["accuracy"] == pytest.approx((1 + rae + 0 + 0.8) / 4)
+
+
+def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from datadojo.cli.app import app
+    from datadojo.jsonl import read_tasks
+    from datadojo.reward.datamind import default_answer_check
+
+    root = _repo(tmp_path)
+    out = tmp_path / "rl_tasks.jsonl"
+    res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "3 task(s) written" in res.output and "1 task(s) only an LLM judge can score" in res.output
+    tasks = list(read_tasks(out))
+    assert [t.id for t in tasks] == ["legal-easy-1", "legal-hard-2", "wildfire-easy-1"]
+    assert all(t.source == "kramabench" and t.extra["answer_format"] for t in tasks)
+    # the RL reward scores an exported task with KramaBench's own rule
+    first = tasks[0]
+    assert default_answer_check(first, gold_response(first)).correct
+    check = default_answer_check(first, "1135292")  # two ints: exact only
+    assert not check.correct and check.source == "bench:kramabench"
+    # scored by rule, the string_approximate task can be exported too
+    res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out),
+                                   "--option", "paraphrase=rule"])  # fmt: skip
+    assert res.exit_code == 0 and "4 task(s) written" in res.output

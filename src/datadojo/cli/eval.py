@@ -25,6 +25,7 @@ from datadojo.cli._ui import (
     warn_if_cells_can_stat,
 )
 from datadojo.config import config_help
+from datadojo.errors import DataDojoError
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
@@ -352,7 +353,9 @@ def report_command(
     typer.echo(f"report: {html_path}\nsummary: {md_path}")
 
 
-bench_app = typer.Typer(help="Benchmarks: list them, download their files.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: list them, download their files, export them as RL tasks.", no_args_is_help=True
+)
 
 
 @bench_app.command("list")
@@ -432,6 +435,48 @@ def bench_download(
         )
     Console().print(table)
     typer.echo(f"data: {result.path}  (pass it as --data, or omit --data: `datadojo eval` looks here)")
+
+
+@bench_app.command("export")
+def bench_export(
+    name: str = typer.Argument(..., help="Benchmark to export."),
+    data: Path | None = typer.Option(
+        None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="The RL task file to write (e.g. rl_tasks.jsonl)."),
+    option: list[str] = typer.Option(
+        [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N tasks."),
+) -> None:
+    """Write NAME's tasks with public answers as an RL task file, each scored by NAME's own rule.
+
+    The file is what `datadojo train rl --tasks` and `datadojo export verl --tasks` read; the reward scores
+    each task with the benchmark's official scorer (its `source`). Tasks without a public answer, and tasks
+    only an LLM judge can score, are left out and counted.
+    """
+    from datadojo.bench.export import export_rl_tasks
+
+    try:
+        benchmark = get_benchmark(name)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
+    try:
+        report = export_rl_tasks(
+            benchmark, data or _downloaded(benchmark), out, options=_loader_options(option), limit=limit
+        )
+    except TypeError as exc:  # an option this loader does not take
+        raise typer.BadParameter(str(exc), param_hint="--option") from exc
+    except (OSError, DataDojoError) as exc:
+        raise error_exit(exc) from exc
+    typer.echo(f"{report.written} task(s) written to {report.path}")
+    if report.no_answer:
+        typer.echo(f"left out: {len(report.no_answer)} task(s) without a public answer")
+    if report.needs_judge:
+        typer.echo(
+            f"left out: {len(report.needs_judge)} task(s) only an LLM judge can score "
+            f"(first: {report.needs_judge[0]}); see the benchmark's loader options"
+        )
 
 
 def register(app: typer.Typer) -> None:
