@@ -348,8 +348,9 @@ class DACode(Benchmark):
                 "task": kind,
                 "hardness": str(task.difficulty),
                 "big_type": "EDA" if kind in _EDA else kind,
-                "result_type": "plot" if rtype in _PLOT_TYPES else rtype or "none",
             }
+            if rtype:  # pandas' groupby leaves a task without a type out of this grouping, as here
+                keys["result_type"] = "plot" if rtype in _PLOT_TYPES else rtype
             for key, value in keys.items():
                 groups.setdefault(key, {}).setdefault(value, []).append(s.score)
         for key, per in groups.items():
