@@ -226,3 +226,13 @@ def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out),
                                    "--option", "paraphrase=rule"])  # fmt: skip
     assert res.exit_code == 0 and "4 task(s) written" in res.output
+
+
+def test_a_repeated_id_gets_a_suffix(tmp_path: Path) -> None:
+    # the release names two astronomy subtasks astronomy-easy-4-3; the second stays addressable
+    root = _repo(tmp_path)
+    sub = {"query": "q", "answer": 1, "answer_type": "numeric_exact", "data_sources": []}
+    task = dict(WILDFIRE[0], subtasks=[dict(sub, id="wildfire-easy-1-1"), dict(sub, id="wildfire-easy-1-1")])
+    (root / "workload" / "wildfire.json").write_text(json.dumps([task]))
+    ids = [t.id for t in get_benchmark("kramabench").load(root, domain="wildfire", subtasks=True)]
+    assert ids == ["wildfire-easy-1", "wildfire-easy-1-1", "wildfire-easy-1-1~2"]

@@ -71,6 +71,8 @@ F1 = [
     (["c", "b", "a"], ["a", "b", "c"], 1.0),  # order does not matter
     (["a", "a"], ["a"], 2 / 3),  # a repeated prediction costs precision (1/2)
     (["a"], ["a", "a"], 1.0),  # a repeated target matches the same item twice
+    (["a", "a", "b"], ["a", "a", "b"], 0.8),  # even the gold itself: both "a" targets take item 0, p = 2/3
+    (2007, 2007, 0.0),  # a list_exact gold that is no list (environment-hard-19-8): len() fails → 0
     ("Bucks Creek, Pleasant Street", ["bucks creek", "pleasant street"], 1.0),  # comma split
     ("['x', 'y']", ["x", "y"], 1.0),  # a Python literal
     ('["x", 3]', ["x", 3], 1.0),  # JSON

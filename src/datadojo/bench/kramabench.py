@@ -45,7 +45,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from datadojo.bench.base import BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction
+from datadojo.bench.base import BenchmarkDefaults, BenchmarkError, ItemScore, missing_prediction, unique_id
 from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.bench.judged import JudgedBenchmark, JudgeFailure, verdict_key
 from datadojo.types import DataFile, Task
@@ -349,7 +349,7 @@ class KramaBench(JudgedBenchmark):
                 f"option paraphrase must be one of {', '.join(_PARAPHRASE_MODES)}, got {paraphrase!r}"
             )
         domains = [d.strip() for d in str(domain_opt).split(",") if d.strip()] if domain_opt else None
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for domain, workload, lake in self._workloads(Path(path), domains):
             if require_files and not lake.is_dir():
                 raise self.layout_error(f"{workload}: the lake {lake} is not a folder")
@@ -362,9 +362,8 @@ class KramaBench(JudgedBenchmark):
             for i, rec in enumerate(records):
                 where = f"{workload} task {i}"
                 task = self._task(rec, where, domain, lake, files_mode, paraphrase, require_files, None)
-                if task.id in seen:
-                    raise BenchmarkError(f"{where}: duplicate task id {task.id!r}")
-                seen.add(task.id)
+                # the release repeats a few ids (astronomy-easy-4-3 names two subtasks): the repeat gets ~2
+                task = task.model_copy(update={"id": unique_id(seen, task.id, where)})
                 yield task
                 if not subtasks:
                     continue
@@ -379,10 +378,9 @@ class KramaBench(JudgedBenchmark):
                         require_files,
                         task.id,
                     )
-                    if sub_task.id in seen:
-                        raise BenchmarkError(f"{where} subtask {j}: duplicate task id {sub_task.id!r}")
-                    seen.add(sub_task.id)
-                    yield sub_task
+                    yield sub_task.model_copy(
+                        update={"id": unique_id(seen, sub_task.id, f"{where} subtask {j}")}
+                    )
 
     def _task(
         self,
