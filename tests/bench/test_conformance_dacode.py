@@ -240,3 +240,25 @@ def test_chart_gold_numpy_round_trip() -> None:
     # gold data as the loader reads it: np.load(...).tolist() of a 1-D array is one column
     gold = {"data": np.array([0.5, 0.25, 0.25]).tolist(), "info": {}}
     assert compare_chart({"data": [0.25, 0.5, 0.25]}, gold, [])[0] == 1.0  # one column, sorted
+
+
+def test_compare_sqlite_takes_the_worst_table_and_needs_every_table() -> None:
+    from datadojo.bench.dacode_compare import compare_tables
+
+    gold = [("a", _df("x\n1\n2\n")), ("b", _df("y,z\n1,p\n2,q\n"))]
+    good_a = _df("x\n2\n1\n")
+    half_b = _df("y\n1\n2\n")  # one of b's two columns
+    opts = {"condition_cols": [[], []], "ignore_order": [True, True]}
+    assert compare_tables({"a": good_a, "b": half_b}, gold, opts) == 0.5  # min(1.0, 0.5)
+    assert compare_tables({"a": good_a}, gold, opts) == 0.0  # table b missing
+
+
+def test_compare_ml_cluster_uses_the_cluster_column_and_no_gold() -> None:
+    cfg = {"type": "cluster", "metric": "silhouette", "lower_bound": 0.0, "upper_bound": 0.5}
+    pred = pd.DataFrame({"x": [0.0, 1.0, 10.0], "Cluster": [0, 0, 1]})
+    d02, d12 = math.sqrt(100 + 1), math.sqrt(81 + 1)
+    value = ((d02 - 0.5) / d02 + (d12 - 0.5) / d12 + 1.0) / 3
+    res = compare_ml(pred, None, cfg, {"target_column": "Cluster"})
+    assert res["metric"] == pytest.approx(value) and res["score"] == 1.0  # above the upper bound
+    one = pd.DataFrame({"x": [0.0, 1.0], "Cluster": [0, 0]})
+    assert compare_ml(one, None, cfg, {})["score"] == 0.0  # one cluster: no silhouette
