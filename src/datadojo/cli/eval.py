@@ -25,6 +25,7 @@ from datadojo.cli._ui import (
     warn_if_cells_can_stat,
 )
 from datadojo.config import config_help
+from datadojo.eval.audit_report import audit_category_rows, audit_headline_rows
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
@@ -90,6 +91,8 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     rewards = summary.get("rewards") or {}
     if rewards.get("mean_total") is not None:
         table.add_row("mean DataMind reward", f"{rewards['mean_total']:.3f}")
+    for _key, label, value in audit_headline_rows(summary):
+        table.add_row(label, value)
     for label, value in behaviour_rows(summary):
         table.add_row(label, value)
     for reason, count in (summary.get("stop_reasons") or {}).items():
@@ -107,11 +110,17 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     for col, kw in (("category", {}), ("tasks", {"justify": "right"}), ("pass@1", {"justify": "right"}),
                     ("any of n", {"justify": "right"})):  # fmt: skip
         table.add_column(col, **kw)
+    audit = dict(audit_category_rows(summary))
+    if audit:  # the data-blind audit's figures beside the raw ones
+        for col in ("blind pass@1", "data-dependent"):
+            table.add_column(col, justify="right")
     items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], natural_key(kv[0])))
     for cat, s in items[:limit]:
-        table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")))
+        blind = [_pct(audit[cat]["blind"]), _pct(audit[cat]["data_dependent"])] if cat in audit else []
+        table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")),
+                      *(blind or ["n/a", "n/a"] if audit else []))  # fmt: skip
     if len(items) > limit:
-        table.add_row(f"… {len(items) - limit} more", "", "", "")
+        table.add_row(f"… {len(items) - limit} more", "", "", "", *(["", ""] if audit else []))
     return table
 
 
@@ -133,7 +142,7 @@ def _sandbox_override(
 
 
 _EVAL_FIELDS = ("agent", "n_trials", "limit", "concurrency", "max_turns", "dialect", "reserve_final_turn", "seed",
-                "judge_structured", "report")  # fmt: skip
+                "judge_structured", "report", "audit")  # fmt: skip
 
 
 @settings_options(
