@@ -282,7 +282,8 @@ def test_the_audit_refuses_a_remote_executor(tmp_path):
 
 
 def test_cli_audit_with_the_real_sandbox(tmp_path):
-    """End to end: the real sandbox's workspace is empty in the blind run, and the tables and the JSON say so."""
+    """End to end (``datadojo eval tasks.jsonl --audit data-blind``): the real sandbox's workspace is empty in
+    the blind run, and the tables and the JSON say so."""
     data = _task_file(tmp_path)
     tasks = [
         Task(id=i[0], question=i[2], files=[DataFile(path=f"{i[0]}.csv", kind="csv")]) for i in ITEMS[:3]
@@ -290,7 +291,7 @@ def test_cli_audit_with_the_real_sandbox(tmp_path):
     reader = DataReaderModel(tasks, gold=_file_value)
     out = tmp_path / "cli"
     with ScriptedLLMServer(reader) as server:
-        args = ["eval", "tasks", "--data", str(data), "--model", f"openai:fake@{server.base_url}", "-n", "1",
+        args = ["eval", str(data), "--model", f"openai:fake@{server.base_url}", "-n", "1",
                 "--limit", "3", "--out", str(out), "--audit", "data-blind", "-j", "2"]  # fmt: skip
         res = CliRunner().invoke(app, [*args, "--json"])
         assert res.exit_code == 0, res.output
@@ -314,3 +315,10 @@ def test_cli_audit_with_the_real_sandbox(tmp_path):
     assert 'id="audit"' in html and 'data-metric="data_dependent"' in html
     assert "Data-blind audit" in (out / "report.md").read_text(encoding="utf-8")
     assert (out / "blind" / "report.html").exists()
+
+
+def test_a_task_file_given_twice_is_refused(tmp_path):
+    data = _task_file(tmp_path)
+    res = CliRunner().invoke(app, ["eval", str(data), "--data", str(data), "--out", str(tmp_path / "o"),
+                                   "--model", "openai:m"], terminal_width=200)  # fmt: skip
+    assert res.exit_code == 2 and "BENCH or as --data, not both" in res.output

@@ -161,7 +161,10 @@ _EVAL_FIELDS = ("agent", "n_trials", "limit", "concurrency", "max_turns", "diale
 )
 def eval_command(
     settings: dict,
-    bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
+    bench: str = typer.Argument(
+        ...,
+        help=f"Benchmark: {', '.join(benchmark_names())}; or a task file (.jsonl), run as `tasks --data FILE`.",
+    ),
     data: Path | None = typer.Option(
         None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
     ),
@@ -214,6 +217,7 @@ def eval_command(
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
+    bench, data = _task_file_as_bench(bench, data)
     try:
         benchmark = get_benchmark(bench)
     except KeyError as exc:
@@ -241,6 +245,18 @@ def eval_command(
         _print_eval_result(result, remote)
     if result.rollout is not None:
         exit_if_server_down(result.rollout, model or "the model")
+
+
+def _task_file_as_bench(bench: str, data: Path | None) -> tuple[str, Path | None]:
+    """``datadojo eval tasks.jsonl`` is ``datadojo eval tasks --data tasks.jsonl``: a user's own task file
+    named where a benchmark would be (a registered name always wins)."""
+    if bench in benchmark_names() or not bench.endswith(".jsonl") or not Path(bench).is_file():
+        return bench, data
+    if data is not None:
+        raise typer.BadParameter(
+            f"{bench} is a task file; give it as BENCH or as --data, not both", param_hint="BENCH"
+        )
+    return "tasks", Path(bench)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -25,6 +25,9 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    averaged over trials and the behavioural metrics of SciDataSailor Table 4
    (:mod:`datadojo.eval.behaviour`: code error rate, error chains, code structure, total tokens).
    Written to ``OUT/summary.json``; the HTML and Markdown reports follow (:mod:`datadojo.eval.report`).
+5. **Data-blind audit** (``audit="data-blind"``, :mod:`datadojo.eval.audit`): the same items again with the
+   data withheld (``data_blind``: empty workspaces, no profile or description in the prompt) in
+   ``OUT/blind``, compared item by item into ``summary["audit"]`` before the reports are written.
 
 **Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an

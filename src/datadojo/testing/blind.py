@@ -2,7 +2,8 @@
 answers from the question alone.
 
 :class:`DataReaderModel` plays what a data-grounded agent does: it first lists its working directory
-(```` ```python ```` fence, so it runs under every benchmark's tool language), and answers with the gold
+(```` ```python ```` fence, so it runs under every benchmark's tool language; ``<python>`` in the
+sailor dialect), and answers with the gold
 answer only when the listing shows every data file of its task; otherwise it falls back to a guess.
 :func:`question_only_guess` is such a guess, made from the question text alone the way a model's priors
 would: a yes/no question gets "Yes", a question that states a number gets that number, a "How many X"
@@ -106,6 +107,10 @@ class DataReaderModel:
         messages = request["messages"]
         task = self.task_of(messages)
         if not any(m["role"] == "assistant" for m in messages):
+            if "<python>" in str(messages[0]["content"]):  # the sailor dialect (scidata)
+                return LIST_WORKSPACE.replace("<code>```python", "<python>").replace(
+                    "```</code>", "</python>"
+                )
             return LIST_WORKSPACE
         listing = str(messages[-1]["content"])
         sees = bool(task.files) and all(repr(f.visible_name) in listing for f in task.files)
