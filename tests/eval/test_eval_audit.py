@@ -322,3 +322,28 @@ def test_a_task_file_given_twice_is_refused(tmp_path):
     res = CliRunner().invoke(app, ["eval", str(data), "--data", str(data), "--out", str(tmp_path / "o"),
                                    "--model", "openai:m"], terminal_width=200)  # fmt: skip
     assert res.exit_code == 2 and "BENCH or as --data, not both" in res.output
+
+
+def test_the_category_table_shows_bracketed_category_names():
+    """DataBench's answer types are ``list[category]`` and ``list[number]``: rich must not read them as markup."""
+    from rich.console import Console
+
+    from datadojo.cli.eval import _category_table
+
+    figures = {
+        "raw": 1.0,
+        "blind": 0.0,
+        "data_dependent": 1.0,
+        "relative_drop": 1.0,
+        "answered_blind": 0,
+        "n_tasks": 1,
+    }
+    per = {c: {"n_tasks": 1, "pass@1": 1.0, "any_of_n": 1.0} for c in ("list[category]", "list[number]")}
+    summary = {
+        "metrics": {"per_category": per},
+        "audit": {"overall": figures, "per_category": dict.fromkeys(per, figures)},
+    }
+    console = Console(width=200, record=True)
+    console.print(_category_table(summary))
+    text = console.export_text()
+    assert "list[category]" in text and "list[number]" in text

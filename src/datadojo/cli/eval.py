@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -117,7 +118,7 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], natural_key(kv[0])))
     for cat, s in items[:limit]:
         blind = [_pct(audit[cat]["blind"]), _pct(audit[cat]["data_dependent"])] if cat in audit else []
-        table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")),
+        table.add_row(escape(cat), str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")),
                       *(blind or ["n/a", "n/a"] if audit else []))  # fmt: skip
     if len(items) > limit:
         table.add_row(f"… {len(items) - limit} more", "", "", "", *(["", ""] if audit else []))
