@@ -203,6 +203,18 @@ async def test_a_model_that_reads_the_prompts_profile_gets_nothing_blind(tmp_pat
         assert re.search(r"- `t\d\.csv` \(csv\)", text)  # the file is still named, as in the raw prompt
     raw_prompts = [r.json["messages"][0]["content"] for r in server.requests[:6]]
     assert all("Sample rows" in t and "About the data" in t for t in raw_prompts)
+    # nothing is added and only what was read from the files is taken away: every line of a blind prompt is a
+    # line of the raw prompt of the same question, and the raw lines left out are the profile and description
+    raw_by_q = {
+        r.json["messages"][1]["content"]: r.json["messages"][0]["content"] for r in server.requests[:6]
+    }
+    for r in server.requests[6:]:
+        raw_lines = [ln for ln in raw_by_q[r.json["messages"][1]["content"]].splitlines() if ln.strip()]
+        blind_lines = [ln for ln in r.json["messages"][0]["content"].splitlines() if ln.strip()]
+        assert [ln for ln in raw_lines if ln in blind_lines] == blind_lines
+        gone = [ln for ln in raw_lines if ln not in blind_lines]
+        assert gone[0].startswith("  File: t") and gone[-2:] == ["## About the data", gone[-1]]
+        assert "Survey extract" in gone[-1] and all(ln.startswith("  ") for ln in gone[:-2])
     # the question itself is unchanged
     assert sorted(r.json["messages"][1]["content"] for r in server.requests[6:]) == sorted(
         r.json["messages"][1]["content"] for r in server.requests[:6]
