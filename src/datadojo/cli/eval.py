@@ -307,11 +307,15 @@ def _run_eval(cfg: EvalConfig, name: str, remote: Any) -> Any:
     console = Console(stderr=True)
 
     async def main() -> Any:
-        with progress_bar(console, f"[bold]{name}", TextColumn("{task.fields[rate]}")) as progress:
-            bar = progress.add_task("eval", total=None, rate="")
+        with progress_bar(console, "[bold]{task.description}", TextColumn("{task.fields[rate]}")) as progress:
+            bar = progress.add_task(name, total=None, rate="")
+
+            passes: list[int] = []
 
             def on_tasks(tasks: list[Task]) -> None:
-                progress.update(bar, total=len(tasks) * cfg.n_trials)
+                passes.append(len(tasks))  # a second pass is the data-blind audit's blind run
+                label = name + (" · blind (data withheld)" if len(passes) > 1 else "")
+                progress.update(bar, total=len(tasks) * cfg.n_trials, completed=0, description=label)
 
             def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
                 progress.update(
