@@ -359,3 +359,40 @@ def test_the_category_table_shows_bracketed_category_names():
     console.print(_category_table(summary))
     text = console.export_text()
     assert "list[category]" in text and "list[number]" in text
+
+
+async def test_a_judged_benchmark_is_judged_in_both_runs(tmp_path):
+    """scidata's Meta track is scored by an LLM judge: the blind run's answers are judged too (their own
+    cache in OUT/blind), with the same judge."""
+    from datadojo.bench import get_benchmark
+    from datadojo.eval.harness import load_eval_tasks
+    from datadojo.testing.judge import DisagreeingJudge
+
+    data = Path(__file__).resolve().parents[2] / "examples" / "scidata_tasks.jsonl"
+    tasks = load_eval_tasks(get_benchmark("scidata"), data)
+    reader = DataReaderModel(tasks)
+    judge = DisagreeingJudge(rule=lambda cand, ref: cand.strip() != ref.strip())  # i.e. right iff identical
+    with ScriptedLLMServer(reader) as agent, ScriptedLLMServer(judge) as judge_server:
+        backend = load_backend(f"openai:agent@{agent.base_url}?max_retries=0")
+        judge_backend = load_backend(f"openai:judge@{judge_server.base_url}?max_retries=0")
+        cfg = EvalConfig(bench="scidata", data=data, out=tmp_path / "run", model="openai:agent", n_trials=1,
+                         audit="data-blind", report=False)  # fmt: skip
+        try:
+            result = await run_eval(
+                cfg, backend=backend, sandboxes=_Workspaces(), judge_backend=judge_backend
+            )
+        finally:
+            await backend.aclose()
+            await judge_backend.aclose()
+    audit = result.summary["audit"]
+    # raw: the reader sees the dataset folder and answers each reference (QA by rule, Meta by the judge);
+    # blind: no question states a number or asks yes/no, so every guess is "0"
+    assert (audit["overall"]["raw"], audit["overall"]["blind"], audit["overall"]["data_dependent"]) == (
+        1.0,
+        0.0,
+        1.0,
+    )
+    assert {c: f["n_tasks"] for c, f in audit["per_category"].items()} == {"meta": 1, "qa": 3}
+    assert [(kind, cand == ref) for kind, ref, cand in judge.seen] == [("verdict", True), ("verdict", False)]
+    assert (tmp_path / "run" / "judge_cache.jsonl").exists()
+    assert (tmp_path / "run" / "blind" / "judge_cache.jsonl").exists()
