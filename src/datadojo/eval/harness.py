@@ -551,6 +551,18 @@ def _open_run(out: Path, identity: dict[str, Any]) -> RunFolder:
     return RunFolder(out, "eval", identity, adopt=True)
 
 
+def _submission(benchmark: Benchmark, tasks: Sequence[Task], out: Path) -> Path:
+    """The leaderboard file (``OUT/<benchmark.submission_file>``) from each task's first trial, whose
+    answer is the prediction this harness scores (:func:`predicted_answer`); see
+    :mod:`datadojo.eval.submission`."""
+    from datadojo.eval.submission import write_submission
+
+    first = _trial_trajectories(out / TRAJECTORIES, tasks, 1)
+    by_task = {task_id: traj for (task_id, _), traj in first.items()}
+    path = out / str(benchmark.submission_file)
+    return write_submission(benchmark, tasks, by_task, lambda t, tr: predicted_answer(t, tr)[0], path)
+
+
 def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
     return cfg.sandbox if cfg.sandbox is not None else benchmark.sandbox_config()
 
@@ -702,6 +714,8 @@ async def run_eval(
     result = await asyncio.to_thread(
         score_run, scorer, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
     )
+    if benchmark.submission_file and benchmark.wants_submission(tasks):
+        result.paths["submission"] = await asyncio.to_thread(_submission, benchmark, tasks, out)
     if cfg.report:
         from datadojo.eval.report import write_report
 
