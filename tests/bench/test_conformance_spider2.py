@@ -17,8 +17,6 @@ Every expected verdict below was worked out by hand from the official code, not 
 from __future__ import annotations
 
 import io
-import json
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +24,7 @@ import pytest
 
 from datadojo.bench import get_benchmark
 from datadojo.bench.spider2 import matches_any_gold, result_frame, tables_match
+from helpers.spider2 import make_spider2_lite
 
 
 def _csv(text: str) -> pd.DataFrame:
@@ -90,50 +89,19 @@ def test_the_csv_round_trip_types_the_result_like_the_gold() -> None:
 
 @pytest.fixture
 def spider2(tmp_path: Path) -> Path:
-    """A tiny spider2-lite folder in the official layout: two local instances, one BigQuery one."""
-    root = tmp_path / "spider2-lite"
-    (root / "resource" / "databases" / "spider2-localdb").mkdir(parents=True)
-    (root / "resource" / "documents").mkdir(parents=True)
-    gold = root / "evaluation_suite" / "gold"
-    (gold / "exec_result").mkdir(parents=True)
-    (gold / "sql").mkdir(parents=True)
-    con = sqlite3.connect(root / "resource" / "databases" / "spider2-localdb" / "shop.sqlite")
-    con.executescript(
-        "CREATE TABLE sales(region TEXT, amount REAL, month INTEGER);"
-        "INSERT INTO sales VALUES ('North', 10.0, 1), ('South', 5.5, 1), ('North', 2.25, 2);"
-    )
-    con.commit()
-    con.close()
-    (root / "resource" / "documents" / "regions.md").write_text("Regions are North and South.")
-    records = [
-        {"instance_id": "local001", "db": "shop", "question": "Total amount per region, largest first?",
-         "external_knowledge": "regions.md"},
-        {"instance_id": "local002", "db": "shop", "question": "Months with sales?", "external_knowledge": None},
-        {"instance_id": "bq001", "db": "cloud.dataset", "question": "not local", "external_knowledge": None},
-    ]  # fmt: skip
-    (root / "spider2-lite.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    standards = [
-        {"instance_id": "local001", "condition_cols": [], "ignore_order": False, "toks": "40"},
-        {"instance_id": "local002", "condition_cols": [], "ignore_order": True, "toks": "20"},
-        {"instance_id": "bq001", "condition_cols": [], "ignore_order": True, "toks": "10"},
-    ]
-    (gold / "spider2lite_eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in standards))
-    (gold / "exec_result" / "local001.csv").write_text("region,total\nNorth,12.25\nSouth,5.5\n")
-    (gold / "exec_result" / "local002_a.csv").write_text("month\n1\n2\n")
-    (gold / "exec_result" / "local002_b.csv").write_text("month,n\n1,2\n2,1\n")
-    (gold / "sql" / "local001.sql").write_text(
-        "SELECT region, SUM(amount) AS total FROM sales GROUP BY region ORDER BY total DESC"
-    )
-    return root
+    return make_spider2_lite(tmp_path / "spider2-lite")
 
 
 def test_loader_reads_the_local_instances(spider2: Path) -> None:
     tasks = list(get_benchmark("spider2-lite").load(spider2))
     assert [t.id for t in tasks] == ["local001", "local002"]  # bq001 is not local
     one, two = tasks
-    assert "Regions are North and South." in one.question and one.answer.startswith("SELECT region")
-    assert one.answer_kind == "sql" and one.files[0].kind == "sqlite" and one.category == "shop"
-    assert two.answer is None and [Path(p).name for p in two.extra["gold_results"]] == [
+    assert "Regions are North and South." in one.question and one.extra["gold_sql"].startswith(
+        "SELECT region"
+    )
+    assert one.answer == "region,total\nNorth,12.25\nSouth,5.5" and one.answer_kind == "sql_result"
+    assert one.files[0].kind == "sqlite" and one.category == "shop"
+    assert two.extra["gold_sql"] is None and [Path(p).name for p in two.extra["gold_results"]] == [
         "local002_a.csv", "local002_b.csv"
     ]  # fmt: skip
     assert two.extra["ignore_order"] is True and one.extra["ignore_order"] is False

@@ -258,6 +258,11 @@ class Benchmark(abc.ABC):
             "exact": sum(s.correct for _, s in items) / n,
         }
 
+    def has_public_answer(self, task: Task) -> bool:
+        """Whether ``task``'s reference answer is released, so it can be trained on (``datadojo bench
+        export``): by default a non-empty ``answer``."""
+        return task.answer is not None and not (isinstance(task.answer, str) and not task.answer.strip())
+
     def wants_submission(self, tasks: Sequence[Task]) -> bool:
         """Whether a run over ``tasks`` should write :attr:`submission_file` (answers withheld, e.g.)."""
         return False

@@ -281,6 +281,10 @@ class DABstep(Benchmark):
             out[f"level:{level}"] = sum(s.correct for s in mine) / len(mine)
         return out
 
+    def has_public_answer(self, task: Task) -> bool:
+        """Released answers only (the dev split); an empty released answer (an empty list) counts."""
+        return not task.extra.get("hidden") and task.answer is not None
+
     def wants_submission(self, tasks: Sequence[Task]) -> bool:
         """A run over withheld answers (split ``test``) writes the leaderboard's submission file."""
         return any(t.extra.get("hidden") for t in tasks)

@@ -15,9 +15,10 @@ SQL, released for some instances). ``path`` is that ``spider2-lite`` folder (or 
 **Tasks**: the ``local`` records that have an evaluation entry; ``id`` is the ``instance_id``; the
 question is the question, followed by the external-knowledge document's text when the record names one
 (the released setting gives agents that document); the one file is the database (``kind`` sqlite);
-``answer`` is the gold SQL when released (``answer_kind`` ``sql``, so the harness scores the SQL the agent
-gave or last ran), else ``None``; ``extra`` holds ``gold_results`` (the gold CSV paths),
-``condition_cols`` and ``ignore_order``; ``category`` is the database.
+``answer`` is the reference result, the text of the first gold CSV (``answer_kind`` ``sql_result``: the
+harness scores the SQL the agent gave or last ran, as for Spider); ``extra`` holds ``gold_results`` (every
+gold CSV path), ``condition_cols``, ``ignore_order`` and ``gold_sql`` (the released gold SQL, else
+``None``: most local instances have none); ``category`` is the database.
 
 **Scoring** (rule ``official``, ``evaluation_suite/evaluate.py`` in its SQL mode for ``local``
 instances): the predicted SQL (last fenced block, else the text) runs on the database read-only; its
@@ -253,12 +254,13 @@ class Spider2Lite(Benchmark):
                 id=iid,
                 question=question,
                 files=[DataFile(path=str(database), kind="sqlite")],
-                answer=sql_file.read_text(encoding="utf-8").strip() if sql_file.is_file() else None,
-                answer_kind="sql",
+                answer=golds[0].read_text(encoding="utf-8").strip(),
+                answer_kind="sql_result",
                 source=self.name,
                 category=db,
                 extra={
                     "db": db,
+                    "gold_sql": sql_file.read_text(encoding="utf-8").strip() if sql_file.is_file() else None,
                     "gold_results": [str(p) for p in golds],
                     "condition_cols": std.get("condition_cols") or [],
                     "ignore_order": bool(std.get("ignore_order", False)),

@@ -26,7 +26,8 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    (:mod:`datadojo.eval.behaviour`: code error rate, error chains, code structure, total tokens).
    Written to ``OUT/summary.json``; the HTML and Markdown reports follow (:mod:`datadojo.eval.report`).
 
-**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
+**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
+whose reference is a result table rather than a query): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
 episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
 block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
@@ -101,6 +102,8 @@ RUN_RECORD = "eval.json"
 #: Stop reasons that are the model server's failure, not the agent's (left out of the figures until rerun).
 SERVER_FAILURE_STOPS: frozenset[str] = frozenset({"llm_error"})
 JUDGE_CACHE = "judge_cache.jsonl"
+#: Answer kinds whose prediction is a SQL query (scored by running it): the rule below picks the query.
+SQL_ANSWER_KINDS: frozenset[str] = frozenset({"sql", "sql_result"})
 
 _SQL_START = re.compile(
     r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
@@ -296,7 +299,7 @@ def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, st
     answer = trajectory.final_answer
     if answer is None:  # never answered (turn budget, errors): nothing was submitted
         return None, "none"
-    if task.answer_kind != "sql" or _looks_like_sql(answer):
+    if task.answer_kind not in SQL_ANSWER_KINDS or _looks_like_sql(answer):
         return answer, "answer"
     for turn in reversed(trajectory.turns):
         obs = turn.observation
