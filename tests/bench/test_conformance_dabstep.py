@@ -205,3 +205,9 @@ def test_submission_record_is_the_leaderboard_format() -> None:
     }  # fmt: skip
     assert bench.submission_record(task, None, "")["agent_answer"] == ""
     assert bench.wants_submission([task]) and not bench.wants_submission([_dev_task("NL")])
+
+
+def test_the_rule_is_documented_where_it_links() -> None:
+    rule = get_benchmark("dabstep").rule
+    doc = Path(__file__).resolve().parents[2] / rule.doc.split("#")[0]
+    assert f'<a id="{rule.doc.split("#")[1]}"></a>' in doc.read_text(encoding="utf-8")

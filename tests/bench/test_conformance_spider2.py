@@ -151,3 +151,9 @@ def test_missing_prediction_and_layout_errors(spider2: Path, tmp_path: Path) -> 
     (spider2 / "evaluation_suite" / "gold" / "exec_result" / "local001.csv").unlink()
     with pytest.raises(Exception, match="no gold result for local001"):
         list(bench.load(spider2, require_files=False))
+
+
+def test_the_rule_is_documented_where_it_links() -> None:
+    rule = get_benchmark("spider2-lite").rule
+    doc = Path(__file__).resolve().parents[2] / rule.doc.split("#")[0]
+    assert f'<a id="{rule.doc.split("#")[1]}"></a>' in doc.read_text(encoding="utf-8")

@@ -25,6 +25,8 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    averaged over trials and the behavioural metrics of SciDataSailor Table 4
    (:mod:`datadojo.eval.behaviour`: code error rate, error chains, code structure, total tokens).
    Written to ``OUT/summary.json``; the HTML and Markdown reports follow (:mod:`datadojo.eval.report`).
+5. **Submission**: a benchmark whose answers are withheld (DABstep's test split) gets its leaderboard
+   file, ``OUT/<benchmark.submission_file>``, from each task's first trial (:mod:`datadojo.eval.submission`).
 
 **Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
 whose reference is a result table rather than a query): an agent may state its query in
