@@ -70,3 +70,13 @@ def test_export_rl_tasks_rewarded_by_the_official_comparison(tmp_path: Path, spi
 def test_no_download_source_says_what_to_fetch(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match=r"xlang-ai/Spider2 .*resource/databases/spider2-localdb/"):
         download_benchmark("spider2-lite", cache_root=tmp_path / "c")
+
+
+def test_eval_without_data_says_there_is_no_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATADOJO_BENCH_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(
+        app,
+        ["eval", "spider2-lite", "--model", "openai:m@http://127.0.0.1:9/v1", "-o", str(tmp_path / "o")],
+        env={"COLUMNS": "400"},
+    )
+    assert res.exit_code == 2 and "spider2-lite has no download source (the questions" in res.output

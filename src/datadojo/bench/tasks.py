@@ -57,6 +57,7 @@ _ELSEWHERE = {
     "sailor_meta": "datadojo score scidata (an LLM judge)",
     "sql": "datadojo score spider (a database to run it on)",
     "sql_result": "datadojo score spider2-lite (a database to run it on)",
+    "dabstep": "datadojo score dabstep",
     "envlunch": "datadojo warmup score",
 }
 _OPTION_TYPES: dict[str, type] = {

@@ -254,6 +254,11 @@ def _downloaded(benchmark: Any) -> Path:
 
     cached = cache_dir(benchmark.name)
     manifest = cached / MANIFEST
+    if benchmark.source is None and not manifest.exists():
+        why = f" ({benchmark.no_source})" if benchmark.no_source else ""
+        raise typer.BadParameter(
+            f"no --data given and {benchmark.name} has no download source{why}", param_hint="--data"
+        )
     if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
         raise typer.BadParameter(
             f"no --data given and {cached} holds no complete download; pass --data PATH or run "
