@@ -157,3 +157,24 @@ def test_the_rule_is_documented_where_it_links() -> None:
     rule = get_benchmark("spider2-lite").rule
     doc = Path(__file__).resolve().parents[2] / rule.doc.split("#")[0]
     assert f'<a id="{rule.doc.split("#")[1]}"></a>' in doc.read_text(encoding="utf-8")
+
+
+#: The released gold table of local300 (``gold/exec_result/local300.csv``) and its evaluation standard
+#: (``spider2lite_eval.jsonl``: ``condition_cols [1]``, ``ignore_order true``).
+LOCAL300 = "month,total_allocation\n2020-01,356618\n2020-02,409593\n2020-03,386903\n2020-04,206550\n"
+
+
+@pytest.mark.parametrize(
+    ("pred", "verdict", "why"),
+    [
+        (LOCAL300, True, "the gold itself"),
+        ("total\n206550\n356618\n386903\n409593\n", True, "only column 1 is required, in any row order"),
+        ("m,t\nJan,356618\nFeb,409593\nMar,386903\nApr,206550\n", True, "month (column 0) is not compared"),
+        ("t\n356618.004\n409593\n386903\n206550\n", True, "within 1e-2"),
+        ("t\n356619\n409593\n386903\n206550\n", False, "one total off by 1"),
+        ("t\n356618\n409593\n386903\n", False, "a month missing"),
+        ("month\n2020-01\n2020-02\n2020-03\n2020-04\n", False, "the required column is absent"),
+    ],
+)
+def test_a_released_gold_table_under_its_standard(pred: str, verdict: bool, why: str) -> None:
+    assert tables_match(_csv(pred), _csv(LOCAL300), [1], ignore_order=True) is verdict, why
