@@ -287,6 +287,8 @@ class Spider2Lite(Benchmark):
             return ItemScore(0.0, False, sql, f"the predicted SQL failed: {res.error}", self.metric)
         import pandas as pd
 
+        if not res.columns:  # nothing to write as a table (the official script cannot read it back either)
+            return ItemScore(0.0, False, sql, "the predicted SQL returned no columns", self.metric)
         pred = result_frame(res.columns, res.rows)
         golds = [pd.read_csv(p) for p in gold_paths]
         ignore_order = bool(task.extra.get("ignore_order", False))
