@@ -21,6 +21,7 @@ from datadojo.bench import get_benchmark
 from datadojo.bench.dabstep import CONTEXT_FILES
 from datadojo.bench.download import download_benchmark
 from datadojo.cli.app import app
+from datadojo.eval.report import official_value
 from datadojo.jsonl import iter_jsonl, read_tasks
 from datadojo.reward.datamind import default_answer_check
 from datadojo.testing.server import ScriptedLLMServer
@@ -101,6 +102,8 @@ def test_cli_eval_dev_end_to_end(tmp_path: Path, dabstep: Path) -> None:
 def test_cli_eval_test_split_writes_the_leaderboard_submission(tmp_path: Path, dabstep: Path) -> None:
     summary = _eval(tmp_path, dabstep, "test", "--split", "test")
     assert summary["official"]["hidden"] == 2.0
+    assert official_value("hidden", 2.0) == "2"  # a count in the tables, not "200.00%"
+    assert "| hidden | 2 |" in (tmp_path / "test" / "report.md").read_text()
     lines = [r for _, r in iter_jsonl(tmp_path / "test" / "dabstep_submission.jsonl")]
     assert [sorted(r) for r in lines] == [["agent_answer", "reasoning_trace", "task_id"]] * 2
     assert [(r["task_id"], r["agent_answer"]) for r in lines] == [("1", "3"), ("2", "Golfclub")]
