@@ -186,6 +186,12 @@ def eval_command(
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
     ),
+    split: str | None = typer.Option(
+        None,
+        "--split",
+        help="The split to evaluate (the loader option `split`), e.g. `--split test` for DABstep's hidden "
+        "questions, whose answers go to OUT/dabstep_submission.jsonl for the leaderboard.",
+    ),
     mode: str | None = typer.Option(
         None,
         "--mode",
@@ -232,7 +238,8 @@ def eval_command(
             **settings, "bench": benchmark.name, "data": data or _downloaded(benchmark), "out": out,
             "model": model if agent == "model" else None, "judge": judge,
             "sampling": SamplingParams(**{"temperature": d.temperature, "top_p": d.top_p, **sampling}),
-            "loader_options": {**settings.get("loader_options", {}), **_loader_options(option)},
+            "loader_options": {**settings.get("loader_options", {}), **_loader_options(option),
+                               **({"split": split} if split is not None else {})},
             "sandbox": _sandbox(benchmark, settings.get("sandbox"), mode, isolation, timeout, fork_server),
         })  # fmt: skip
     except ValueError as exc:
@@ -273,6 +280,11 @@ def _downloaded(benchmark: Any) -> Path:
 
     cached = cache_dir(benchmark.name)
     manifest = cached / MANIFEST
+    if benchmark.source is None and not manifest.exists():
+        why = f" ({benchmark.no_source})" if benchmark.no_source else ""
+        raise typer.BadParameter(
+            f"no --data given and {benchmark.name} has no download source{why}", param_hint="--data"
+        )
     if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
         raise typer.BadParameter(
             f"no --data given and {cached} holds no complete download; pass --data PATH or run "
@@ -382,7 +394,9 @@ def report_command(
     typer.echo(f"report: {html_path}\nsummary: {md_path}")
 
 
-bench_app = typer.Typer(help="Benchmarks: list them, download their files.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: list them, download their files, export their tasks for RL.", no_args_is_help=True
+)
 
 
 @bench_app.command("list")
@@ -462,6 +476,53 @@ def bench_download(
         )
     Console().print(table)
     typer.echo(f"data: {result.path}  (pass it as --data, or omit --data: `datadojo eval` looks here)")
+
+
+@bench_app.command("export")
+def bench_export(
+    name: str = typer.Argument(..., help="Benchmark whose tasks to export."),
+    data: Path | None = typer.Option(
+        None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="The task file to write, or a folder for rl_tasks.jsonl."
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
+    ),
+    split: str | None = typer.Option(
+        None, "--split", help="The split to export (the loader option `split`)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write NAME's tasks with public answers as an RL task file (rl_tasks.jsonl) for `datadojo train rl`.
+
+    Each task keeps the benchmark's name as its source, so the reward scores answers with the benchmark's
+    own rule; tasks whose answers are withheld (DABstep's test split) are left out and counted.
+
+    Example: datadojo bench download dabstep, then datadojo bench export dabstep --split dev --out runs/rl
+    """
+    from datadojo.bench.base import BenchmarkError
+    from datadojo.bench.export import export_rl_tasks
+
+    try:
+        benchmark = get_benchmark(name)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
+    options = {**_loader_options(option), **({"split": split} if split is not None else {})}
+    try:
+        result = export_rl_tasks(benchmark, data or _downloaded(benchmark), out, options=options)
+    except TypeError as exc:  # an option this loader does not take
+        raise typer.BadParameter(str(exc), param_hint="--option") from exc
+    except (BenchmarkError, ValueError, OSError) as exc:
+        raise error_exit(exc) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        return
+    typer.echo(f"{result.path}: {result.written} task(s) with public answers")
+    if result.skipped:
+        shown = ", ".join(result.skipped[:5]) + (" …" if len(result.skipped) > 5 else "")
+        typer.echo(f"left out {len(result.skipped)} task(s) whose answers are withheld: {shown}")
 
 
 def register(app: typer.Typer) -> None:

@@ -28,8 +28,11 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
 5. **Data-blind audit** (``audit="data-blind"``, :mod:`datadojo.eval.audit`): the same items again with the
    data withheld (``data_blind``: empty workspaces, no profile or description in the prompt) in
    ``OUT/blind``, compared item by item into ``summary["audit"]`` before the reports are written.
+6. **Submission**: a benchmark whose answers are withheld (DABstep's test split) gets its leaderboard
+   file, ``OUT/<benchmark.submission_file>``, from each task's first trial (:mod:`datadojo.eval.submission`).
 
-**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
+**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
+whose reference is a result table rather than a query): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
 episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
 block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
@@ -105,6 +108,8 @@ RUN_RECORD = "eval.json"
 #: Stop reasons that are the model server's failure, not the agent's (left out of the figures until rerun).
 SERVER_FAILURE_STOPS: frozenset[str] = frozenset({"llm_error"})
 JUDGE_CACHE = "judge_cache.jsonl"
+#: Answer kinds whose prediction is a SQL query (scored by running it): the rule below picks the query.
+SQL_ANSWER_KINDS: frozenset[str] = frozenset({"sql", "sql_result"})
 
 _SQL_START = re.compile(
     r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
@@ -314,7 +319,7 @@ def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, st
     answer = trajectory.final_answer
     if answer is None:  # never answered (turn budget, errors): nothing was submitted
         return None, "none"
-    if task.answer_kind != "sql" or _looks_like_sql(answer):
+    if task.answer_kind not in SQL_ANSWER_KINDS or _looks_like_sql(answer):
         return answer, "answer"
     for turn in reversed(trajectory.turns):
         obs = turn.observation
@@ -579,6 +584,18 @@ def _episode_tasks(cfg: EvalConfig, tasks: list[Task]) -> list[Task]:
     return [withhold_data(t) for t in tasks]
 
 
+def _submission(benchmark: Benchmark, tasks: Sequence[Task], out: Path) -> Path:
+    """The leaderboard file (``OUT/<benchmark.submission_file>``) from each task's first trial, whose
+    answer is the prediction this harness scores (:func:`predicted_answer`); see
+    :mod:`datadojo.eval.submission`."""
+    from datadojo.eval.submission import write_submission
+
+    first = _trial_trajectories(out / TRAJECTORIES, tasks, 1)
+    by_task = {task_id: traj for (task_id, _), traj in first.items()}
+    path = out / str(benchmark.submission_file)
+    return write_submission(benchmark, tasks, by_task, lambda t, tr: predicted_answer(t, tr)[0], path)
+
+
 def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
     return cfg.sandbox if cfg.sandbox is not None else benchmark.sandbox_config()
 
@@ -739,6 +756,8 @@ async def run_eval(
     result = await asyncio.to_thread(
         score_run, scorer, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
     )
+    if benchmark.submission_file and benchmark.wants_submission(tasks):
+        result.paths["submission"] = await asyncio.to_thread(_submission, benchmark, tasks, out)
     if cfg.audit is not None:  # the blind run in OUT/blind, compared into this summary
         from datadojo.eval.audit import run_data_blind_audit
 

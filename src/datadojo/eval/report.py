@@ -127,7 +127,7 @@ def _as_text(value: Any) -> str:
 
 
 #: Official totals that are counts, not shares.
-COUNT_TOTALS = ("gold_errors", "judge_errors")
+COUNT_TOTALS = ("gold_errors", "judge_errors", "hidden")
 
 
 def official_value(key: str, value: Any) -> str:
