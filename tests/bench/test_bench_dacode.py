@@ -247,7 +247,48 @@ def test_export_rl_tasks_carries_the_gold(tmp_path: Path) -> None:
 
     repo = _layout(tmp_path)
     report = export_rl_tasks(get_benchmark("dacode"), repo, tmp_path / "rl_tasks.jsonl")
-    assert report.written == len(TASKS) and not report.no_answer and not report.needs_judge
+    assert report.written == len(TASKS) and not report.skipped and not report.needs_judge
     for task in read_tasks(report.path):  # the gold travels in the file: no gold/ folder needed to score
         assert default_answer_check(task, gold_response(task)).correct, task.id
         assert not default_answer_check(task, "no outputs").correct
+
+
+class _CountingSandbox:
+    def __init__(self, n_files: int) -> None:
+        self.n_files = n_files
+
+    async def run(self, code: str, *, language: str = "python", db: str | None = None) -> ExecResult:
+        return ExecResult.make(f"files: {self.n_files}\n", "ok", isolation="test")
+
+
+@contextlib.asynccontextmanager
+async def _counting_sandboxes(task: Task):
+    yield _CountingSandbox(len(task.files))
+
+
+async def test_data_blind_audit_runs_on_dacode(tmp_path: Path) -> None:
+    """With the data withheld, the scripted agent can still answer the text question (it guesses it from
+    the question) but none of the file outputs: the audit reports 1 of 5 items answered blind."""
+    repo = _layout(tmp_path)
+    tasks = list(get_benchmark("dacode").load(repo))
+
+    def reply(req: dict) -> str:
+        msgs = req["messages"]
+        task = next(t for t in tasks if t.question in msgs[1]["content"])
+        if not any(m["role"] == "assistant" for m in msgs):
+            return "<think>look</think><code>import os; print(os.listdir())</code>"
+        blind = "files: 0" in msgs[-1]["content"]
+        answer = WRONG.get(task.id, "no idea") if blind and task.id != "di-text-001" else gold_response(task)
+        return f"<think>done</think><answer>{answer}</answer>"
+
+    with ScriptedLLMServer(reply) as agent:
+        cfg = EvalConfig(
+            bench="dacode", data=repo, out=tmp_path / "run", model=f"openai:agent@{agent.base_url}",
+            n_trials=1, max_turns=3, report=False, audit="data-blind",
+        )  # fmt: skip
+        result = await run_eval(cfg, sandboxes=_counting_sandboxes)
+    overall = result.summary["audit"]["overall"]
+    assert overall["raw"] == 1.0 and overall["blind"] == pytest.approx(1 / 5)
+    assert overall["data_dependent"] == pytest.approx(4 / 5)
+    verdicts = {it["id"]: it["verdict"] for it in result.summary["audit"]["items"]}
+    assert verdicts["di-text-001"] == "answered blind" and verdicts["dm-csv-001"] == "needs data"

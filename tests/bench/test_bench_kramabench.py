@@ -213,7 +213,8 @@ def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
     out = tmp_path / "rl_tasks.jsonl"
     res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "3 task(s) written" in res.output and "1 task(s) only an LLM judge can score" in res.output
+    assert "3 task(s) with public answers" in res.output
+    assert "left out 1 task(s) only an LLM judge can score" in res.output and "legal-hard-3" in res.output
     tasks = list(read_tasks(out))
     assert [t.id for t in tasks] == ["legal-easy-1", "legal-hard-2", "wildfire-easy-1"]
     assert all(t.source == "kramabench" and t.extra["answer_format"] for t in tasks)
@@ -225,7 +226,7 @@ def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
     # scored by rule, the string_approximate task can be exported too
     res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out),
                                    "--option", "paraphrase=rule"])  # fmt: skip
-    assert res.exit_code == 0 and "4 task(s) written" in res.output
+    assert res.exit_code == 0 and "4 task(s) with public answers" in res.output
 
 
 def test_a_repeated_id_gets_a_suffix(tmp_path: Path) -> None:
