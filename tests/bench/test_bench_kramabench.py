@@ -237,3 +237,40 @@ def test_a_repeated_id_gets_a_suffix(tmp_path: Path) -> None:
     (root / "workload" / "wildfire.json").write_text(json.dumps([task]))
     ids = [t.id for t in get_benchmark("kramabench").load(root, domain="wildfire", subtasks=True)]
     assert ids == ["wildfire-easy-1", "wildfire-easy-1-1", "wildfire-easy-1-1~2"]
+
+
+def test_sources_resolve_globs_bare_names_and_fall_back_to_the_lake(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    lake = root / "data" / "wildfire" / "input"
+    (lake / "noaa").mkdir()
+    for name in ("fires_2015.csv", "fires_2016.csv", "fires_2020.csv"):
+        (lake / "noaa" / name).write_text("a\n1\n")
+    (lake / "report.html").write_text("<html></html>")
+    base = {"query": "q", "answer": 1, "answer_type": "numeric_exact"}
+    records = [
+        dict(base, id="wildfire-easy-1", data_sources=["noaa/fires_201*.csv"]),  # a glob
+        dict(base, id="wildfire-easy-2", data_sources=["fires_2020.csv"]),  # a bare name deeper in the lake
+        dict(base, id="wildfire-easy-3", data_sources=["noaa/"]),  # a folder
+        dict(base, id="wildfire-easy-4", data_sources=["report.html"]),  # no data kind: the lake
+        dict(base, id="wildfire-easy-5", data_sources=["missing.csv"]),  # matches nothing: the lake
+    ]
+    (root / "workload" / "wildfire.json").write_text(json.dumps(records))
+    tasks = list(get_benchmark("kramabench").load(root, domain="wildfire", files="sources"))
+    given = [([Path(f.path).name for f in t.files], t.extra["files_given"]) for t in tasks]
+    assert given == [
+        (["fires_2015.csv", "fires_2016.csv"], "sources"),
+        (["fires_2020.csv"], "sources"),
+        (["noaa"], "sources"),
+        (["input"], "lake"),
+        (["input"], "lake"),
+    ]
+
+
+def test_a_subtask_is_asked_with_its_main_question(tmp_path: Path) -> None:
+    # the official Executor.run_task words a subtask so; the release's subtask queries assume it
+    tasks = list(get_benchmark("kramabench").load(_repo(tmp_path), domain="legal", subtasks=True))
+    sub = next(t for t in tasks if t.id == "legal-easy-1-1")
+    assert sub.question == (
+        "Your end goal is to answer this overall question: How many fraud reports were filed in 2024?, "
+        "please answer the following question:\n Which file holds the report counts? \n\n"
+    )

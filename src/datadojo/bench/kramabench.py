@@ -11,9 +11,12 @@ shaped like a task) and the lakes under ``data/<domain>/input/``, for the six do
 "accepted": [alternates]}``, ``answer_kind`` the ``answer_type``; ``category`` the domain, ``difficulty``
 ``easy``/``hard`` from the id. Files (``--option files=``): ``lake`` (default, as the official harness, which
 hands the system the whole ``data/<domain>/input`` folder) gives the lake as one folder named ``input``;
-``sources`` gives only the task's ``data_sources`` (the harness's ``--use_truth_subset``).
-``--option subtasks=true`` adds every subtask as a task of its own (category ``<domain>/subtask``), as
-``--run_subtasks`` scores them; ``--option domain=legal,wildfire`` keeps some domains.
+``sources`` gives only the task's ``data_sources`` (the harness's ``--use_truth_subset``; folders and
+globs expanded; a task whose sources include a file of a kind DataDojo cannot name, such as ``.html``,
+gets the lake, and says so in ``extra["files_given"]``).
+``--option subtasks=true`` adds every subtask as a task of its own (category ``<domain>/subtask``, its
+question prefixed with the main question as the official executor words it), as ``--run_subtasks``
+scores them; ``--option domain=legal,wildfire`` keeps some domains.
 
 **Answer**: the final answer is the value itself (``8577.53``, ``["a", "b"]``, ``Lisbon``) or a JSON object
 with an ``answer`` field, what the official harness reads (``system_response["answer"]``); JSON is parsed,
@@ -377,6 +380,7 @@ class KramaBench(JudgedBenchmark):
                         paraphrase,
                         require_files,
                         task.id,
+                        task.question,
                     )
                     yield sub_task.model_copy(
                         update={"id": unique_id(seen, sub_task.id, f"{where} subtask {j}")}
@@ -392,6 +396,7 @@ class KramaBench(JudgedBenchmark):
         paraphrase: str,
         require_files: bool,
         parent: str | None,
+        parent_query: str | None = None,
     ) -> Task:
         if not isinstance(rec, dict):
             raise BenchmarkError(f"{where}: expected a JSON object")
@@ -410,26 +415,37 @@ class KramaBench(JudgedBenchmark):
             raise BenchmarkError(f"{where} (id {tid!r}): field 'accepted_answers' must be a list")
         sources = rec.get("data_sources") or []
         sources = [sources] if isinstance(sources, str) else [str(s) for s in sources]
-        if files_mode == "lake" or any(s.strip() in ("", ".", "./") for s in sources):
-            files = [DataFile(path=str(lake), kind="dir", name="input")]
-        else:
-            files = []
-            for s in sources:
-                f = lake / s
-                if require_files and not f.exists():
-                    raise BenchmarkError(f"{where} (id {tid!r}): data source {s} not found in {lake}")
-                files.append(DataFile.from_path(f) if not f.is_dir() else DataFile(path=str(f), kind="dir"))
+        whole_lake = [DataFile(path=str(lake), kind="dir", name="input")]
+        files = None
+        if (
+            files_mode == "sources"
+            and lake.is_dir()
+            and not any(s.strip() in ("", ".", "./") for s in sources)
+        ):
+            files = _source_files(lake, sources)
+        files_given = "sources" if files is not None else "lake"
         difficulty = next((d for d in ("easy", "hard") if f"-{d}-" in f"{tid}-"), None)
+        if parent_query is not None:  # the official Executor.run_task's wording for a subtask
+            query = (
+                f"Your end goal is to answer this overall question: {parent_query}, please answer the "
+                f"following question:\n {query} \n\n"
+            )
         return Task(
             id=tid,
             question=query,
-            files=files,
+            files=files if files is not None else whole_lake,
             answer={"answer": gold, "accepted": accepted},
             answer_kind=answer_type,
             source=self.name,
             category=domain if parent is None else f"{domain}/subtask",
             difficulty=difficulty,
-            extra={"domain": domain, "data_sources": sources, "parent": parent, "paraphrase": paraphrase},
+            extra={
+                "domain": domain,
+                "data_sources": sources,
+                "parent": parent,
+                "paraphrase": paraphrase,
+                "files_given": files_given,
+            },
         )
 
     # -- scoring --
@@ -494,6 +510,46 @@ class KramaBench(JudgedBenchmark):
             for name in sorted(per):
                 out[f"{key}:{name}"] = sum(per[name]) / len(per[name])
         return out
+
+
+def _source_files(lake: Path, sources: list[str]) -> list[DataFile] | None:
+    """The task's ``data_sources`` as data files (``--option files=sources``), or ``None`` when they
+    cannot be given one by one and the whole lake stands in (the task records ``files_given``).
+
+    The official harness passes ``data_sources`` to the system as they are (``subset_files``); the
+    release writes them as files, folders (``"State MSA Identity Theft Data/"``), globs
+    (``"STORM-AI/warmup/v2/Sat_Density/swarma-*2015*.csv"``) or bare names of files deeper in the lake.
+    Each is resolved in that order (a bare name: every file of that name in the lake). The whole lake is
+    given instead when a source matches nothing, a file has a kind DataDojo cannot name (``.html``, …) or
+    two sources share a file name.
+    """
+    paths: list[Path] = []
+    for raw in sources:
+        pattern = raw.strip().rstrip("/")
+        if any(c in pattern for c in "*?["):
+            matched = sorted(lake.glob(pattern))
+        elif (lake / pattern).exists():
+            matched = [lake / pattern]
+        else:
+            matched = sorted(p for p in lake.rglob(pattern) if p.is_file()) if "/" not in pattern else []
+        if not matched:
+            return None
+        paths += matched
+    unique = list(dict.fromkeys(p.resolve() for p in paths))
+    folders = [p for p in unique if p.is_dir()]
+    unique = [p for p in unique if not any(f != p and f in p.parents for f in folders)]
+    if len({p.name for p in unique}) < len(unique):
+        return None
+    files = []
+    for p in unique:
+        if p.is_dir():
+            files.append(DataFile(path=str(p), kind="dir"))
+            continue
+        try:
+            files.append(DataFile.from_path(p))
+        except ValueError:
+            return None
+    return files
 
 
 def _short(value: Any, limit: int = 120) -> str:
