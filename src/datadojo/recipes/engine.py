@@ -370,6 +370,7 @@ def run_recipe(
     check: Callable[[RecipeConfig], list[Problem]] | None = None,
     probe: Callable[[Mapping[str, str]], list[Problem]] | None = None,
     allow_empty: bool = False,
+    prepare: Callable[[RecipeConfig, Path], RecipeConfig] | None = None,
 ) -> RecipeResult:
     """Plan, check, then (unless ``dry_run``) run every stage not cached, variant by variant; then
     ``finish`` (the report). ``on_stage(item, "start" | "done" | "cached" | "failed" | "empty")`` follows
@@ -389,8 +390,14 @@ def run_recipe(
     others' figure. The report is written with the points short of seeds flagged, the failures go to
     ``OUT/failed.json`` with their tracebacks, and :class:`StudyRunsFailed` is raised after the report;
     the failed stages stay uncommitted, so a rerun retries exactly them. Without seeds, a failure stops
-    the run as before."""
+    the run as before.
+
+    ``prepare(config, out)``, called once the run folder is open and before anything is planned, returns
+    the configuration to plan and run (the toy student written into the run folder: ``student = "toy"``)."""
     out = config.path(config.out)
+    root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
+    if prepare is not None:
+        config = prepare(config, root.path)
     problems: list[Problem] = []
     try:
         vs = variants(config, sweeps)
@@ -398,7 +405,6 @@ def run_recipe(
         where, _, what = str(exc).partition(": ")
         problems.append(Problem(where, what) if what else Problem("[study]", where))
         vs = variants(config.model_copy(update={"study": None}), None)
-    root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
     cache = StageCache(root.path / "stages")
     hook = progress or null_progress
     try:
