@@ -84,6 +84,10 @@ def test_small_example_runs_end_to_end_through_the_command(name: str, tmp_path: 
         assert _flow(m[stage]) == (trials, trials)
         assert all("context_limit" not in (r["stop_reasons"] or {}) for r in m[stage]["results"].values())
     assert [r[1] for r in report["rows"]][:3] == ["base", "+ SFT", "+ RL"]
+    # the paper's table, with its reference, is in the report (this run's benchmarks are not the paper's)
+    ref = {"datamind": "§5.2, Table 1", "envlunch": "Tables 1–2", "sailor": "§5, Table 3"}[name]
+    assert ref in report["paper_table"]["title"] and report["paper_table"]["paper"]
+    assert "## The paper's table: " in (out / "report.md").read_text(encoding="utf-8")
 
     if name == "datamind":  # 3 categories + 1 composed chain, 3 samples each, 2 queries reflected once
         assert _flow(m["synthesis"]) == (4, 4 * 3 + 2 * 3) and _flow(m["curation"]) == (18, 3)
