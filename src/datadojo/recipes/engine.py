@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from datadojo.errors import DataDojoError, ExitCode
 from datadojo.fs import write_json_atomic
@@ -49,6 +49,7 @@ from datadojo.runs.progress import null_progress
 __all__ = [
     "TIMING_FILE",
     "EmptyStage",
+    "EngineConfig",
     "PlanItem",
     "RecipeError",
     "RecipeResult",
@@ -63,6 +64,25 @@ __all__ = [
     "study_sweeps",
     "variants",
 ]
+
+
+class EngineConfig(Protocol):
+    """What :func:`run_recipe` reads of a configuration without a sweep or a study: a recipe's
+    :class:`RecipeConfig`, or another job run as a stage graph (``datadojo demo``'s
+    :class:`~datadojo.demo.config.DemoConfig`). Sweeps and studies need a :class:`RecipeConfig`."""
+
+    @property
+    def recipe(self) -> str: ...  # the run folder's kind of recipe: a folder of another one is refused
+
+    @property
+    def out(self) -> Any: ...  # the run folder (read through ``path``)
+
+    @property
+    def study(self) -> Any: ...  # ``None`` outside a recipe's [study]
+
+    def path(self, value: str) -> Path: ...
+
+    def allows_empty(self, stage: str) -> bool: ...
 
 
 class RecipeError(DataDojoError, ValueError):
@@ -359,7 +379,7 @@ def check_before_running(
 
 def run_recipe(
     stages: Sequence[Stage],
-    config: RecipeConfig,
+    config: RecipeConfig | EngineConfig,
     *,
     sweeps: Mapping[str, Sequence[Any]] | None = None,
     dry_run: bool = False,
