@@ -153,7 +153,7 @@ def _stage_results(result: Any, out: Path) -> list[StageResult]:
 def _files(result: Any, out: Path) -> dict[str, str]:
     """The files the page links, by name (``tasks``, ``solver``, ``scores``…), relative to ``out``."""
     files: dict[str, str] = {}
-    for name in DEMO_STAGES:
+    for name in DEMO_STAGES[1:]:  # the example data is not the demo's (its folder is in `config`)
         for key, path in (result.entries["base"][name].manifest.get("files") or {}).items():
             files[key] = _rel(Path(path), out)
     return files
