@@ -175,3 +175,16 @@ def test_a_relative_taxonomy_is_read_against_the_recipe_file() -> None:
     by_name = {c["name"]: c for c in bundled["categories"]}
     assert [c["name"] for c in small["categories"]] == ["Aggregation", "Counting", "Comparison"]
     assert all(c == by_name[c["name"]] for c in small["categories"])
+
+
+def test_toy_student_without_torch_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from datadojo.recipes import RecipeError
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # a base install: no train extra
+    with pytest.raises(RecipeError, match=r"toy checkpoint needs torch and transformers .*datadojo\[train\]"):
+        with_toy_student(load_recipe(_small("envlunch")), tmp_path)
+    assert not any(tmp_path.iterdir())

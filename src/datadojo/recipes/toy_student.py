@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from datadojo.recipes.config import RecipeConfig
+from datadojo.recipes.engine import RecipeError
 
 __all__ = ["TOY_FOLDER", "TOY_STUDENT", "TOY_WINDOW", "is_toy_student", "with_toy_student"]
 
@@ -41,8 +42,17 @@ def is_toy_student(spec: str) -> bool:
 
 def _build(target: Path) -> None:
     """Write the toy checkpoint to ``target`` through a sibling folder renamed into place (atomic)."""
-    from datadojo.train.toy import save_toy_checkpoint
+    try:
+        import tokenizers  # noqa: F401  (what the toy tokenizer and model are built with)
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
 
+        from datadojo.train.toy import save_toy_checkpoint
+    except ImportError as exc:
+        raise RecipeError(
+            f'models.student = "toy": building the toy checkpoint needs torch and transformers ({exc}); '
+            "install them with `pip install 'datadojo[train]'` (scripts/install.sh does)"
+        ) from exc
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
