@@ -262,3 +262,17 @@ def test_compare_ml_cluster_uses_the_cluster_column_and_no_gold() -> None:
     assert res["metric"] == pytest.approx(value) and res["score"] == 1.0  # above the upper bound
     one = pd.DataFrame({"x": [0.0, 1.0], "Cluster": [0, 0]})
     assert compare_ml(one, None, cfg, {})["score"] == 0.0  # one cluster: no silhouette
+
+
+def test_quadratic_weighted_kappa_as_the_official_code_counts() -> None:
+    from datadojo.bench.dacode_ml import quadratic_weighted_kappa
+
+    # N = 3 distinct gold ratings {1, 2, 3}; the observed matrix counts pairs with both ratings in 0..2 as
+    # given, so (3, 3) and the wrong (3, 2) fall outside it: observed weight 0, kappa 1 despite an error
+    # (the expected matrix, on the shifted ratings, weighs 0.625 > 0)
+    assert quadratic_weighted_kappa(pd.Series([1, 2, 3, 2]), pd.Series([1, 2, 3, 3])) == pytest.approx(1.0)
+    # ratings 0..N-1 all present: Cohen's quadratic kappa. gold [0,1,2,2], pred [0,1,2,1]: observed weight
+    # 0.25 (one 2→1); expected: outer([1,1,2], [1,2,1]) / 16 × 4 weighs 5 / 4 → 1 - 0.25 / 1.25
+    assert quadratic_weighted_kappa(pd.Series([0, 1, 2, 1]), pd.Series([0, 1, 2, 2])) == pytest.approx(0.8)
+    with pytest.raises(ValueError):  # no gold rating in 0..N-1 (N = 2): the official confusion matrix fails
+        quadratic_weighted_kappa(pd.Series([2, 3, 3, 2]), pd.Series([2, 3, 2, 3]))

@@ -210,22 +210,35 @@ def logloss_total(pred: Any, gold: Any, **_: Any) -> float:
 
 
 def quadratic_weighted_kappa(pred: Any, gold: Any, **_: Any) -> float:
-    """Cohen's kappa with quadratic weights over N = the gold's distinct ratings; the predicted and gold
-    rating ranges must agree."""
+    """The official quadratic weighted kappa, with N = the number of *distinct gold ratings*.
+
+    The observed matrix counts the (gold, predicted) pairs whose ratings both lie in ``0 … N-1`` as
+    given (before any shift), and at least one gold rating must lie there; the weights are ``(i - j)² / (N - 1)²``; the predicted and gold rating
+    ranges must agree; the rating histograms are taken after shifting both by the gold minimum and must
+    have N bins (a rating beyond fails, as the official shapes do). With ratings ``0 … N-1`` all present
+    this is Cohen's quadratic kappa.
+    """
     p = _numeric(pred).reshape(-1).astype(int)
     g = _numeric(gold).reshape(-1).astype(int)
     n = len(np.unique(g))
+    if n < 2:
+        raise ValueError("quadratic weighted kappa needs two or more gold ratings")
+    if not np.isin(g, np.arange(n)).any():  # the confusion matrix over labels 0 … N-1 refuses this
+        raise ValueError(f"no gold rating lies in 0 … {n - 1}")
+    observed = np.zeros((n, n))
+    for a, b in zip(g, p, strict=True):
+        if 0 <= a < n and 0 <= b < n:
+            observed[a, b] += 1
+    i, j = np.indices((n, n))
+    weights = (i - j) ** 2 / (n - 1) ** 2
     if p.min() != g.min() or p.max() != g.max():
         raise ValueError("the predicted and gold rating ranges differ")
     lo = g.min()
     g, p = g - lo, p - lo
-    observed = np.zeros((n, n))
-    for a, b in zip(g, p, strict=True):
-        if a < n and b < n:
-            observed[a, b] += 1
-    i, j = np.indices((n, n))
-    weights = (i - j) ** 2 / (n - 1) ** 2
-    expected = np.outer(np.bincount(g, minlength=n)[:n], np.bincount(p, minlength=n)[:n]).astype(float)
+    hist_g, hist_p = np.bincount(g, minlength=n), np.bincount(p, minlength=n)
+    if len(hist_g) != n or len(hist_p) != n:
+        raise ValueError(f"ratings span more than the {n} distinct gold ratings")
+    expected = np.outer(hist_g, hist_p).astype(float)
     expected = expected / expected.sum() * observed.sum()
     return float(1 - np.sum(weights * observed) / np.sum(weights * expected))
 
