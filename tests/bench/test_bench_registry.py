@@ -28,7 +28,7 @@ def own_sources(monkeypatch):
 
 def test_each_source_is_its_benchmarks_own() -> None:
     with_source = [n for n in benchmark_names() if get_benchmark(n).source is not None]
-    assert with_source == source_names() == ["bird", "dabench", "qrdata", "spider", "tablebench"]
+    assert with_source == source_names() == ["bird", "dabench", "dabstep", "qrdata", "spider", "tablebench"]
     for name in with_source:
         source = get_benchmark(name).source
         assert get_source(name) is source and source.name == name
