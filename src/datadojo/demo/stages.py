@@ -13,7 +13,7 @@ writes into its engine folder (``OUT/stages/<stage>/<key>/``) and returns its ma
    counterfactual copies (:func:`datadojo.synth.envlunch.build.build_tasks`);
 4. **solve** — the reference query-by-output solver on every task (:mod:`datadojo.synth.envlunch.solver`);
 5. **score** — every solver program run in the sandbox in every copy and rewarded by EnvLunch Eq. (4)
-   (:func:`~datadojo.synth.envlunch.reward.score_trajectories`), written as a run folder with its own report;
+   (:func:`~datadojo.reward.registry.envlunch_records`), written as a run folder with its own report;
 6. **text2sql** — the oracle agent (gold SQL through the full agent loop and sandbox) on the bundled
    ``shop-sql`` set, scored by execution accuracy (:func:`datadojo.eval.harness.run_eval`).
 
@@ -197,8 +197,8 @@ def _run_build(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
 def _run_solve(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
     def run(ctx: StageContext) -> dict[str, Any]:
         from datadojo.jsonl import read_tasks, write_jsonl_atomic
+        from datadojo.reward.envlunch import task_info
         from datadojo.synth.envlunch.solver import SolverConfig, solve, solver_trajectory
-        from datadojo.synth.envlunch.tasks import task_info
 
         tasks_path = Path(ctx.dep("build")["files"]["tasks"])
         infos = [task_info(t, tasks_path) for t in read_tasks(tasks_path)]
@@ -232,9 +232,9 @@ def _run_solve(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
 def _run_score(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
     def run(ctx: StageContext) -> dict[str, Any]:
         from datadojo.jsonl import read_tasks, read_trajectories
+        from datadojo.reward.envlunch import task_info
+        from datadojo.reward.registry import RewardSpec, envlunch_records
         from datadojo.synth.envlunch.report import write_warmup_report
-        from datadojo.synth.envlunch.reward import score_trajectories
-        from datadojo.synth.envlunch.tasks import task_info
 
         tasks_path = Path(ctx.dep("build")["files"]["tasks"])
         infos = [task_info(t, tasks_path) for t in read_tasks(tasks_path)]
@@ -243,7 +243,12 @@ def _run_score(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
         ctx.progress(0, programs)
         executor = _CountingExecutor(lambda done: ctx.progress(done, programs), cfg.concurrency)
         try:
-            records = score_trajectories({i.task.id: i for i in infos}, trajs, executor)
+            by_id = {i.task.id: i.task for i in infos}
+            unknown = [t.task_id for t in trajs if t.task_id not in by_id]
+            if unknown:
+                raise ValueError(f"task {unknown[0]!r}: no such EnvLunch task in the task file")
+            spec = RewardSpec(name="envlunch", tasks_path=str(tasks_path))
+            records = envlunch_records([(by_id[t.task_id], t) for t in trajs], spec, executor=executor)
         except ValueError as exc:
             raise DemoError(f"score: {exc}") from exc
         html, _md = write_warmup_report(ctx.out / "report", tasks_path, trajs, records)
@@ -341,7 +346,7 @@ class _CountingExecutor:
     """The sandbox executor, counting finished submissions for the progress bar."""
 
     def __init__(self, on_done: Callable[[int], None], concurrency: int) -> None:
-        from datadojo.synth.envlunch.executor import SandboxExecutor
+        from datadojo.reward.programs import SandboxExecutor
 
         count = [0]
 

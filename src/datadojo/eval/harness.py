@@ -14,7 +14,8 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    that share a folder (benchmark, data, agent, model, turn budget, dialect, sampling).
 3. **Scores**: every trajectory's prediction (:func:`predicted_answer`) is scored with the benchmark's
    official rule (:func:`datadojo.eval.scoring.score_predictions`, shared with ``datadojo score``) and
-   DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
+   rewarded by the reward registry (:func:`datadojo.reward.registry.score_pairs`: DataMind's reward with
+   this benchmark's rule deciding r_answer; each row logs the total and every weighted part). Scores are
    derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
    A benchmark scored by an LLM judge (:class:`~datadojo.bench.judged.JudgedBenchmark`, e.g.
    SciDataSailor's ``scidata``) first has every distinct prediction judged (``judge`` model spec,
@@ -48,7 +49,6 @@ import asyncio
 import inspect
 import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -63,7 +63,6 @@ from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
 from datadojo.agent.loop import CodeRunner
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
-from datadojo.bench.spider import extract_sql
 from datadojo.config import Settings, field_help
 from datadojo.errors import DataDojoError
 from datadojo.eval.audit import AuditMode
@@ -75,7 +74,8 @@ from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.llm.spec import model_identity
 from datadojo.llm.structured import StructuredMode
-from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.reward.answers import predicted_answer
+from datadojo.reward.registry import RewardSpec, score_pairs_sync
 from datadojo.runs import RunFolder
 from datadojo.runs.folder import RUN_FILE
 from datadojo.sandbox.result import isolation_counts
@@ -108,13 +108,6 @@ RUN_RECORD = "eval.json"
 #: Stop reasons that are the model server's failure, not the agent's (left out of the figures until rerun).
 SERVER_FAILURE_STOPS: frozenset[str] = frozenset({"llm_error"})
 JUDGE_CACHE = "judge_cache.jsonl"
-#: Answer kinds whose prediction is a SQL query (scored by running it): the rule below picks the query.
-SQL_ANSWER_KINDS: frozenset[str] = frozenset({"sql", "sql_result"})
-
-_SQL_START = re.compile(
-    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
-)
-_SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)\b", re.IGNORECASE)
 
 
 class EvalError(DataDojoError, ValueError):
@@ -305,29 +298,6 @@ def count_eval_tasks(benchmark: Benchmark, data: str | Path, *, options: dict[st
 # --- predictions ----------------------------------------------------------------------------------------
 
 
-def _looks_like_sql(text: str) -> bool:
-    return bool(_SQL_FENCE.search(text)) or bool(_SQL_START.match(extract_sql(text)))
-
-
-def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, str]:
-    """A trajectory's prediction for scoring, and where it came from (module docstring).
-
-    Returns ``(text, source)`` with ``source`` one of ``answer`` (the final answer), ``sql_action`` (the
-    last SQL action that ran without an error; SQL tasks only) or ``none`` (the episode ended without an
-    answer, so nothing was submitted, whatever it ran).
-    """
-    answer = trajectory.final_answer
-    if answer is None:  # never answered (turn budget, errors): nothing was submitted
-        return None, "none"
-    if task.answer_kind not in SQL_ANSWER_KINDS or _looks_like_sql(answer):
-        return answer, "answer"
-    for turn in reversed(trajectory.turns):
-        obs = turn.observation
-        if turn.action.kind == "sql" and obs is not None and obs.status == "ok" and turn.action.text.strip():
-            return turn.action.text, "sql_action"
-    return answer, "answer"
-
-
 def _tokens(traj: Trajectory) -> tuple[int, int]:
     return sum(t.tokens.prompt for t in traj.turns), sum(t.tokens.completion for t in traj.turns)
 
@@ -442,6 +412,7 @@ def score_run(
     ks: Sequence[int] | None = None,
     meta: dict[str, Any] | None = None,
     rollout: RolloutSummary | None = None,
+    reward: RewardSpec | None = None,
 ) -> EvalResult:
     """Score ``OUT/trajectories.jsonl`` for ``tasks`` × ``n_trials`` and write ``scores.jsonl``/``summary.json``.
 
@@ -471,6 +442,12 @@ def score_run(
     stop_reasons: Counter[str] = Counter()
     source_counts: Counter[str] = Counter()
     rewards: list[dict[str, float]] = []
+    # Each trajectory's reward from the registry; the answer part is decided by this benchmark's rule (as scored)
+    scored = {(i.task.id, i.trial): i.task for i in report.items if (i.task.id, i.trial) in trajs}
+    results = score_pairs_sync(
+        [(t, trajs[k]) for k, t in scored.items()], reward or RewardSpec(benchmark=benchmark)
+    )
+    registry_rewards = dict(zip(scored, results, strict=True))
     for item in report.items:
         key = (item.task.id, item.trial)
         traj = trajs.get(key)
@@ -489,17 +466,17 @@ def score_run(
             )
         else:
             prompt, completion = _tokens(traj)
-            verdict = AnswerCheck(item.score.correct, item.score.reason, f"bench:{benchmark.name}")
-            reward = DataMindReward(checker=lambda _task, _pred, v=verdict: v).score(traj, item.task)
+            reward_result = registry_rewards[key]
             row.update(
                 prediction_source=sources[key], stop_reason=traj.stop_reason,
                 finished=traj.stop_reason == "answer", turns=traj.n_turns, tokens=prompt + completion,
-                prompt_tokens=prompt, completion_tokens=completion, rewards=reward.as_rewards(), error=traj.error,
+                prompt_tokens=prompt, completion_tokens=completion, rewards=reward_result.as_rewards(), error=traj.error,
+                reward=reward_result.reward, reward_parts=reward_result.parts,
             )  # fmt: skip
             if excluding and key in server_failed:
                 row["excluded"] = "server_failure"
             else:
-                rewards.append(reward.as_rewards())
+                rewards.append(reward_result.as_rewards())
         stop_reasons[row["stop_reason"]] += 1
         source_counts[row["prediction_source"]] += 1
         rows.append(row)
@@ -523,7 +500,7 @@ def score_run(
         "prediction_sources": dict(sorted(source_counts.items())),
         "rewards": {
             "mean_total": sum(r["total"] for r in rewards) / len(rewards) if rewards else None,
-            "format_ok": sum(r["format"] for r in rewards) / len(rewards) if rewards else None,
+            "format_ok": sum(r.get("r_format", 0.0) for r in rewards) / len(rewards) if rewards else None,
         },
         "behaviour": behaviour,
         "decisions": decisions,
@@ -753,8 +730,18 @@ async def run_eval(
             if judge_backend is None:
                 await judge_chat.aclose()
         meta["judge"] = cfg.judge or judge_chat.model_id
+    # the reward registry: answer part by this run's scorer; an EnvLunch task file's copies lie beside it
+    spec = RewardSpec(benchmark=scorer, tasks_path=str(cfg.data) if Path(cfg.data).is_file() else None)
     result = await asyncio.to_thread(
-        score_run, scorer, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
+        score_run,
+        scorer,
+        tasks,
+        out,
+        n_trials=cfg.n_trials,
+        ks=cfg.ks,
+        meta=meta,
+        rollout=rollout,
+        reward=spec,
     )
     if benchmark.submission_file and benchmark.wants_submission(tasks):
         result.paths["submission"] = await asyncio.to_thread(_submission, benchmark, tasks, out)
