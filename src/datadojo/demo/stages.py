@@ -102,7 +102,7 @@ def _run_examples(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
 
 
 def _run_profile(ctx: StageContext) -> dict[str, Any]:
-    from datadojo.agent import AgentConfig
+    from datadojo.env import AgentConfig
     from datadojo.corpus import profile_file, profile_folder, render_file_profile, render_folder_profile
 
     ex = _examples(ctx)
