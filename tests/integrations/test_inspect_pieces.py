@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace as NS
 
 import pytest
 
 from datadojo.errors import DataDojoError, MissingExtraError
-from datadojo.integrations.inspect.agent import finish_reason
+from datadojo.integrations.inspect.agent import finish_reason, raw_reply
 from datadojo.integrations.inspect.samples import TASK_KEY, sample_fields, task_from_metadata
 from datadojo.integrations.inspect.sandbox import cell_for_command, sandbox_config_from_dict
 from datadojo.sandbox import Limits, SandboxConfig
@@ -61,6 +62,29 @@ def test_finish_reasons() -> None:
         and finish_reason("unknown") == "stop"
         and finish_reason(None) == "stop"
     )
+
+
+def test_the_raw_reply_keeps_the_think_block_inspect_lifts_out() -> None:
+    # what inspect's OpenAI-compatible provider makes of "<think>Guess.</think>\n<answer>7</answer>"
+    parsed = NS(
+        completion="<answer>7</answer>",
+        choices=[
+            NS(
+                message=NS(
+                    content=[
+                        NS(type="reasoning", reasoning="Guess.", redacted=False),
+                        NS(type="text", text="<answer>7</answer>"),
+                    ]
+                )
+            )
+        ],
+    )
+    raw = "<think>Guess.</think>\n<answer>7</answer>"
+    response = {"choices": [{"message": {"role": "assistant", "content": raw}}]}
+    assert raw_reply(parsed, response) == raw  # the server's own text, when inspect recorded the call
+    assert raw_reply(parsed, None) == raw  # rebuilt from the parts otherwise
+    plain = NS(completion="<answer>7</answer>", choices=[NS(message=NS(content="<answer>7</answer>"))])
+    assert raw_reply(plain, {"choices": []}) == "<answer>7</answer>"
 
 
 def test_sandbox_config_comes_back_from_its_json_form() -> None:

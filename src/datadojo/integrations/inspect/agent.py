@@ -21,7 +21,7 @@ from datadojo.integrations.inspect.sandbox import sandbox_environment_class
 from datadojo.reward.registry import RewardSpec, score_pairs
 from datadojo.types import Task, TokenUsage, Trajectory
 
-__all__ = ["TRAJECTORY_KEY", "datadojo_scorer", "datadojo_solver", "finish_reason"]
+__all__ = ["TRAJECTORY_KEY", "datadojo_scorer", "datadojo_solver", "finish_reason", "raw_reply"]
 
 #: The sample-store key of the episode's trajectory (its JSON form).
 TRAJECTORY_KEY = "datadojo_trajectory"
@@ -34,6 +34,43 @@ def finish_reason(stop_reason: str | None) -> str:
     ending is a stop, whose cut closing tag the dialect re-appends.
     """
     return "length" if stop_reason in ("max_tokens", "model_length") else "stop"
+
+
+def raw_reply(output: Any, response: Any = None) -> str:
+    """The model's reply exactly as the server sent it.
+
+    Why not ``output.completion``: inspect's OpenAI-compatible providers lift a ``<think>…</think>`` block
+    out of the text into a reasoning part (stripped), and DataDojo's dialect needs the block where the model
+    wrote it (its format part, the trajectory kept for training). The raw response is in the model call
+    inspect records (``response``: its JSON); without it (a provider that records none) the reply is rebuilt
+    from the reasoning parts and the text, which keeps the tags but not the exact whitespace between them.
+    """
+    if isinstance(response, dict):
+        choices = response.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            content = (choices[0].get("message") or {}).get("content")
+            if isinstance(content, str):
+                return content
+    message = output.choices[0].message if output.choices else None
+    if message is None or isinstance(message.content, str):
+        return output.completion
+    parts = []
+    for item in message.content:
+        if getattr(item, "type", None) == "reasoning" and not getattr(item, "redacted", False):
+            parts.append(f"<think>{item.reasoning}</think>\n")
+        elif getattr(item, "type", None) == "text":
+            parts.append(item.text)
+    return "".join(parts)
+
+
+def _last_response(output: Any) -> Any:
+    """The raw JSON response of the model call that produced ``output`` (inspect's transcript), or None."""
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.log import transcript
+
+    event = transcript().history.find_last(lambda e: isinstance(e, ModelEvent) and e.output is output)
+    call = getattr(event, "call", None)
+    return getattr(call, "response", None)
 
 
 def _chat_messages(messages: list[dict[str, str]]) -> list[Any]:
@@ -85,7 +122,7 @@ def datadojo_solver(config: EnvConfig, reward: RewardSpec | str | None = None) -
                             completion=usage.output_tokens if usage else None,
                         )
                         await episode.step(
-                            output.completion,
+                            raw_reply(output, _last_response(output)),
                             finish_reason=finish_reason(output.stop_reason),
                             tokens=tokens,
                             llm_s=time.perf_counter() - t0,

@@ -40,7 +40,8 @@ def inspect_task(
 
     ``config``: the :class:`~datadojo.env.EnvConfig` (dialect, turn budget, sampling); ``reward``: a
     registry name or :class:`~datadojo.reward.registry.RewardSpec` (``None``: chosen per task, as
-    ``datadojo eval`` and training do); ``sandbox``: the DataDojo sandbox's settings.
+    ``datadojo eval`` and training do); ``sandbox``: the DataDojo sandbox's settings; ``name``: the
+    dataset's name (the task's is inspect's: ``datadojo/tasks`` when it comes from the registry).
     """
     _require()
     from inspect_ai import Task as InspectTask
@@ -64,7 +65,6 @@ def inspect_task(
         solver=datadojo_solver(env_config, reward),
         scorer=datadojo_scorer(reward),
         sandbox=SandboxEnvironmentSpec(SANDBOX_NAME, sandbox or SandboxConfig()),
-        name=name,
     )
 
 
