@@ -24,6 +24,7 @@ import json
 import re
 import shlex
 import shutil
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,19 +209,30 @@ def _copy_data(task: Task, data_dir: Path) -> None:
 SOURCE_DIR = "datadojo-src"
 
 
+def _declared_dependencies(package: Path) -> list[str]:
+    """DataDojo's declared dependencies: from its installed metadata, else from the source checkout's
+    pyproject.toml when it runs from one (``PYTHONPATH=src``)."""
+    try:
+        return importlib.metadata.requires("datadojo") or []
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = package.parent.parent / "pyproject.toml"
+        if pyproject.is_file():
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+            if project.get("name") == "datadojo":
+                return list(project.get("dependencies", []))
+    raise DataDojoError(
+        "export harbor: DataDojo is neither installed as a package here nor run from its source checkout, so "
+        "it cannot be copied into the images; pass --install (a wheel or a pip requirement)"
+    )
+
+
 def _vendor_source(target: Path) -> None:
     """Copy the running DataDojo package into ``target`` with a pyproject.toml declaring its dependencies."""
     import datadojo
 
-    try:
-        requires = importlib.metadata.requires("datadojo") or []
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise DataDojoError(
-            "export harbor: DataDojo is not installed as a package here (only on the path), so it cannot be "
-            "copied into the images; install it, or pass --install (a wheel or a pip requirement)"
-        ) from exc
-    deps = [r for r in requires if "extra ==" not in r]
     package = Path(datadojo.__file__).resolve().parent
+    requires = _declared_dependencies(package)
+    deps = [r for r in requires if "extra ==" not in r]
     shutil.copytree(package, target / "datadojo", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     pyproject = (
         '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
