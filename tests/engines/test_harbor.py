@@ -7,6 +7,10 @@
   (``solution/solve.sh``): the reward file is one Harbor's ``VerifierResult`` accepts, and its reward equals
   the registry's reward of DataDojo's own episode with that answer — for Spider, the oracle agent's
   trajectory from ``datadojo eval spider --agent oracle`` (the official execution rule on the database);
+* the parity fixture (``datadojo.testing.parity``): each case's answer (what an agent would write to the
+  answer file) through the exported verifier gives the papers' reward by hand, and the rows join the parity
+  table as the ``harbor`` consumer; the malformed cases and the EnvLunch task are declared not covered, with
+  the reason (docs/environment.md, "Harbor": what the adapter could not carry over);
 * with a Docker daemon, ``harbor run --agent oracle`` builds the images and runs the verifier in them (the
   CI machine has the docker client but no daemon: the test says so and skips that part).
 """
@@ -45,8 +49,9 @@ def _tasks() -> list[Task]:
     return [sales, *read_tasks(FX / "spider" / "tasks.jsonl")]
 
 
-def _verify(folder: Path, tmp: Path) -> dict[str, float]:
-    """The reference solution, then the verifier, as Harbor runs them in the container, here on the host."""
+def _verify(folder: Path, tmp: Path, answer: str | None = None) -> dict[str, float]:
+    """The verifier as Harbor runs it in the container, here on the host: after the reference solution, or
+    on ``answer`` written to the answer file."""
     root = tmp / folder.name / "app"
     root.mkdir(parents=True)
     os.symlink(folder / "environment" / "data", root / "data")
@@ -58,7 +63,11 @@ def _verify(folder: Path, tmp: Path) -> dict[str, float]:
         "DATADOJO_PYTHON": sys.executable,
         "PYTHONPATH": str(ROOT / "src"),
     }
-    for script in ("solution/solve.sh", "tests/test.sh"):
+    scripts = ["solution/solve.sh", "tests/test.sh"]
+    if answer is not None:
+        (root / "answer.txt").write_text(answer, encoding="utf-8")
+        scripts = ["tests/test.sh"]
+    for script in scripts:
         proc = subprocess.run(
             ["bash", str(folder / script)], env=env, capture_output=True, text=True, timeout=600
         )
@@ -93,6 +102,39 @@ def test_harbor_loads_the_exported_folders_and_their_verifier_gives_datadojos_re
             assert rewards["reward"] == pytest.approx(1.0, abs=1e-12)
     # the gold SQL of every Spider task passed the official rule: the oracle episodes were right too
     assert sum(1 for t in tasks if t.id in oracle) >= 1
+
+
+def test_parity_rows_through_the_exported_verifier(tmp_path: Path) -> None:
+    from datadojo.protocol import get_dialect
+    from datadojo.testing.parity import parity_row, write_parity_fixture, write_rows
+
+    fixture = write_parity_fixture(tmp_path / "parity")
+    dialect = get_dialect("datamind")
+    exportable = [t for t in fixture.tasks if t.answer_kind != "envlunch"]
+    folders = dict(
+        zip([t.id for t in exportable], export_harbor(exportable, tmp_path / "harbor").folders, strict=True)
+    )
+    rows, not_covered = {}, {}
+    for task in fixture.tasks:
+        key = f"{task.id}/0"
+        if task.answer_kind == "envlunch":
+            not_covered[key] = (
+                "export harbor refuses EnvLunch tasks (their counterfactual copies are not carried)"
+            )
+            continue
+        if task.id.endswith(".malformed"):
+            not_covered[key] = (
+                "a Harbor agent leaves only its answer: the verifier cannot see a malformed trajectory (-0.1)"
+            )
+            continue
+        answer = dialect.extract_answer(fixture.replies[task.id][-1])  # what the agent writes to answer.txt
+        rewards = _verify(folders[task.id], tmp_path / "runs", answer)
+        assert rewards["reward"] == pytest.approx(fixture.expected_total(task.id), abs=1e-12), task.id
+        rows[key] = parity_row(rewards["reward"], rewards)
+    assert len(rows) == 12 and len(not_covered) == 8
+    write_rows(
+        os.environ.get("DATADOJO_PARITY_DIR") or tmp_path / "table", "harbor", rows, not_covered=not_covered
+    )
 
 
 def test_harbor_runs_the_oracle_in_docker_where_there_is_a_daemon(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@
 * every sample's score equals the reward ``datadojo eval`` gives the same task for the same replies, part
   by part, to 1e-9 (DataMind's answer/length/format parts: a correct three-turn episode whose state lives
   across cells, a wrong answer, a malformed-then-wrong episode worth DataMind's −0.1);
+* the parity fixture (``datadojo.testing.parity``) through ``inspect eval``: every total is the papers' by
+  hand, and the rows join the parity table as the ``inspect`` consumer;
 * the ``datadojo`` sandbox environment, as inspect's registry finds it: Python and SQL cells in the
   confined sandbox, file reads and writes confined to it, any other program refused with a message.
 """
@@ -111,32 +113,7 @@ def test_inspect_eval_scores_datadojo_tasks_as_datadojo_eval_does(installed: Pat
     tasks = _tasks()
     tasks_path = tmp_path / "tasks.jsonl"
     tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
-    logs = tmp_path / "logs"
-    with ScriptedLLMServer(_reply) as srv:
-        cmd = [
-            str(Path(sys.executable).with_name("inspect")),
-            "eval",
-            "datadojo/tasks",
-            "-T",
-            f"path={tasks_path}",
-        ]
-        cmd += ["--model", "openai-api/loopback/scripted", "--log-dir", str(logs), "--log-format", "json"]
-        cmd += ["--display", "none", "--max-connections", "2"]
-        proc = subprocess.run(
-            cmd,
-            env=_inspect_env(installed, srv.base_url),
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        # every request carried the dialect's stop strings and went through inspect's provider
-        assert srv.requests and all("</code>" in (r.json.get("stop") or []) for r in srv.requests)
-    [log_file] = list(logs.glob("*.json"))
-    register()  # the log names the datadojo sandbox: reading it back here needs it registered too
-    log = read_eval_log(str(log_file))
-    assert log.status == "success", log.error
+    log = _inspect_eval(installed, tasks_path, tmp_path / "logs", _reply)
     assert log.eval.task == "datadojo/tasks"  # found through the entry point, under DataDojo's namespace
     scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
     assert sorted(scores) == sorted(t.id for t in tasks)
@@ -151,6 +128,46 @@ def test_inspect_eval_scores_datadojo_tasks_as_datadojo_eval_does(installed: Pat
         assert score.value == pytest.approx(expected[task_id]["total"], abs=1e-9), task_id
         for part, value in score.metadata["parts"].items():
             assert value == pytest.approx(expected[task_id][part], abs=1e-9), (task_id, part)
+
+
+def _inspect_eval(site: Path, tasks_path: Path, logs: Path, script: Any, *task_args: str) -> Any:
+    """``inspect eval datadojo/tasks -T path=TASKS`` against the loopback server; the log read back."""
+    with ScriptedLLMServer(script) as srv:
+        cmd = [
+            str(Path(sys.executable).with_name("inspect")),
+            "eval",
+            "datadojo/tasks",
+            "-T",
+            f"path={tasks_path}",
+        ]
+        for arg in task_args:
+            cmd += ["-T", arg]
+        cmd += ["--model", "openai-api/loopback/scripted", "--log-dir", str(logs), "--log-format", "json"]
+        cmd += ["--display", "none", "--max-connections", "2"]
+        env = _inspect_env(site, srv.base_url)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=logs.parent)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        # every request went through inspect's provider with the dialect's stop strings
+        assert srv.requests and all("</answer>" in (r.json.get("stop") or []) for r in srv.requests)
+    [log_file] = list(logs.glob("*.json"))
+    register()
+    log = read_eval_log(str(log_file))
+    assert log.status == "success", log.error
+    return log
+
+
+def test_parity_rows_through_inspect_eval(installed: Path, tmp_path: Path) -> None:
+    from datadojo.testing.parity import chat_script, parity_row, write_parity_fixture, write_rows
+
+    fixture = write_parity_fixture(tmp_path / "parity")
+    log = _inspect_eval(installed, fixture.tasks_path, tmp_path / "logs", chat_script(fixture), "max_turns=4")
+    scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
+    assert sorted(scores) == sorted(t.id for t in fixture.tasks)
+    rows = {}
+    for task_id, score in scores.items():
+        assert score.value == pytest.approx(fixture.expected_total(task_id), abs=1e-12), task_id
+        rows[f"{task_id}/0"] = parity_row(score.value, score.metadata["parts"])
+    write_rows(os.environ.get("DATADOJO_PARITY_DIR") or tmp_path / "table", "inspect", rows)
 
 
 def test_datadojo_sandbox_as_inspect_finds_it() -> None:
