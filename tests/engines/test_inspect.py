@@ -7,6 +7,9 @@
 * every sample's score equals the reward ``datadojo eval`` gives the same task for the same replies, part
   by part, to 1e-9 (DataMind's answer/length/format parts: a correct three-turn episode whose state lives
   across cells, a wrong answer, a malformed-then-wrong episode worth DataMind's −0.1);
+* ``inspect eval datadojo/benchmark -T name=spider``: the fixtures' Spider dev tasks, replayed from the
+  oracle agent's turns (SQL cells in the sandbox), score what the registry gives the oracle episodes under
+  Spider's official rule;
 * the parity fixture (``datadojo.testing.parity``) through ``inspect eval``: every total is the papers' by
   hand, and the rows join the parity table as the ``inspect`` consumer;
 * the ``datadojo`` sandbox environment, as inspect's registry finds it: Python and SQL cells in the
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fixtures import MANIFEST
+from _fixtures import FX, MANIFEST
 from inspect_ai.log import read_eval_log
 
 from datadojo.integrations.inspect import register
@@ -130,16 +133,19 @@ def test_inspect_eval_scores_datadojo_tasks_as_datadojo_eval_does(installed: Pat
             assert value == pytest.approx(expected[task_id][part], abs=1e-9), (task_id, part)
 
 
-def _inspect_eval(site: Path, tasks_path: Path, logs: Path, script: Any, *task_args: str) -> Any:
-    """``inspect eval datadojo/tasks -T path=TASKS`` against the loopback server; the log read back."""
+def _inspect_eval(
+    site: Path,
+    tasks_path: Path | None,
+    logs: Path,
+    script: Any,
+    *task_args: str,
+    task: str = "datadojo/tasks",
+) -> Any:
+    """``inspect eval TASK [-T path=TASKS] -T ...`` against the loopback server; the log read back."""
     with ScriptedLLMServer(script) as srv:
-        cmd = [
-            str(Path(sys.executable).with_name("inspect")),
-            "eval",
-            "datadojo/tasks",
-            "-T",
-            f"path={tasks_path}",
-        ]
+        cmd = [str(Path(sys.executable).with_name("inspect")), "eval", task]
+        if tasks_path is not None:
+            cmd += ["-T", f"path={tasks_path}"]
         for arg in task_args:
             cmd += ["-T", arg]
         cmd += ["--model", "openai-api/loopback/scripted", "--log-dir", str(logs), "--log-format", "json"]
@@ -154,6 +160,36 @@ def _inspect_eval(site: Path, tasks_path: Path, logs: Path, script: Any, *task_a
     log = read_eval_log(str(log_file))
     assert log.status == "success", log.error
     return log
+
+
+def test_a_benchmark_through_inspect_eval_scores_as_the_registry_scores_the_oracle(
+    installed: Path, tmp_path: Path
+) -> None:
+    from datadojo.bench import get_benchmark
+    from datadojo.jsonl import read_tasks, read_trajectories
+    from datadojo.reward.registry import RewardSpec, score_pairs_sync
+
+    tasks = {t.id: t for t in read_tasks(FX / "spider" / "tasks.jsonl")}
+    oracle = {t.task_id: t for t in read_trajectories(FX / "spider" / "run" / "trajectories.jsonl")}
+    by_question = {tasks[i].question: [turn.raw for turn in traj.turns] for i, traj in oracle.items()}
+
+    def replay(request: dict[str, Any]) -> str:
+        first = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return next(raws for q, raws in by_question.items() if q in first)[turn]
+
+    spider = MANIFEST["spider"]
+    args = ("name=spider", f"data={spider}", f"limit={len(oracle)}")
+    log = _inspect_eval(installed, None, tmp_path / "logs", replay, *args, task="datadojo/benchmark")
+    assert log.eval.task == "datadojo/benchmark"
+    scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
+    assert sorted(scores) == sorted(oracle)
+    spec = RewardSpec(benchmark=get_benchmark("spider"))
+    for task_id, score in scores.items():
+        [expected] = score_pairs_sync([(tasks[task_id], oracle[task_id])], spec)
+        assert expected.correct and score.metadata["correct"], task_id  # the gold SQL, executed
+        assert score.value == pytest.approx(expected.total, abs=1e-9), task_id
+        assert score.metadata["parts"] == pytest.approx(expected.parts, abs=1e-9), task_id
 
 
 def test_parity_rows_through_inspect_eval(installed: Path, tmp_path: Path) -> None:

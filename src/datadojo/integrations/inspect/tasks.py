@@ -128,7 +128,9 @@ def benchmark_task(
     bench = get_benchmark(name)
     tasks = load_eval_tasks(bench, data, limit=None if limit is None else int(limit), options=options)
     config = _env_overrides(benchmark_env_config(bench), dialect, max_turns, max_tokens)
-    return inspect_task(tasks, config=config, reward=reward, sandbox=bench.sandbox_config(), name=bench.name)
+    # as `datadojo eval` builds it: the benchmark decides the answer part; a task file's EnvLunch copies
+    spec = RewardSpec(name=reward, benchmark=bench, tasks_path=str(data) if Path(data).is_file() else None)
+    return inspect_task(tasks, config=config, reward=spec, sandbox=bench.sandbox_config(), name=bench.name)
 
 
 @functools.cache
