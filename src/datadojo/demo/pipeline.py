@@ -202,8 +202,8 @@ class _Stages:
         return ex
 
     def profile(self, ex: ExampleData) -> None:
-        from datadojo.agent import AgentConfig
         from datadojo.corpus import profile_file, profile_folder, render_file_profile, render_folder_profile
+        from datadojo.env import AgentConfig
 
         budget = AgentConfig().profile_chars
         folder = self.out / "profiles"

@@ -31,6 +31,7 @@ from datadojo.env.config import AgentConfig
 from datadojo.env.prompts import episode_prompt
 from datadojo.errors import DataDojoError
 from datadojo.protocol import default_language_for_task, get_dialect
+from datadojo.reward.registry import RewardResult, RewardSpec, score_pairs
 from datadojo.sandbox.seeding import trajectory_seed
 from datadojo.types import Observation, Provenance, Task, Timings, TokenUsage, Trajectory, Turn, config_hash
 
@@ -141,8 +142,10 @@ class Episode:
         model: str | None = None,
         on_event: EventHook | None = None,
         on_close: Callable[[], Awaitable[Any]] | None = None,
+        reward: RewardSpec | None = None,
     ) -> None:
         cfg = config or AgentConfig()
+        self.reward_spec = reward
         self.task = task
         self.sample = sample
         self.seed = seed
@@ -181,6 +184,7 @@ class Episode:
         model: str | None = None,
         on_event: EventHook | None = None,
         on_close: Callable[[], Awaitable[Any]] | None = None,
+        reward: RewardSpec | None = None,
     ) -> Episode:
         """An episode of ``task`` in ``sandbox``, its opening messages built from ``config``.
 
@@ -191,7 +195,7 @@ class Episode:
         prompt = await asyncio.to_thread(episode_prompt, task, cfg)
         return cls(
             task, sandbox, prompt, cfg, sample=sample, seed=seed, model=model, on_event=on_event,
-            on_close=on_close,
+            on_close=on_close, reward=reward,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ the turn
@@ -353,6 +357,15 @@ class Episode:
                 f"{self._where()}: the episode has not ended ({len(self.turns)} turns so far)"
             )
         return self._trajectory
+
+    async def reward(self) -> RewardResult:
+        """The finished episode's reward, from the reward registry: ``score_pairs([(task, trajectory)],
+        spec)`` with the environment's :class:`~datadojo.reward.registry.RewardSpec` (None: the reward
+        chosen for the task). ``total`` is the sum of the named weighted ``parts``. An episode that ended on
+        an infrastructure failure (``llm_error``, ``env_error``) is scored like any other; trainers leave
+        those out rather than learn from them. Raises :class:`EnvUsageError` before the episode ends."""
+        (result,) = await score_pairs([(self.task, self.trajectory())], self.reward_spec)
+        return result
 
     # ------------------------------------------------------------------ the sandbox session
 
