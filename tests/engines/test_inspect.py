@@ -116,7 +116,9 @@ def test_inspect_eval_scores_datadojo_tasks_as_datadojo_eval_does(installed: Pat
     tasks = _tasks()
     tasks_path = tmp_path / "tasks.jsonl"
     tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
-    log = _inspect_eval(installed, tasks_path, tmp_path / "logs", _reply)
+    log, requests = _inspect_eval(installed, tasks_path, tmp_path / "logs", _reply)
+    # the environment's sampling (DataMind §5.1), as datadojo eval sends it
+    assert {(r.get("temperature"), r.get("top_p")) for r in requests} == {(0.7, 0.95)}
     assert log.eval.task == "datadojo/tasks"  # found through the entry point, under DataDojo's namespace
     scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
     assert sorted(scores) == sorted(t.id for t in tasks)
@@ -156,10 +158,10 @@ def _inspect_eval(
         # every request went through inspect's provider with the dialect's stop strings
         assert srv.requests and all("</answer>" in (r.json.get("stop") or []) for r in srv.requests)
     [log_file] = list(logs.glob("*.json"))
-    register()
+    register()  # the log names the datadojo sandbox: reading it back here needs it registered too
     log = read_eval_log(str(log_file))
     assert log.status == "success", log.error
-    return log
+    return log, [r.json for r in srv.requests]
 
 
 def test_a_benchmark_through_inspect_eval_scores_as_the_registry_scores_the_oracle(
@@ -180,7 +182,7 @@ def test_a_benchmark_through_inspect_eval_scores_as_the_registry_scores_the_orac
 
     spider = MANIFEST["spider"]
     args = ("name=spider", f"data={spider}", f"limit={len(oracle)}")
-    log = _inspect_eval(installed, None, tmp_path / "logs", replay, *args, task="datadojo/benchmark")
+    log, _ = _inspect_eval(installed, None, tmp_path / "logs", replay, *args, task="datadojo/benchmark")
     assert log.eval.task == "datadojo/benchmark"
     scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
     assert sorted(scores) == sorted(oracle)
@@ -196,7 +198,9 @@ def test_parity_rows_through_inspect_eval(installed: Path, tmp_path: Path) -> No
     from datadojo.testing.parity import chat_script, parity_row, write_parity_fixture, write_rows
 
     fixture = write_parity_fixture(tmp_path / "parity")
-    log = _inspect_eval(installed, fixture.tasks_path, tmp_path / "logs", chat_script(fixture), "max_turns=4")
+    log, _ = _inspect_eval(
+        installed, fixture.tasks_path, tmp_path / "logs", chat_script(fixture), "max_turns=4"
+    )
     scores = {str(s.id): s.scores["datadojo_reward"] for s in log.samples or []}
     assert sorted(scores) == sorted(t.id for t in fixture.tasks)
     rows = {}

@@ -12,6 +12,7 @@ calls — and reports the parts as the score's metadata, so inspect's log shows 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,7 +22,14 @@ from datadojo.integrations.inspect.sandbox import sandbox_environment_class
 from datadojo.reward.registry import RewardSpec, score_pairs
 from datadojo.types import Task, TokenUsage, Trajectory
 
-__all__ = ["TRAJECTORY_KEY", "datadojo_scorer", "datadojo_solver", "finish_reason", "raw_reply"]
+__all__ = [
+    "TRAJECTORY_KEY",
+    "datadojo_scorer",
+    "datadojo_solver",
+    "finish_reason",
+    "generate_config",
+    "raw_reply",
+]
 
 #: The sample-store key of the episode's trajectory (its JSON form).
 TRAJECTORY_KEY = "datadojo_trajectory"
@@ -73,6 +81,27 @@ def _last_response(output: Any) -> Any:
     return getattr(call, "response", None)
 
 
+def generate_config(config: EnvConfig, stop: Sequence[str], max_tokens: int | None) -> Any:
+    """What each model call asks inspect for: the episode's stop strings and reply budget, and the
+    environment's sampling (DataMind §5.1's temperature 0.7 / top-p 0.95, or the benchmark's, as
+    ``datadojo eval`` samples) unless inspect's own ``--temperature`` / ``--top-p`` were given."""
+    from inspect_ai.model import GenerateConfig
+
+    try:  # the eval's generate config (inspect's command line); not public, hence the fallback
+        from inspect_ai.model._generate_config import active_generate_config
+
+        active = active_generate_config()
+    except ImportError:
+        active = GenerateConfig()
+    sampling = config.sampling
+    return GenerateConfig(
+        stop_seqs=list(stop),
+        max_tokens=max_tokens,
+        temperature=active.temperature if active.temperature is not None else sampling.temperature,
+        top_p=active.top_p if active.top_p is not None else sampling.top_p,
+    )
+
+
 def _chat_messages(messages: list[dict[str, str]]) -> list[Any]:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 
@@ -88,7 +117,7 @@ def _chat_messages(messages: list[dict[str, str]]) -> list[Any]:
 
 def datadojo_solver(config: EnvConfig, reward: RewardSpec | str | None = None) -> Any:
     """An inspect solver playing each sample's DataDojo task in the sample's ``datadojo`` sandbox."""
-    from inspect_ai.model import GenerateConfig, get_model
+    from inspect_ai.model import get_model
     from inspect_ai.solver import solver
     from inspect_ai.util import sandbox
 
@@ -107,8 +136,9 @@ def datadojo_solver(config: EnvConfig, reward: RewardSpec | str | None = None) -
             env = DataEnv(config, sandboxes=this_sample, reward=reward)
             model = get_model()
             try:
-                async with await env.reset(task, sample=max(state.epoch - 1, 0)) as episode:
-                    gen = GenerateConfig(stop_seqs=list(episode.stop), max_tokens=episode.max_tokens)
+                sample = max(state.epoch - 1, 0)  # inspect counts epochs from 1, DataDojo samples from 0
+                async with await env.reset(task, sample=sample, model=str(model)) as episode:
+                    gen = generate_config(config, episode.stop, episode.max_tokens)
                     while not episode.done:
                         t0 = time.perf_counter()
                         try:
