@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engine job: load DataDojo's exports in the real training engines and train / call them there.
 #
-#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl
+#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl inspect harbor
 #   DATADOJO_ENGINES="verl" bash scripts/engine_tests.sh
 #   bash scripts/engine_tests.sh --install-only  # only build the cached environments
 #
@@ -15,6 +15,13 @@
 # the CPU torch 2.13.0 (and no torchvision: the index's builds are CUDA builds of other ABIs). Its environment
 # therefore takes the matching trio torch 2.11.0 / torchvision 0.26.0 / torchaudio 2.11.0 from the index (the
 # set verl's own `cpu` extra pins; CUDA builds, several GB, run on the CPU here) — see docs/training.md.
+#
+# inspect_ai and Harbor are harnesses, not trainers: their environments take no torch. Harbor (0.26) needs
+# Python >= 3.12 (its code uses 3.12 syntax and typing.override) while Debian 12's is 3.11: its environment
+# is built with $DATADOJO_HARBOR_PYTHON, else the first python3.13 / python3.12 that runs (on PATH, or one
+# of pyenv's versions, which this machine image carries); with none, Harbor is NOT TESTED and the job says
+# why (the export and its reward are still checked by the unit suite, tests/integrations/
+# test_harbor_export.py, which runs the exported tests script without Docker).
 #
 # Fixtures (tests/engines/make_fixtures.py, run with this Python, which has DataDojo installed): oracle
 # Spider trajectories and EnvLunch warm-up tasks + trajectories from ../shared/data/spider, every export
@@ -33,12 +40,26 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 CACHE=${DATADOJO_ENGINE_CACHE:-$HOME/.cache/datadojo-engines}
-ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl"}
+ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl inspect harbor"}
 TORCH_SPEC=${DATADOJO_ENGINE_TORCH:-torch==2.13.0}
 STRICT=${DATADOJO_ENGINES_STRICT:-0}
 SPIDER=${DATADOJO_SPIDER:-$ROOT/../shared/data/spider}
-# The torch an engine's environment takes when it is not $TORCH_SPEC (see above).
-declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0")
+# The torch an engine's environment takes when it is not $TORCH_SPEC (see above); "" = none.
+declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0" [inspect]="" [harbor]="")
+
+newer_python() {  # the first Python >= 3.12 that runs: on PATH (not a pyenv shim of another version), or pyenv's
+  local py
+  for py in python3.13 python3.12 "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.1[23]*/bin/python3; do
+    if "$py" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
+      command -v "$py"
+      return 0
+    fi
+  done
+  return 1
+}
+# The Python an engine's environment is built with when it is not $PY (see above); "" = none found.
+declare -A PYTHON_FOR=([harbor]="${DATADOJO_HARBOR_PYTHON:-$(newer_python || true)}")
+declare -A NO_PYTHON_WHY=([harbor]="Harbor needs Python >= 3.12 and there is none here (set DATADOJO_HARBOR_PYTHON)")
 
 log() { echo "[engines $(date -u +%H:%M:%S)] $*"; }
 
@@ -55,10 +76,17 @@ pip_retry() {  # pip with retries on top of pip's own: a dropped connection shou
   return 1
 }
 
+python_for() {  # the interpreter engine $1's environment is built with; non-zero when there is none
+  local py=${PYTHON_FOR[$1]-$PY}
+  [ -n "$py" ] || return 1
+  echo "$py"
+}
+
 venv_for() {  # prints the cached venv of engine $1, building it when missing; non-zero when it cannot
-  local engine=$1 lock="tests/engines/requirements/$1.txt" key dir
-  local torch=${TORCH_FOR[$engine]:-$TORCH_SPEC}
-  key=$( { cat "$lock"; "$PY" -V; echo "$torch"; } | sha256sum | cut -c1-12)
+  local engine=$1 lock="tests/engines/requirements/$1.txt" key dir py
+  local torch=${TORCH_FOR[$engine]-$TORCH_SPEC}
+  py=$(python_for "$engine") || return 1
+  key=$( { cat "$lock"; "$py" -V; echo "$torch"; } | sha256sum | cut -c1-12)
   dir="$CACHE/$engine-$key"
   if [ -f "$dir/.complete" ]; then
     echo "$dir"
@@ -68,10 +96,10 @@ venv_for() {  # prints the cached venv of engine $1, building it when missing; n
   rm -rf "$dir"  # a build that was interrupted (no .complete marker)
   log "building the $engine environment in $dir (cold: a few minutes)" >&2
   # Built at its final path (a venv's scripts record it); .complete is written last.
-  "$PY" -m venv "$dir" >&2 || return 1
+  "$py" -m venv "$dir" >&2 || return 1
   {
     # shellcheck disable=SC2086  # the torch spec may name several packages
-    pip_retry "$dir" $torch && pip_retry "$dir" -r "$lock"
+    { [ -z "$torch" ] || pip_retry "$dir" $torch; } && pip_retry "$dir" -r "$lock"
   } >&2 || { rm -rf "$dir"; return 1; }
   touch "$dir/.complete"
   # Older environments of this engine (other keys) are dropped: each is about 1-2 GB.
@@ -82,6 +110,10 @@ venv_for() {  # prints the cached venv of engine $1, building it when missing; n
 if [ "${1:-}" = --install-only ]; then  # build (or check) the cached environments, run nothing
   for engine in $ENGINES; do
     t0=$(date +%s)
+    if ! python_for "$engine" >/dev/null; then
+      log "NOT TESTED: $engine: ${NO_PYTHON_WHY[$engine]}"
+      continue
+    fi
     venv_for "$engine" >/dev/null || { log "could not install $engine"; exit 1; }
     log "$engine environment ready ($(($(date +%s) - t0)) s)"
   done
@@ -114,6 +146,12 @@ if ! DATADOJO_PARITY_DIR="$PARITY" PYTHONPATH="$ROOT/src" "$PY" -m pytest -q -p 
 fi
 for engine in $ENGINES; do
   t0=$(date +%s)
+  if ! python_for "$engine" >/dev/null; then
+    RESULT[$engine]="NOT TESTED (${NO_PYTHON_WHY[$engine]})"
+    log "${RESULT[$engine]}: $engine"
+    [ "$STRICT" = 1 ] && failed=1
+    continue
+  fi
   if ! venv=$(venv_for "$engine"); then
     RESULT[$engine]="NOT TESTED (environment could not be installed)"
     log "${RESULT[$engine]}: $engine"

@@ -27,7 +27,7 @@ train_app = typer.Typer(
     no_args_is_help=True,
 )
 export_app = typer.Typer(
-    help="Export trajectories / tasks for LLaMA-Factory, TRL or verl.",
+    help="Export trajectories / tasks for LLaMA-Factory, TRL, verl or Harbor.",
     no_args_is_help=True,
 )
 
@@ -358,6 +358,36 @@ def export_verl_cmd(
             dialect=dialect,
             tasks_path=tasks,
             agent_loop=agent_loop,
+        )
+    except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
+        raise error_exit(exc) from exc
+    _print(report.to_dict())
+
+
+@export_app.command("harbor")
+def export_harbor_cmd(
+    tasks: Path = typer.Argument(..., help="Tasks JSONL (as datadojo synth writes it)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for one Harbor task folder per task."),
+    reward: str | None = typer.Option(
+        None, "--reward", help="Reward registry name for every task (default: chosen per task)."
+    ),
+    dialect: str = typer.Option("datamind", "--dialect", help="Dialect of the verifier's answer turn."),
+    install: str | None = typer.Option(
+        None,
+        "--install",
+        help="How the image installs DataDojo: a pip requirement (default: this version) or a wheel path.",
+    ),
+    agent_timeout: float = typer.Option(1800.0, "--agent-timeout", help="Harbor's agent timeout (s)."),
+) -> None:
+    """Harbor task folders (instruction, task.toml, environment, tests computing DataDojo's reward, the
+    reference solution where there is one); see docs/environment.md, "Harbor"."""
+    from datadojo.cli.inputs import load_tasks
+    from datadojo.integrations.harbor.export import export_harbor
+
+    task_list = load_tasks(tasks, "TASKS")
+    try:
+        report = export_harbor(
+            task_list, out, reward=reward, dialect=dialect, install=install, agent_timeout_s=agent_timeout
         )
     except OSError as exc:  # bad records and settings are DataDojoErrors: one line from the root handler
         raise error_exit(exc) from exc

@@ -86,6 +86,7 @@ __all__ = [
     "EvalConfig",
     "EvalError",
     "EvalResult",
+    "benchmark_env_config",
     "count_eval_tasks",
     "default_ks",
     "judge_run",
@@ -202,16 +203,15 @@ class EvalConfig(Settings):
 
     def agent_config(self, benchmark: Benchmark) -> AgentConfig:
         """The agent loop's settings: explicit ones, else the benchmark's defaults."""
-        d = benchmark.defaults
-        blind = {"profile_chars": 0} if self.data_blind else {}  # no file profile in a blind prompt
-        return AgentConfig(
-            max_turns=self.max_turns or d.max_turns,
-            dialect=self.dialect or d.dialect,
+        config = benchmark_env_config(
+            benchmark,
+            max_turns=self.max_turns,
+            dialect=self.dialect,
             reserve_final_turn=self.reserve_final_turn,
-            sampling=self.sampling or SamplingParams(temperature=d.temperature, top_p=d.top_p),
-            language=d.language,
-            **blind,
+            sampling=self.sampling,
         )
+        # no file profile in a blind prompt (the data-blind audit)
+        return config.replace(profile_chars=0) if self.data_blind else config
 
     def identity(self, benchmark: Benchmark) -> dict[str, Any]:
         """The settings every run sharing an output folder must agree on (n and limit may grow)."""
@@ -228,6 +228,29 @@ class EvalConfig(Settings):
             "loader_options": {k: str(v) for k, v in sorted(self.loader_options.items())},
             **({"data_blind": True} if self.data_blind else {}),  # a raw run's identity is as before
         }
+
+
+def benchmark_env_config(
+    benchmark: Benchmark,
+    *,
+    max_turns: int | None = None,
+    dialect: str | None = None,
+    reserve_final_turn: bool = False,
+    sampling: SamplingParams | None = None,
+) -> AgentConfig:
+    """The agent loop's settings on ``benchmark``: the given ones, else the benchmark's defaults.
+
+    The one place that reads them, so that ``datadojo eval`` and the harness adapters (inspect_ai's
+    ``datadojo/benchmark``) run a benchmark's episodes alike.
+    """
+    d = benchmark.defaults
+    return AgentConfig(
+        max_turns=max_turns or d.max_turns,
+        dialect=dialect or d.dialect,
+        reserve_final_turn=reserve_final_turn,
+        sampling=sampling or SamplingParams(temperature=d.temperature, top_p=d.top_p),
+        language=d.language,
+    )
 
 
 @dataclass

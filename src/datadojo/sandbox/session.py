@@ -26,6 +26,7 @@ from typing import Any, Literal
 from datadojo.errors import DataDojoError, ExitCode
 from datadojo.sandbox.cells import render_parts
 from datadojo.sandbox.config import SandboxConfig
+from datadojo.sandbox.files import SandboxFiles
 from datadojo.sandbox.install import default_install_dir, ensure_module
 from datadojo.sandbox.isolation import (
     LaunchPlan,
@@ -298,6 +299,29 @@ class Sandbox:
     def files(self) -> dict[str, DataFile]:
         """The data files placed so far, by visible name."""
         return dict(self._ws.files)
+
+    @property
+    def file_access(self) -> SandboxFiles:
+        """The harness's access to this sandbox's files by the names the agent's code uses (confined to
+        the working directory and the inputs; see :mod:`datadojo.sandbox.files`)."""
+        views = [(self.code_workspace, self.workspace)]
+        if self._ws.placement == "view":
+            views.append((self._ws.link_root, self._ws.inputs))
+        if self.code_workspace != str(self.workspace):  # the host path names the same folder
+            views.append((str(self.workspace), self.workspace))
+        return SandboxFiles(views, self.cell_uid)
+
+    async def read_file(self, file: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of ``file`` as the agent's code names it (relative to its working directory)."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        return await asyncio.to_thread(self.file_access.read, file, max_bytes=max_bytes)
+
+    async def write_file(self, file: str, contents: bytes) -> None:
+        """Write ``file`` in the working directory, as the agent's code names it (atomic; parents made)."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        await asyncio.to_thread(self.file_access.write, file, contents)
 
     @property
     def landlock(self) -> dict[str, Any] | None:
