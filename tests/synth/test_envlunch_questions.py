@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from datadojo.agent.prompts import GUIDANCE_SECTIONS
+from datadojo.env.prompts import GUIDANCE_SECTIONS
 from datadojo.jsonl import read_tasks
 from datadojo.reward.envlunch import task_info
 from datadojo.synth.envlunch import solver_check

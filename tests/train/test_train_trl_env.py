@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from datadojo.env.tokens import GenOutput, TokenEpisode
 from datadojo.jsonl import read_trajectories
 from datadojo.reward.registry import RewardSpec, score_pairs_sync
 from datadojo.sandbox.session import SandboxError
-from datadojo.train.episode import GenOutput, TokenEpisode
 from datadojo.train.export.trl_env import (
     DataDojoRollouts,
     TRLRolloutError,

@@ -11,7 +11,11 @@ looser stand-in. The export writes ``rl_tasks.jsonl`` — one :class:`~datadojo.
 * the answer format the benchmark's agents are evaluated with in ``extra["answer_format"]`` (as
   ``datadojo eval`` adds it), so the policy is trained on the prompt it will be evaluated on;
 * only tasks with a public reference (:meth:`Benchmark.has_public_answer`); the others are counted and
-  the first few named, never silently dropped.
+  the first few named, never silently dropped;
+* only tasks the reward can score: a task only an LLM judge scores (a judged benchmark's
+  :meth:`~datadojo.bench.judged.JudgedBenchmark.wants_verdict`, e.g. KramaBench's ``string_approximate``
+  unless ``paraphrase=rule``) is left out and counted apart (``needs_judge``), since the reward's
+  benchmark check runs without a judge and would refuse it mid-training.
 
 The file is written atomically (temporary file, then rename).
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.bench.base import Benchmark
+from datadojo.bench.judged import JudgedBenchmark
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.types import Task
 
@@ -39,10 +44,13 @@ class RLExport:
     path: Path
     written: int
     skipped: list[str] = field(default_factory=list)
+    #: tasks with a public answer that only an LLM judge can score (left out: the reward has no judge)
+    needs_judge: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "written": self.written, "skipped": len(self.skipped),
-                "skipped_ids": self.skipped[:20]}  # fmt: skip
+                "skipped_ids": self.skipped[:20], "needs_judge": len(self.needs_judge),
+                "needs_judge_ids": self.needs_judge[:20]}  # fmt: skip
 
 
 def _portable(task: Task, benchmark: Benchmark) -> Task:
@@ -67,16 +75,25 @@ def export_rl_tasks(
         target = target / RL_TASKS
     kept: list[Task] = []
     skipped: list[str] = []
+    needs_judge: list[str] = []
     for task in benchmark.load(data, require_files=True, **(options or {})):
-        if benchmark.has_public_answer(task):
-            kept.append(_portable(task, benchmark))
-        else:
+        if not benchmark.has_public_answer(task):
             skipped.append(task.id)
-    if not kept:
+        elif isinstance(benchmark, JudgedBenchmark) and benchmark.wants_verdict(task):
+            needs_judge.append(task.id)
+        else:
+            kept.append(_portable(task, benchmark))
+    if not kept and not needs_judge:
         raise ValueError(
             f"{benchmark.name}: none of the {len(skipped)} task(s) in {data} has a public answer; nothing to "
             "train on (DABstep: the dev split; the test split's answers are withheld)"
         )
+    if not kept:
+        raise ValueError(
+            f"{benchmark.name}: {len(needs_judge)} of the {len(needs_judge) + len(skipped)} task(s) in {data} "
+            "can only be scored by an LLM judge, the others have no public answer; nothing the reward can "
+            "score (see the benchmark's loader options)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     written = write_jsonl_atomic(target, kept)
-    return RLExport(target, written, skipped)
+    return RLExport(target, written, skipped, needs_judge)

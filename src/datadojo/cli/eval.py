@@ -523,6 +523,12 @@ def bench_export(
     if result.skipped:
         shown = ", ".join(result.skipped[:5]) + (" …" if len(result.skipped) > 5 else "")
         typer.echo(f"left out {len(result.skipped)} task(s) whose answers are withheld: {shown}")
+    if result.needs_judge:
+        shown = ", ".join(result.needs_judge[:5]) + (" …" if len(result.needs_judge) > 5 else "")
+        typer.echo(
+            f"left out {len(result.needs_judge)} task(s) only an LLM judge can score (the reward has none): "
+            f"{shown}; see the benchmark's loader options (KramaBench: --option paraphrase=rule)"
+        )
 
 
 def register(app: typer.Typer) -> None:

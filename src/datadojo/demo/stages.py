@@ -102,8 +102,8 @@ def _run_examples(cfg: DemoConfig) -> Callable[[StageContext], dict[str, Any]]:
 
 
 def _run_profile(ctx: StageContext) -> dict[str, Any]:
-    from datadojo.agent import AgentConfig
     from datadojo.corpus import profile_file, profile_folder, render_file_profile, render_folder_profile
+    from datadojo.env import AgentConfig
 
     ex = _examples(ctx)
     budget = AgentConfig().profile_chars
