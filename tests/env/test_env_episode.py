@@ -42,7 +42,13 @@ async def test_step_by_step_gives_observations_then_the_trajectory() -> None:
     assert isinstance(episode, Episode) and not episode.done and episode.stop_reason is None
     assert [m["role"] for m in episode.messages] == ["system", "user"]
     assert episode.messages[1]["content"] == "How many rows?"
-    assert episode.stop == ("</code>", "</answer>", "<interpreter>") and episode.max_tokens is None
+    assert (
+        episode.stop == ("</code>", "</answer>", "<interpreter>") == env.stop and episode.max_tokens is None
+    )
+    assert env.dialect.name == "datamind" and env.max_turns == 4
+    # the config's own stop strings come first, the dialect's after them, each once
+    sailor = DataEnv(EnvConfig(dialect="sailor", sampling=SamplingParams(stop=("\n\n\n", "</python>"))))
+    assert sailor.stop == ("\n\n\n", "</python>", "</answer>", "<result>")
     assert episode.turn_seed == 9
     runner = sessions.opened[0]
     assert runner.seeds == [trajectory_seed("e1", 1, 9)]  # the session was reseeded for this trajectory

@@ -16,7 +16,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from datadojo.env.config import AgentConfig
-from datadojo.env.episode import CodeRunner, Episode, EventHook
+from datadojo.env.episode import CodeRunner, Episode, EventHook, stop_strings
+from datadojo.protocol import Dialect, get_dialect
 from datadojo.reward.registry import RewardSpec, reward_for_task
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
@@ -71,6 +72,21 @@ class DataEnv:
         self._sandboxes = sandboxes
         self._close_pool: Callable[[], Any] | None = None
         self._chash = config_hash(self.config.to_dict())
+
+    @property
+    def dialect(self) -> Dialect:
+        """The tag protocol of the episodes (``datamind``: ``<code>``/``<answer>``; ``sailor``: ``<python>``)."""
+        return get_dialect(self.config.dialect)
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """The stop strings every model call of these episodes must use (:attr:`Episode.stop`)."""
+        return stop_strings(self.config)
+
+    @property
+    def max_turns(self) -> int:
+        """The turn budget T of an episode."""
+        return self.config.max_turns
 
     @property
     def confinement(self) -> str | None:

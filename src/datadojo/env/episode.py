@@ -43,6 +43,7 @@ __all__ = [
     "Episode",
     "EventHook",
     "StepResult",
+    "stop_strings",
 ]
 
 FINAL_TURN_NOTE = "This is your last turn: give your final answer now in <{answer}>…</{answer}>."
@@ -103,6 +104,12 @@ class StepResult:
     turn: Turn
 
 
+def stop_strings(config: AgentConfig) -> tuple[str, ...]:
+    """The stop strings a model call must use under ``config``: its ``sampling.stop``, then the dialect's
+    (e.g. ``</code>``, ``</answer>``, ``<interpreter>``), each once."""
+    return tuple(dict.fromkeys((*config.sampling.stop, *get_dialect(config.dialect).stop_sequences)))
+
+
 def _sqlite_names(task: Task) -> list[str]:
     return [f.visible_name for f in task.files if f.kind == "sqlite"]
 
@@ -157,7 +164,7 @@ class Episode:
         self.prompt = [dict(m) for m in prompt]
         self.messages: list[dict[str, Any]] = [dict(m) for m in prompt]
         self.turns: list[Turn] = []
-        self.stop: tuple[str, ...] = tuple(dict.fromkeys((*cfg.sampling.stop, *self.dialect.stop_sequences)))
+        self.stop: tuple[str, ...] = stop_strings(cfg)
         self.max_tokens: int | None = cfg.sampling.max_tokens
         self.done = False
         self.stop_reason: str | None = None
