@@ -342,3 +342,14 @@ def test_a_teacher_down_after_the_plan_ends_synthesis_with_the_same_line(
     ) as err:
         run(load_recipe(path), probe_servers=False)  # the plan's probe skipped: as if it had answered then
     assert err.value.exit_code == 3
+
+
+def test_rl_reward_choices_are_the_registry_names() -> None:
+    from datadojo.recipes.engine import RecipeError
+    from datadojo.recipes.stages import check_choices
+    from datadojo.reward.registry import reward_names
+
+    for name in ("auto", *reward_names()):
+        check_choices("[stages.rl]", {"reward": name})
+    with pytest.raises(RecipeError, match=r"reward = 'f1': not one of auto, benchmark, datamind, envlunch"):
+        check_choices("[stages.rl]", {"reward": "f1"})

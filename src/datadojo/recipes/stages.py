@@ -484,7 +484,7 @@ def check_choices(where: str, section: dict[str, Any]) -> None:
     """``preset`` and ``reward`` of an RL section among the known ones (a wrong one is not a silent default)."""
     from datadojo.reward.registry import reward_names
 
-    for key, known in (("preset", PRESETS), ("reward", tuple(reward_names()))):
+    for key, known in (("preset", PRESETS), ("reward", ("auto", *reward_names()))):
         if key in section and section[key] not in known:
             raise RecipeError(f"{where} {key} = {section[key]!r}: not one of {', '.join(known)}")
 
