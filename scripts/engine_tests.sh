@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engine job: load DataDojo's exports in the real training engines and train / call them there.
 #
-#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl
+#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl verifiers openenv
 #   DATADOJO_ENGINES="verl" bash scripts/engine_tests.sh
 #   bash scripts/engine_tests.sh --install-only  # only build the cached environments
 #
@@ -16,6 +16,9 @@
 # therefore takes the matching trio torch 2.11.0 / torchvision 0.26.0 / torchaudio 2.11.0 from the index (the
 # set verl's own `cpu` extra pins; CUDA builds, several GB, run on the CPU here) — see docs/training.md.
 #
+# The environment adapters' engines (verifiers, openenv: DataDojo loaded by verifiers' vf-eval and served to
+# openenv-core's client) need no torch: their environments take none (TORCH_FOR maps them to nothing).
+#
 # Fixtures (tests/engines/make_fixtures.py, run with this Python, which has DataDojo installed): oracle
 # Spider trajectories and EnvLunch warm-up tasks + trajectories from ../shared/data/spider, every export
 # kind, and a tiny random Qwen2 checkpoint with Qwen2.5's chat template.
@@ -29,12 +32,13 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 CACHE=${DATADOJO_ENGINE_CACHE:-$HOME/.cache/datadojo-engines}
-ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl"}
+ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl verifiers openenv"}
 TORCH_SPEC=${DATADOJO_ENGINE_TORCH:-torch==2.13.0}
 STRICT=${DATADOJO_ENGINES_STRICT:-0}
 SPIDER=${DATADOJO_SPIDER:-$ROOT/../shared/data/spider}
 # The torch an engine's environment takes when it is not $TORCH_SPEC (see above).
-declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0")
+# An empty value: the engine takes no torch at all.
+declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0" [verifiers]="" [openenv]="")
 
 log() { echo "[engines $(date -u +%H:%M:%S)] $*"; }
 
@@ -53,7 +57,8 @@ pip_retry() {  # pip with retries on top of pip's own: a dropped connection shou
 
 venv_for() {  # prints the cached venv of engine $1, building it when missing; non-zero when it cannot
   local engine=$1 lock="tests/engines/requirements/$1.txt" key dir
-  local torch=${TORCH_FOR[$engine]:-$TORCH_SPEC}
+  local torch=$TORCH_SPEC
+  [ -v "TORCH_FOR[$engine]" ] && torch=${TORCH_FOR[$engine]}
   key=$( { cat "$lock"; "$PY" -V; echo "$torch"; } | sha256sum | cut -c1-12)
   dir="$CACHE/$engine-$key"
   if [ -f "$dir/.complete" ]; then
@@ -67,7 +72,7 @@ venv_for() {  # prints the cached venv of engine $1, building it when missing; n
   "$PY" -m venv "$dir" >&2 || return 1
   {
     # shellcheck disable=SC2086  # the torch spec may name several packages
-    pip_retry "$dir" $torch && pip_retry "$dir" -r "$lock"
+    { [ -z "$torch" ] || pip_retry "$dir" $torch; } && pip_retry "$dir" -r "$lock"
   } >&2 || { rm -rf "$dir"; return 1; }
   touch "$dir/.complete"
   # Older environments of this engine (other keys) are dropped: each is about 1-2 GB.
