@@ -136,7 +136,7 @@ async def test_retry_then_success(sandbox):
 
 
 async def test_context_limit_stops_instead_of_truncating(sandbox):
-    from datadojo.agent.prompts import build_prompt, load_template
+    from datadojo.env.prompts import build_prompt, load_template
     from datadojo.protocol import get_dialect
 
     dialect = get_dialect("datamind")

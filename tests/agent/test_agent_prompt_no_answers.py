@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from datadojo.agent import AgentConfig
-from datadojo.agent.prompts import episode_prompt
 from datadojo.bench import get_benchmark
 from datadojo.bench.scidata import READERS_NOTE
+from datadojo.env.prompts import episode_prompt
 
 REPO = Path(__file__).resolve().parents[2]
 SURVEY = REPO / "examples" / "data" / "station_survey"

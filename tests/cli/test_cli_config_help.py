@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import typer
 
-from datadojo.agent.config import AgentConfig
 from datadojo.cli.app import app
 from datadojo.config import ConfigError, Settings, choices, config_default, config_help, field_help
 from datadojo.corpus.config import FilterConfig, OverlapConfig, ScanConfig
 from datadojo.demo.pipeline import DemoConfig
+from datadojo.env.config import AgentConfig
 from datadojo.eval.harness import EvalConfig
 from datadojo.sandbox.config import Limits, SandboxConfig
 from datadojo.synth.datamind.config import DataMindConfig

@@ -24,8 +24,8 @@ from _fixtures import FX, MANIFEST, MODEL
 from transformers import AutoTokenizer
 from trl import GRPOConfig
 
+from datadojo.env.tokens import GenOutput
 from datadojo.jsonl import read_tasks, read_trajectories
-from datadojo.train.episode import GenOutput
 from datadojo.train.export.trl_env import DataDojoRollouts, grpo_trainer
 from datadojo.types import DataFile, Task
 

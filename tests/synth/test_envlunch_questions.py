@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from datadojo.agent.prompts import GUIDANCE_SECTIONS
+from datadojo.env.prompts import GUIDANCE_SECTIONS
 from datadojo.jsonl import read_tasks
 from datadojo.synth.envlunch import solver_check
 from datadojo.synth.envlunch.audit import constant_program

@@ -98,7 +98,7 @@ def _script() -> Any:
 
 def _token_script(tok: Any) -> Any:
     """The same script token-in / token-out: the decoded prompt decides the reply, sent as token ids."""
-    from datadojo.train.episode import GenOutput
+    from datadojo.env.tokens import GenOutput
 
     def handler(prompt_ids: list[int], sampling: dict[str, Any]) -> GenOutput:
         last = tok.decode(prompt_ids).rsplit("<|im_start|>user", 1)[-1]

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from datadojo.agent import AgentConfig
-from datadojo.llm.base import SamplingParams
-from datadojo.protocol.messages import strip_masks, trajectory_to_messages
-from datadojo.sandbox import Sandbox, SandboxConfig
-from datadojo.train.episode import (
+from datadojo.env.tokens import (
     EpisodeError,
     GenOutput,
     TokenEpisode,
     parse_completion_choice,
     run_token_episode,
 )
+from datadojo.llm.base import SamplingParams
+from datadojo.protocol.messages import strip_masks, trajectory_to_messages
+from datadojo.sandbox import Sandbox, SandboxConfig
 from datadojo.types import DataFile, Task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datadojo.agent import AgentConfig
-from datadojo.agent.prompts import episode_prompt
+from datadojo.env.prompts import episode_prompt
 from datadojo.protocol import get_dialect
 from datadojo.protocol.messages import messages_to_trajectory
 from datadojo.train.export import ExportError

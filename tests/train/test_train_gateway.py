@@ -6,9 +6,9 @@ import json
 import urllib.request
 from typing import Any
 
+from datadojo.env.tokens import GenOutput, openai_completions_generate
 from datadojo.testing.server import Reply, ScriptedLLMServer
 from datadojo.testing.token_server import TokenServer
-from datadojo.train.episode import GenOutput, openai_completions_generate
 from datadojo.train.gateway import RecordingGateway
 
 

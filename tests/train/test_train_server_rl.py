@@ -11,10 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from datadojo.env.tokens import openai_completions_generate  # noqa: E402
 from datadojo.llm.base import SamplingParams  # noqa: E402
 from datadojo.testing.token_server import TokenServer, hf_handler  # noqa: E402
 from datadojo.train.config import OptimConfig, RLConfig  # noqa: E402
-from datadojo.train.episode import openai_completions_generate  # noqa: E402
 from datadojo.train.rewards import RewardResult  # noqa: E402
 from datadojo.train.rl import RLTrainer  # noqa: E402
 from datadojo.train.rollouts import TokenRollouts  # noqa: E402

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from datadojo.env.tokens import GenOutput, TokenEpisode
 from datadojo.jsonl import read_trajectories
 from datadojo.sandbox.session import SandboxError
-from datadojo.train.episode import GenOutput, TokenEpisode
 from datadojo.train.export.trl_env import (
     DataDojoRollouts,
     TRLRolloutError,

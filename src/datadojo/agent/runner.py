@@ -24,18 +24,16 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datadojo.agent.config import AgentConfig
-from datadojo.agent.loop import CodeRunner, EventHook, run_agent
+from datadojo.env import AgentConfig, DataEnv, EventHook, SandboxFactory, default_sandboxes, run_episode
 from datadojo.executor import Executor, ExecutorError, LocalExecutor, Worker, WorkerSpec, require_spec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, LLMError
 from datadojo.sandbox.result import isolation_counts
-from datadojo.types import Provenance, Task, Trajectory, config_hash
+from datadojo.types import Task, Trajectory
 
 __all__ = [
     "STOP_AFTER_LLM_ERRORS",
@@ -51,8 +49,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-SandboxFactory = Callable[[Task], AbstractAsyncContextManager[CodeRunner]]
 
 
 def model_name(model: ChatBackend | str) -> str:
@@ -210,18 +206,12 @@ def _jobs(
             yield task, sample
 
 
-def _default_sandboxes(concurrency: int, config: Any = None) -> tuple[SandboxFactory, Callable[[], Any]]:
-    from datadojo.sandbox import SandboxConfig, SandboxPool
-
-    pool = SandboxPool(config or SandboxConfig(), size=concurrency)
-    return (lambda task: pool.session(task.files)), pool.close
-
-
 class EpisodeWorker:
     """Runs one episode per item ``(task, sample)``: the unit of work of every rollout, local or on Ray.
 
-    Holds the backend and the sandbox factory; ``closers`` are called by :meth:`close` (what this worker
-    created itself: a sandbox pool, a model client).
+    Holds the backend and a :class:`~datadojo.env.DataEnv` over the sandbox factory; each item is an
+    episode of the environment played to its end by :func:`~datadojo.env.run_episode`. ``closers`` are
+    called by :meth:`close` (what this worker created itself: a sandbox pool, a model client).
     """
 
     def __init__(
@@ -235,32 +225,25 @@ class EpisodeWorker:
         closers: tuple[Callable[[], Any], ...] = (),
     ) -> None:
         self.backend = backend
-        self.sandboxes = sandboxes
+        self.env = DataEnv(config, sandboxes=sandboxes)
         self.config = config
         self.seed = seed
         self.on_event = on_event
         self._closers = closers
-        self._chash = config_hash(config.to_dict())
 
     async def run(self, item: tuple[Task, int]) -> Trajectory:
         task, sample = item
-        cfg, backend = self.config, self.backend
+        backend = self.backend
         traj_seed = None if self.seed is None else self.seed * 1_000_003 + sample * 1_009
         try:
-            async with self.sandboxes(task) as sandbox:
-                return await run_agent(
-                    task, backend, sandbox, cfg, sample=sample, seed=traj_seed, on_event=self.on_event
-                )
+            episode = await self.env.reset(
+                task, sample=sample, seed=traj_seed, model=backend.model_id, on_event=self.on_event
+            )
+            async with episode:
+                return await run_episode(episode, backend)
         except Exception as exc:  # the sandbox could not be made (or closed): this trajectory only
-            log.warning("task %s sample %d: environment failure: %s", task.id, sample, exc)
-            return Trajectory(
-                task_id=task.id,
-                sample=sample,
-                dialect=cfg.dialect,
-                stop_reason="env_error",
-                error=f"{type(exc).__name__}: {exc}",
-                model=backend.model_id,
-                provenance=Provenance(config_hash=self._chash, seed=traj_seed),
+            return self.env.failed_trajectory(
+                task, exc, sample=sample, seed=traj_seed, model=backend.model_id
             )
 
     async def close(self) -> None:
@@ -282,7 +265,7 @@ async def episode_worker(
     from datadojo.llm import load_backend
 
     backend = load_backend(model, concurrency=pool_size)
-    sandboxes, close_pool = _default_sandboxes(pool_size, sandbox)
+    sandboxes, close_pool = default_sandboxes(pool_size, sandbox)
     return EpisodeWorker(backend, sandboxes, config, seed=seed, closers=(close_pool, backend.aclose))
 
 
@@ -384,7 +367,7 @@ async def run_rollouts(
             backend = load_backend(backend, concurrency=concurrency)
             closers.append(backend.aclose)
         if sandboxes is None:
-            sandboxes, close_pool = _default_sandboxes(concurrency, sandbox_config)
+            sandboxes, close_pool = default_sandboxes(concurrency, sandbox_config)
             closers.insert(0, close_pool)
         runner = EpisodeWorker(backend, sandboxes, cfg, seed=seed, on_event=on_event)
     started = time.perf_counter()

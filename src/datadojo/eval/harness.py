@@ -6,7 +6,7 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    added to every task (``extra["answer_format"]``, which the system prompt shows), and the turn budget,
    tool language and tag dialect default to the benchmark's (:class:`~datadojo.bench.base.BenchmarkDefaults`:
    DataMind's T = 10, §3.1).
-2. **Trials**: :func:`datadojo.agent.run_rollouts` runs ``n_trials`` episodes per task (DataMind §5.1:
+2. **Trials**: :func:`datadojo.agent.run_rollouts` runs ``n_trials`` episodes of the environment (:mod:`datadojo.env`) per task (DataMind §5.1:
    three independent trials) with a model, or with the :mod:`~datadojo.eval.oracle` agent. Trajectories
    are appended to ``OUT/trajectories.jsonl`` as they finish; rerunning the same command skips the
    (task, trial) pairs already there, so an interrupted run resumes, and a larger ``-n`` or ``--limit``
@@ -53,12 +53,12 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from datadojo.agent import AgentConfig, RolloutSummary, run_rollouts
-from datadojo.agent.loop import CodeRunner
+from datadojo.agent import RolloutSummary, run_rollouts
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
 from datadojo.bench.spider import extract_sql
 from datadojo.config import Settings, field_help
+from datadojo.env import AgentConfig, CodeRunner, default_sandboxes
 from datadojo.errors import DataDojoError
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
@@ -638,14 +638,11 @@ async def run_eval(
         except BaseException:
             await chat.aclose()
             raise
-    pool = None
+    close_pool = None
     if remote:
         base_factory = None  # type: ignore[assignment]
-    elif sandboxes is None:
-        from datadojo.sandbox import SandboxPool
-
-        pool = SandboxPool(_sandbox_config(cfg, benchmark), size=cfg.concurrency)
-        base_factory: SandboxFactory = lambda task: pool.session(task.files)  # noqa: E731
+    elif sandboxes is None:  # the environment's pool (datadojo.env), with the benchmark's sandbox settings
+        base_factory, close_pool = default_sandboxes(cfg.concurrency, _sandbox_config(cfg, benchmark))
     else:
         base_factory = sandboxes
 
@@ -666,8 +663,8 @@ async def run_eval(
             executor=executor, worker=worker,
         )  # fmt: skip
     finally:
-        if pool is not None:
-            await pool.close()
+        if close_pool is not None:
+            await close_pool()
         if own_backend and not isinstance(chat, str):
             await chat.aclose()
 

@@ -162,10 +162,11 @@ async def oracle_episode_worker(
 ) -> Any:
     """An :class:`~datadojo.agent.runner.EpisodeWorker` playing the oracle, built where it runs (a Ray
     node): an :class:`OracleBackend` over ``tasks`` bound to each episode's task, and a sandbox pool."""
-    from datadojo.agent.runner import EpisodeWorker, _default_sandboxes
+    from datadojo.agent.runner import EpisodeWorker
+    from datadojo.env import default_sandboxes
 
     oracle = OracleBackend(tasks, dialect=config.dialect)
-    pool_factory, close_pool = _default_sandboxes(pool_size, sandbox)
+    pool_factory, close_pool = default_sandboxes(pool_size, sandbox)
 
     def sandboxes(task: Task) -> Any:
         oracle.bind(task)  # called inside the episode's own asyncio task (see OracleBackend.bind)

@@ -248,8 +248,8 @@ def prompt_floor(path: Path, agent: Mapping[str, Any], task: Any = None) -> int:
     if key in _FLOORS:
         return _FLOORS[key]
     try:
-        from datadojo.agent.config import AgentConfig
-        from datadojo.agent.prompts import episode_prompt
+        from datadojo.env.config import AgentConfig
+        from datadojo.env.prompts import episode_prompt
         from datadojo.types import Task
 
         tok = _tokenizer(str(path), stamp)

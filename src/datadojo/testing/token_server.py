@@ -1,7 +1,7 @@
 """A loopback token-in / token-out inference server: vLLM's ``/v1/completions`` with token-id prompts, and
 the weight-update routes of vLLM and SGLang, every call recorded.
 
-Why: the RL paths that talk to a real engine (the token-exact rollouts of :mod:`datadojo.train.episode`,
+Why: the RL paths that talk to a real engine (the token-exact rollouts of :mod:`datadojo.env.tokens`,
 the in-place weight updates of :mod:`datadojo.train.weight_sync`, the recording gateway) must be tested
 over HTTP against something that answers the way vLLM does, with a model whose log-probs are real. The
 server runs a ``handler(prompt_ids, sampling) -> GenOutput`` (:func:`hf_handler` wraps a tiny transformers
@@ -30,9 +30,9 @@ Handler = Callable[[list[int], dict[str, Any]], Any]
 
 
 def hf_handler(model: Any, *, eos_token_id: int | None = None) -> tuple[Handler, Callable[[str], None]]:
-    """``(handler, reload)`` over a transformers model: generation as :func:`datadojo.train.episode.hf_generate`,
+    """``(handler, reload)`` over a transformers model: generation as :func:`datadojo.env.tokens.hf_generate`,
     ``reload(path)`` loads the weights saved in ``path`` into the same model object (in place)."""
-    from datadojo.train.episode import hf_generate
+    from datadojo.env.tokens import hf_generate
 
     gen = hf_generate(model, eos_token_id=eos_token_id)
     lock = threading.Lock()

@@ -204,7 +204,7 @@ class RLConfig(RunConfig):
     ``publish_every`` > 0 saves the current policy to ``<output_dir>/policy`` every that many steps, for an
     external generation server (vLLM) to reload; ``sampler`` names the generator: ``hf`` (the training model
     itself, in process) or ``openai:NAME@URL``, a vLLM / SGLang server driven token-in / token-out
-    (:mod:`datadojo.train.episode`) whose sampled log-probs become the rollout log-probs of the IS
+    (:mod:`datadojo.env.tokens`) whose sampled log-probs become the rollout log-probs of the IS
     correction (``tis_mode``), and which loads the trained weights in place (``weight_update``) every
     ``max_policy_lag`` + 1 steps.
     """

@@ -12,7 +12,7 @@ engines ignore fields they do not know), passes the reply back, and appends one 
      "finish_reason", "text"}
 
 so every rollout made through it can be rebuilt token for token
-(:func:`datadojo.train.episode.parse_completion_choice` reads the same shapes). The log is append-only
+(:func:`datadojo.env.tokens.parse_completion_choice` reads the same shapes). The log is append-only
 (one ``write`` per record under a lock) and survives restarts; a client's own ``logprobs`` request is
 honoured as sent.
 
@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from datadojo.train.episode import EpisodeError, parse_completion_choice
+from datadojo.env.tokens import EpisodeError, parse_completion_choice
 
 __all__ = ["RecordingGateway"]
 

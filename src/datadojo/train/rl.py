@@ -40,11 +40,11 @@ from typing import Any
 
 import torch
 
+from datadojo.env.tokens import INFRA_STOP_REASONS, TokenEpisode
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
 from datadojo.train.checkpoint import CheckpointManager, save_hf_model
 from datadojo.train.config import RLConfig
-from datadojo.train.episode import INFRA_STOP_REASONS, TokenEpisode
 from datadojo.train.losses import (
     dynamic_sampling_keep,
     group_advantages,
@@ -100,7 +100,7 @@ class Rollout:
 
     @property
     def infra(self) -> bool:
-        """Ended on a server or sandbox failure (:data:`~datadojo.train.episode.INFRA_STOP_REASONS`)."""
+        """Ended on a server or sandbox failure (:data:`~datadojo.env.tokens.INFRA_STOP_REASONS`)."""
         return self.traj.stop_reason in INFRA_STOP_REASONS
 
     @property

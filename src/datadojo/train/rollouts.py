@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from datadojo.agent import AgentConfig, run_rollouts
-from datadojo.agent.runner import SandboxFactory
+from datadojo.agent import run_rollouts
+from datadojo.env import AgentConfig, DataEnv, SandboxFactory
 from datadojo.jsonl import read_trajectories
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.types import Task, Trajectory
@@ -138,7 +138,8 @@ class AgentRollouts:
 class TokenRollouts:
     """Token-exact rollouts from a generation server (``train rl --sampler openai:NAME@URL``).
 
-    Each episode runs through :func:`datadojo.train.episode.run_token_episode`: the server gets token-id
+    Each episode is a :class:`~datadojo.env.DataEnv` episode played token-in / token-out
+    (:func:`datadojo.env.tokens.play_token_episode`): the server gets token-id
     prompts and returns sampled ids with their log-probs, so the trainer trains on exactly the sampled
     tokens and its truncated-IS weights compare its old log-probs with the *server's* (EnvLunch §4). Each
     trajectory keeps its tokens in ``extra["tokens"]``; the step's JSONL is appended as episodes finish and
@@ -178,42 +179,30 @@ class TokenRollouts:
         return None if self.weights is None else self.weights.policy_lag
 
     async def _run(self, tasks: Sequence[Task], group_size: int, out: Path, seed: int) -> None:
-        from datadojo.agent.runner import _default_sandboxes
+        from datadojo.env.tokens import TokenEpisodeBackend, play_token_episode
         from datadojo.jsonl import append_jsonl
-        from datadojo.train.episode import run_token_episode
 
         done = {t.key for t in read_trajectories(out)} if out.exists() else set()
-        close_pool = None
-        factory = self.sandboxes
-        if factory is None:  # a pool per step: it lives on this step's event loop
-            factory, close_pool = _default_sandboxes(self.concurrency)
+        # a pool per step when no factory is given: it lives on this step's event loop
+        env = DataEnv(self.agent_config, sandboxes=self.sandboxes, pool_size=self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
 
         async def one(task: Task, sample: int) -> None:
             async with sem:
                 traj_seed = seed * 1_000_003 + sample * 1_009
                 try:
-                    async with factory(task) as sandbox:
-                        res = await run_token_episode(
-                            task,
+                    episode = await env.reset(task, sample=sample, seed=traj_seed, model=self.model_id)
+                    async with episode:
+                        backend = TokenEpisodeBackend(
                             self.generate_fn,
                             self.tokenizer,
-                            sandbox,
-                            self.agent_config,
-                            sample=sample,
-                            seed=traj_seed,
-                            max_context=self.max_context,
                             model_id=self.model_id,
+                            max_context=self.max_context,
                         )
-                    traj = res.trajectory
+                        traj = (await play_token_episode(episode, backend)).trajectory
                 except Exception as exc:  # the sandbox could not be made: an infra failure of this episode
-                    traj = Trajectory(
-                        task_id=task.id,
-                        sample=sample,
-                        dialect=self.agent_config.dialect,
-                        stop_reason="env_error",
-                        error=f"{type(exc).__name__}: {exc}",
-                        model=self.model_id,
+                    traj = env.failed_trajectory(
+                        task, exc, sample=sample, seed=traj_seed, model=self.model_id
                     )
                 append_jsonl(out, [traj])
 
@@ -221,9 +210,8 @@ class TokenRollouts:
         try:
             await asyncio.gather(*jobs)
         finally:
-            if close_pool is not None:
-                with contextlib.suppress(Exception):
-                    await close_pool()
+            with contextlib.suppress(Exception):
+                await env.aclose()
 
     def generate(self, tasks: Sequence[Task], group_size: int, out: Path, *, seed: int) -> list[Trajectory]:
         asyncio.run(self._run(tasks, group_size, out, seed))
@@ -250,7 +238,7 @@ def parse_server_spec(spec: str) -> tuple[str, str]:
 def server_rollouts(config: Any, tokenizer: Any, sampling: SamplingParams) -> TokenRollouts:
     """The :class:`TokenRollouts` of an :class:`~datadojo.train.config.RLConfig` whose ``sampler`` is a server:
     token-id prompts to its ``/v1/completions``, weights pushed per ``weight_update`` / ``max_policy_lag``."""
-    from datadojo.train.episode import openai_completions_generate
+    from datadojo.env.tokens import openai_completions_generate
     from datadojo.train.weight_sync import WeightSync, server_root
 
     name, url = parse_server_spec(config.sampler)

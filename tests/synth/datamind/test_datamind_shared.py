@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from datadojo.agent import run_rollouts
-from datadojo.agent.prompts import build_prompt, load_template
+from datadojo.env.prompts import build_prompt, load_template
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import read_trajectories
 from datadojo.llm import load_backend

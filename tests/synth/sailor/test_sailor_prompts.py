@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from datadojo.agent.prompts import build_prompt, load_template
 from datadojo.bench.scidata import SciData
+from datadojo.env.prompts import build_prompt, load_template
 from datadojo.eval.harness import EvalConfig
 from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.llm.spec import load_backend
@@ -53,7 +53,7 @@ def _eval_prompt(task_file: Path, out: Path) -> tuple[list[dict], list]:
     )
     agent = cfg.agent_config(bench)
     dialect = get_dialect(agent.dialect)
-    # exactly what the agent loop (datadojo.agent.loop.run_agent) opens an `eval scidata` episode with
+    # exactly what the agent loop (datadojo.env.run_agent) opens an `eval scidata` episode with
     prompt = build_prompt(tasks[0], dialect, max_turns=agent.max_turns, template=load_template(dialect),
                           profile_chars=agent.profile_chars)  # fmt: skip
     return prompt, tasks

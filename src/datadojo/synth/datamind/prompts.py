@@ -4,7 +4,7 @@ DataMind §3.2: the procedural knowledge *k* (and, in reflection, the earlier at
 steer the **teacher** only; the trained agent is prompted with the question and the files. Everything the
 policy sees is therefore built from one task, :func:`policy_task` — the query without its profile *d* in
 ``description`` (the file list already profiles every file), without *k*, the reflection feedback or the
-category's answer-form hint — through :func:`datadojo.agent.prompts.episode_prompt`, the builder the agent loop
+category's answer-form hint — through :func:`datadojo.env.prompts.episode_prompt`, the builder the agent loop
 itself uses (``eval``, ``train rl`` rollouts). Sampling adds the guidance to that same task
 (:func:`sampling_task`), so the plain SFT prompt is exactly the sampled prompt minus the guidance, and equal
 to what evaluation and RL show for the task written to ``rl_tasks.jsonl``.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from datadojo.agent.config import AgentConfig
-from datadojo.agent.prompts import episode_prompt
+from datadojo.env.config import AgentConfig
+from datadojo.env.prompts import episode_prompt
 from datadojo.llm.base import SamplingParams
 from datadojo.synth.datamind.config import DataMindConfig
 from datadojo.synth.datamind.taxonomy import Taxonomy
@@ -23,7 +23,7 @@ from datadojo.types import Task
 
 __all__ = ["GUIDANCE_KEYS", "agent_config", "policy_prompt", "policy_task", "sampling_task"]
 
-#: ``Task.extra`` keys only the teacher sees (rendered by :func:`datadojo.agent.prompts.build_prompt`).
+#: ``Task.extra`` keys only the teacher sees (rendered by :func:`datadojo.env.prompts.build_prompt`).
 GUIDANCE_KEYS: tuple[str, ...] = ("workflow", "feedback", "answer_format")
 
 

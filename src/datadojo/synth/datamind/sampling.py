@@ -10,7 +10,7 @@ pool, resume by ``(task_id, sample)``), in this process or on a remote executor 
 node builds the teacher's client from its spec string and its own sandbox pool; the round's sample numbers,
 ``extra.round`` and the retry rule are applied by this process, which alone writes ``trajectories.jsonl``). Round r uses samples ``r·N … r·N + N − 1`` and tags each trajectory
 with ``extra.round = r``. *k* goes into ``Task.extra["workflow"]`` and the reflection context into
-``Task.extra["feedback"]``; :func:`datadojo.agent.prompts.build_prompt` renders both as prompt sections.
+``Task.extra["feedback"]``; :func:`datadojo.env.prompts.build_prompt` renders both as prompt sections.
 ``use_workflow = False`` leaves *k* out, so users can measure what it adds (the paper never did).
 
 An episode that failed outside the teacher's answer — the server kept failing (``llm_error``) or no sandbox
@@ -25,9 +25,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from datadojo.agent.config import AgentConfig
-from datadojo.agent.prompts import GUIDANCE_SECTIONS
 from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
+from datadojo.env.config import AgentConfig
+from datadojo.env.prompts import GUIDANCE_SECTIONS
 from datadojo.executor import Executor, ExecutorError, require_spec
 from datadojo.llm.base import ChatBackend
 from datadojo.runs import UsageLedger
@@ -69,7 +69,7 @@ def agent_task(query: Task, taxonomy: Taxonomy, config: DataMindConfig, feedback
 def plain_prompt(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The opening messages without the guidance sections (*k*, reflection feedback) sampling added.
 
-    :func:`datadojo.agent.prompts.build_prompt` appends those sections last in the system message, so the
+    :func:`datadojo.env.prompts.build_prompt` appends those sections last in the system message, so the
     plain prompt is the system message cut before the first section title. The trained agent is prompted
     without them (DataMind §3.2: *k* steers the teacher during synthesis only).
     """

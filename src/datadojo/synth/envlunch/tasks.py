@@ -15,7 +15,7 @@ which is the file the agent gets), ``reads`` only when the question names the ta
 ``program`` and ``actions``.
 
 **What the agent sees** (:func:`visible_key`): the prompt is built from the question and the files (their
-names, kinds and contents: :func:`datadojo.agent.prompts.build_prompt`); an EnvLunch task has no
+names, kinds and contents: :func:`datadojo.env.prompts.build_prompt`); an EnvLunch task has no
 description. Two tasks of one environment and backend share their files, so their question alone tells
 them apart. On a sampled database every cut table has exactly ``sample_rows`` rows, so ``len(df)`` of two
 such tables gives the same o* ("Target value: 2000") from two programs with different answers in the

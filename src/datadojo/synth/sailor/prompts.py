@@ -2,12 +2,12 @@
 
 A policy trained on SciDataSailor trajectories is evaluated by ``datadojo eval scidata`` (and rolled out by
 ``train rl`` on ``rl_tasks.jsonl``) through the agent loop, whose opening messages come from
-:func:`datadojo.agent.prompts.episode_prompt` under :meth:`datadojo.eval.harness.EvalRun.agent_config` for
+:func:`datadojo.env.prompts.episode_prompt` under :meth:`datadojo.eval.harness.EvalRun.agent_config` for
 :class:`~datadojo.bench.scidata.SciData`: the benchmark's turn budget (12 replies, §5.1), the ``sailor``
 template, the readers note as the description of a task without one. Synthesis opens its trees with the same
 call (:func:`policy_prompt`), so the SFT records carry exactly the prompt evaluation shows — not a budget of
 ``max_depth + 1`` replies the policy never meets again. The folder is listed by its tree only
-(:func:`datadojo.agent.prompts.describe_files`): per-file statistics in the prompt would give away the
+(:func:`datadojo.env.prompts.describe_files`): per-file statistics in the prompt would give away the
 answers of the QA tasks (the mean pH a question asks for).
 
 Each probe turn states its strategy in the thought (:func:`probe_turn`): the policy wrote the probe for an
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from datadojo.agent.config import AgentConfig
-from datadojo.agent.prompts import episode_prompt
+from datadojo.env.config import AgentConfig
+from datadojo.env.prompts import episode_prompt
 from datadojo.llm.base import SamplingParams
 from datadojo.protocol import get_dialect
 from datadojo.types import Action, Task

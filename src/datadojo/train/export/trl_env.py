@@ -9,7 +9,7 @@ hands the rollout over whole and takes back ``prompt_ids``, ``completion_ids``, 
 (1 = a token the policy sampled, 0 = an environment token) and any extra per-row fields, which TRL forwards
 to the reward functions. This module is that ``rollout_func``.
 
-:class:`DataDojoRollouts` runs each prompt's episode with :mod:`datadojo.train.episode` — DataDojo's ReAct
+:class:`DataDojoRollouts` runs each prompt's episode with :mod:`datadojo.env.tokens` — DataDojo's ReAct
 loop, dialect parsing, stop strings and one persistent sandbox per trajectory (state and files kept across
 turns), token-in / token-out: every generation call is sent the ids accumulated so far, the sampled ids come
 back unchanged with their sampler log-probs (``env_mask`` 1), and only the environment's part (the closing of
@@ -35,7 +35,7 @@ Generation, picked per call from the trainer (or ``generate=`` for any other eng
   updates in place with the new weights before each rollout; token-id prompts, the sampled ids and log-probs
   back (:func:`vllm_client_generate`);
 * otherwise the policy in this process (``transformers`` ``generate`` on TRL's unwrapped model,
-  :func:`datadojo.train.episode.hf_generate`): on-policy by construction, slow, for small runs and tests;
+  :func:`datadojo.env.tokens.hf_generate`): on-policy by construction, slow, for small runs and tests;
 * ``vllm_mode="colocate"`` is refused: TRL's colocated engine has no token-id entry point for a caller.
 
 ``max_completion_length`` is the budget of the whole multi-turn response (sampled and environment tokens):
@@ -54,16 +54,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datadojo.errors import DataDojoError
-from datadojo.llm.base import Message
-from datadojo.train.episode import (
+from datadojo.env.tokens import (
     INFRA_STOP_REASONS,
     EpisodeResult,
     Generate,
     GenOutput,
     TokenEpisode,
     TokenEpisodeBackend,
+    play_token_episode,
 )
+from datadojo.errors import DataDojoError
+from datadojo.llm.base import Message
 from datadojo.types import Task, Trajectory
 
 __all__ = [
@@ -236,26 +237,6 @@ class _BudgetBackend(TokenEpisodeBackend):
         return self._used(self.count_tokens(messages)) + 1 < self.max_completion
 
 
-async def _run_episode(
-    task: Task,
-    generate: Generate,
-    tokenizer: Any,
-    sandbox: Any,
-    config: Any,
-    *,
-    sample: int,
-    seed: int,
-    max_completion: int,
-) -> EpisodeResult:
-    """:func:`datadojo.train.episode.run_token_episode` with the completion budget of :class:`_BudgetBackend`."""
-    from datadojo.agent import run_agent
-
-    backend = _BudgetBackend(generate, tokenizer, max_completion=max_completion, model_id="trl")
-    traj = await run_agent(task, backend, sandbox, config, sample=sample, seed=seed)
-    traj = traj.model_copy(update={"extra": {**traj.extra, "tokens": backend.episode.to_dict()}})
-    return EpisodeResult(traj, backend.episode)
-
-
 # --------------------------------------------------------------------------------------------- generators
 
 
@@ -323,10 +304,10 @@ class DataDojoRollouts:
 
     * ``tasks`` — the tasks (ids unique; every non-EnvLunch task needs an answer to be rewarded against);
     * ``tasks_path`` — the task file, needed for EnvLunch tasks (their counterfactual copies live next to it);
-    * ``dialect``, ``max_turns``, ``max_tokens_per_turn`` — the agent loop (:class:`datadojo.agent.AgentConfig`);
+    * ``dialect``, ``max_turns``, ``max_tokens_per_turn`` — the agent loop (:class:`datadojo.env.EnvConfig`);
       temperature and top-p are the trainer's (``GRPOConfig.temperature`` / ``top_p``);
     * ``concurrency`` — episodes run at once (sandboxes from a pool of this size);
-    * ``sandboxes`` — a :data:`datadojo.agent.runner.SandboxFactory` (default: a pool per call);
+    * ``sandboxes`` — a :data:`datadojo.env.SandboxFactory` (default: a pool per call);
     * ``generate`` — ``(trainer) -> Generate`` to use another generation engine (module docstring);
     * ``void_masking`` — zero the loss mask of trajectories with a void turn (DataMind §4);
     * ``rollouts_path`` — append every trajectory (with its tokens and reward) to this JSONL.
@@ -481,7 +462,7 @@ class DataDojoRollouts:
         Independent of TRL (the trainer's part is picking ``generate`` and the settings, :meth:`__call__`).
         Rows sharing a task are its group: they get samples 0, 1, … and distinct seeds.
         """
-        from datadojo.agent import AgentConfig
+        from datadojo.env import AgentConfig
         from datadojo.llm.base import SamplingParams
 
         tasks = self.tasks_for(prompts)
@@ -531,47 +512,36 @@ class DataDojoRollouts:
         seed: int,
         max_completion: int,
     ) -> list[EpisodeResult]:
+        from datadojo.env import DataEnv
         from datadojo.sandbox.protocol import ProtocolError
         from datadojo.sandbox.session import SandboxError
 
-        factory, close_pool = self.sandboxes, None
-        if factory is None:
-            from datadojo.agent.runner import _default_sandboxes
-
-            factory, close_pool = _default_sandboxes(self.concurrency)
+        # the environment makes a pool of ``concurrency`` sandboxes per call when no factory is given
+        env = DataEnv(cfg, sandboxes=self.sandboxes, pool_size=self.concurrency)
         sem = asyncio.Semaphore(self.concurrency)
 
         async def one(row: int, task: Task, sample: int) -> EpisodeResult:
             async with sem:
                 ep_seed = seed * 1_000_003 + row * 1_009  # distinct per row: tasks do not share a stream
                 try:
-                    async with factory(task) as sandbox:
-                        return await _run_episode(
-                            task,
-                            generate,
-                            tokenizer,
-                            sandbox,
-                            cfg,
-                            sample=sample,
-                            seed=ep_seed,
-                            max_completion=max_completion,
+                    episode = await env.reset(task, sample=sample, seed=ep_seed, model="trl")
+                    async with episode:
+                        backend = _BudgetBackend(
+                            generate, tokenizer, max_completion=max_completion, model_id="trl"
                         )
+                        return await play_token_episode(episode, backend)
                 except (SandboxError, ProtocolError, OSError) as exc:
                     # this episode's sandbox could not be made or died: its infra failure, not a score
                     # (IsolationUnavailable is not caught: no episode can run, the run must stop)
-                    err = f"{type(exc).__name__}: {exc}"
-                traj = Trajectory(
-                    task_id=task.id, sample=sample, dialect=cfg.dialect, stop_reason="env_error", error=err
-                )
+                    traj = env.failed_trajectory(task, exc, sample=sample, seed=ep_seed, model="trl")
                 return EpisodeResult(traj, TokenEpisode())
 
         try:
             jobs = (one(i, t, s) for i, (t, s) in enumerate(zip(tasks, samples, strict=True)))
             return list(await asyncio.gather(*jobs))
         finally:
-            if close_pool is not None:
-                with contextlib.suppress(Exception):
-                    await close_pool()
+            with contextlib.suppress(Exception):
+                await env.aclose()
 
     def _record(self, results: Sequence[EpisodeResult], rows: Sequence[TRLSample], step: int | None) -> None:
         from datadojo.jsonl import append_jsonl
@@ -640,7 +610,7 @@ class _InProcess:
     def __enter__(self) -> _InProcess:
         from trl.models import unwrap_model_for_generation
 
-        from datadojo.train.episode import hf_generate
+        from datadojo.env.tokens import hf_generate
 
         t = self.trainer
         self._ctx = unwrap_model_for_generation(

@@ -3,7 +3,7 @@
 One row per task, in the columns verl's ``RLHFDataset`` reads (:data:`VERL_SCHEMA`):
 
 * ``data_source`` — the task's ``source`` (benchmark name, ``envlunch``, …) or ``datadojo``;
-* ``prompt`` — the opening chat messages the agent loop sends (:func:`datadojo.agent.prompts.episode_prompt`
+* ``prompt`` — the opening chat messages the agent loop sends (:func:`datadojo.env.prompts.episode_prompt`
   under the row's dialect and turn budget), so verl's prompt-length filter measures the real prompt;
 * ``ability`` — ``data_analysis``;
 * ``reward_model`` — ``{"style": "rule", "ground_truth": <the reference answer as JSON>}``;
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datadojo.agent import AgentConfig
-from datadojo.agent.prompts import episode_prompt
+from datadojo.env.prompts import episode_prompt
 from datadojo.fs import atomic_path, write_text_atomic
 from datadojo.train.export import ExportError, ExportReport
 from datadojo.types import Task

@@ -5,7 +5,8 @@ verl (0.9) runs multi-turn rollouts through *agent loops*: ``AgentLoopBase`` sub
 ``actor_rollout_ref.rollout.agent.agent_loop_config_path``: :func:`datadojo.train.export.verl.agent_loop_config`
 writes it, ``export_verl`` beside the parquet files) and picked
 per row by the dataset's ``agent_name`` column. :class:`DataDojoAgentLoop` runs
-:func:`datadojo.train.episode.run_token_episode` against verl's ``server_manager.generate`` (token ids in,
+an episode of :class:`datadojo.env.DataEnv` token-in / token-out (:func:`datadojo.env.tokens.play_token_episode`)
+against verl's ``server_manager.generate`` (token ids in,
 token ids and log-probs out): DataDojo's dialect parsing, stop strings and invalid-turn feedback, and one
 persistent sandbox per trajectory (state and files kept across turns). Its :class:`AgentLoopOutput` is the
 exact token record — the sampled ids with mask 1 and their log-probs (verl's ``rollout_log_probs``, for its
@@ -25,15 +26,17 @@ is empty out of their group's mean and standard deviation, so a crash is neither
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from datadojo.agent import AgentConfig
+from datadojo.env import AgentConfig, DataEnv
+from datadojo.env.tokens import GenOutput, TokenEpisodeBackend, play_token_episode
 from datadojo.llm.base import SamplingParams
-from datadojo.train.episode import GenOutput, run_token_episode
 from datadojo.train.export.verl import AGENT_NAME
 from datadojo.types import Task
 
@@ -108,12 +111,23 @@ def _make_class() -> type:
             self.max_turns = int(_get(rollout, "multi_turn.max_assistant_turns", 0) or 10)
             self.sandbox_factory = sandbox_factory
 
-        async def _sandbox(self, task: Any) -> Any:
+        @contextlib.asynccontextmanager
+        async def _sandbox(self, task: Any) -> AsyncIterator[Any]:
+            """One sandbox for the trajectory (``sandbox_factory(task)``, else a fresh one), closed after it."""
             if self.sandbox_factory is not None:
-                return self.sandbox_factory(task)
-            from datadojo.sandbox import Sandbox, SandboxConfig
+                sandbox = self.sandbox_factory(task)
+            else:
+                from datadojo.sandbox import Sandbox, SandboxConfig
 
-            return await Sandbox.create(list(task.files), SandboxConfig())
+                sandbox = await Sandbox.create(list(task.files), SandboxConfig())
+            try:
+                yield sandbox
+            finally:
+                close = getattr(sandbox, "close", None)
+                if close is not None:
+                    maybe = close()
+                    if asyncio.iscoroutine(maybe):
+                        await maybe
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             info = dict(kwargs.get("extra_info") or {})
@@ -155,23 +169,15 @@ def _make_class() -> type:
                 ),
             )
             t0 = time.perf_counter()
-            sandbox = await self._sandbox(task)
-            try:
-                res = await run_token_episode(
-                    task,
-                    generate,
-                    self.tokenizer,
-                    sandbox,
-                    cfg,
-                    max_context=self.prompt_length + self.response_length,
-                    model_id="verl",
-                )
-            finally:
-                close = getattr(sandbox, "close", None)
-                if close is not None:
-                    maybe = close()
-                    if asyncio.iscoroutine(maybe):
-                        await maybe
+            env = DataEnv(cfg, sandboxes=self._sandbox)
+            backend = TokenEpisodeBackend(
+                generate,
+                self.tokenizer,
+                model_id="verl",
+                max_context=self.prompt_length + self.response_length,
+            )
+            async with await env.reset(task, model="verl") as episode:
+                res = await play_token_episode(episode, backend)
             wall = time.perf_counter() - t0
             ep, traj = res.episode, res.trajectory
             n = self.response_length

@@ -1,4 +1,8 @@
-"""Settings of the ReAct agent loop, with the papers' defaults."""
+"""Settings of an environment episode (the ReAct loop's), with the papers' defaults.
+
+:data:`EnvConfig` is the environment's name for :class:`AgentConfig`: one settings class, so an evaluation,
+an RL rollout and an adapter that loads the environment run episodes under the same rules.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pydantic import Field, model_validator
 from datadojo.config import Settings
 from datadojo.llm.base import SamplingParams
 
-__all__ = ["AgentConfig"]
+__all__ = ["AgentConfig", "EnvConfig"]
 
 
 class AgentConfig(Settings):
@@ -31,7 +35,7 @@ class AgentConfig(Settings):
       lenient one (tolerated and recorded as a warning).
     * ``profile_chars`` — budget for the data description in the system prompt.
     * ``system_template`` — a path to a prompt template overriding the dialect's default (see
-      ``agent/prompts/*.md``; placeholders ``{{files}}``, ``{{description}}``, ``{{tools}}``,
+      ``env/prompts/*.md``; placeholders ``{{files}}``, ``{{description}}``, ``{{tools}}``,
       ``{{code_note}}``, ``{{max_turns}}``, ``{{answer_format}}``).
     """
 
@@ -65,7 +69,7 @@ class AgentConfig(Settings):
     )
     system_template: str | None = Field(
         None,
-        description="a prompt template file replacing the dialect's system prompt (see agent/prompts/*.md)",
+        description="a prompt template file replacing the dialect's system prompt (see env/prompts/*.md)",
     )
 
     @model_validator(mode="after")
@@ -81,3 +85,7 @@ class AgentConfig(Settings):
     def to_dict(self, *, json: bool = True) -> dict[str, Any]:
         """The settings as JSON types (sampling's tuples as lists), as run records store them."""
         return super().to_dict(json=json)
+
+
+#: The environment's settings (:mod:`datadojo.env`): the same class, under the name the environment uses.
+EnvConfig = AgentConfig

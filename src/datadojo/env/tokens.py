@@ -8,9 +8,11 @@ unchanged (mask 1, with their log-probs), and only the environment's part — wh
 and opens the next one around the observation — is tokenized, once, and appended with mask 0
 (DataMind §4: "any tokens emitted by the environment are discarded when computing the objective").
 
-:class:`TokenEpisodeBackend` is a :class:`~datadojo.llm.ChatBackend` over a token generator, so
-:func:`datadojo.agent.run_agent` — dialect parsing, stop strings, the persistent sandbox of one trajectory,
-invalid-turn feedback — runs unchanged on top of it. A generator is any ``async (prompt_ids,
+Two ways to drive it, one arithmetic (:class:`TokenBridge`): :class:`TokenEpisodeBackend` is a
+:class:`~datadojo.llm.ChatBackend` over a token generator, so :func:`datadojo.env.run_agent` — the episode's
+dialect parsing, stop strings, persistent sandbox, invalid-turn feedback — runs unchanged on top of it
+(:func:`run_token_episode`); :class:`TokenStepper` hands the generation to a trainer that samples itself:
+prompt ids out, sampled ids and log-probs in, observation ids out, until the episode ends. A generator is any ``async (prompt_ids,
 sampling) -> GenOutput``: verl's ``AsyncLLMServerManager.generate`` (:mod:`datadojo.train.export.verl_agent`),
 an OpenAI-compatible ``/v1/completions`` endpoint with token-id prompts (:func:`openai_completions_generate`;
 vLLM and SGLang), or a transformers model in process (:func:`hf_generate`, TRL's adapter and tests).
@@ -32,11 +34,14 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from datadojo.env.drive import run_episode
+from datadojo.env.episode import Episode, StepResult
 from datadojo.errors import DataDojoError
 from datadojo.llm.base import ChatBackend, Completion, LLMError, Message, SamplingParams, TokenLogprob
+from datadojo.types import TokenUsage
 
 __all__ = [
     "INFRA_STOP_REASONS",
@@ -44,13 +49,20 @@ __all__ = [
     "EpisodeResult",
     "GenOutput",
     "Generate",
+    "TokenBridge",
     "TokenEpisode",
     "TokenEpisodeBackend",
+    "TokenStep",
+    "TokenStepper",
     "hf_generate",
     "openai_completions_generate",
+    "play_token_episode",
     "run_token_episode",
     "sampling_dict",
 ]
+
+#: The error of an episode whose generation the engine aborted (an infrastructure failure, ``llm_error``).
+ABORTED = "the generation was aborted by the engine"
 
 #: Trajectory stop reasons that are the infrastructure's fault, not the policy's.
 INFRA_STOP_REASONS = frozenset({"llm_error", "env_error"})
@@ -153,34 +165,21 @@ def sampling_dict(params: SamplingParams, stop: Sequence[str]) -> dict[str, Any]
     return out
 
 
-class TokenEpisodeBackend(ChatBackend):
-    """A one-trajectory :class:`ChatBackend` that keeps the :class:`TokenEpisode` (module docstring).
+class TokenBridge:
+    """The template arithmetic of a token-exact episode (module docstring), shared by
+    :class:`TokenEpisodeBackend` (a chat backend for :func:`~datadojo.env.run_agent`) and
+    :class:`TokenStepper` (a trainer stepping the episode itself).
 
-    The agent loop calls :meth:`chat` with the whole conversation each turn; the messages already sent must
-    come back unchanged (the loop only appends). ``max_context`` caps prompt + reply tokens (the loop then
-    stops with ``context_limit``). Stop strings are applied here on the decoded text when the generator
-    does not apply them itself: the reply keeps the sampled ids up to the token that completes the stop
-    string (the model did sample it) and nothing after.
+    It keeps the :class:`TokenEpisode` (:attr:`record`) and the messages already turned into tokens; the
+    messages sent next must extend them unchanged (the episode only appends).
     """
 
-    def __init__(
-        self,
-        generate: Generate,
-        tokenizer: Any,
-        *,
-        model_id: str = "token-episode",
-        max_context: int | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(model_id=model_id, context_window=max_context)
-        self._gen = generate
+    def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
         self.template_kwargs = dict(chat_template_kwargs or {})
-        self.episode = TokenEpisode()
-        self._sent: list[Message] = []
-        self._last_closed = False  # the last generation ended with the end-of-turn token
-
-    # ------------------------------------------------------------------ template arithmetic
+        self.record = TokenEpisode()
+        self.sent: list[Message] = []
+        self.last_closed = False  # the last generation ended with the end-of-turn token
 
     def _render(self, messages: Sequence[Message], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -193,13 +192,14 @@ class TokenEpisodeBackend(ChatBackend):
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
 
-    def _bridge(self, messages: Sequence[Message]) -> list[int]:
-        """Environment tokens between the last generation and the next one (module docstring)."""
-        n_sent = len(self._sent)
-        if not self._sent:
+    def bridge(self, messages: Sequence[Message]) -> list[int]:
+        """Environment tokens between the last generation and the next one (module docstring): the whole
+        prompt before the first generation."""
+        n_sent = len(self.sent)
+        if not self.sent:
             return self._encode(self._render(messages, True))
-        turn = len(self.episode.turns)
-        for i, (old, new) in enumerate(zip(self._sent, messages, strict=False)):
+        turn = len(self.record.turns)
+        for i, (old, new) in enumerate(zip(self.sent, messages, strict=False)):
             if old.get("role") != new.get("role") or old.get("content") != new.get("content"):
                 raise EpisodeError(
                     f"turn {turn + 1}: message {i} changed after it was sent (history rewritten)"
@@ -220,21 +220,27 @@ class TokenEpisodeBackend(ChatBackend):
         if at < 0:
             raise EpisodeError(f"turn {turn + 1}: the template does not render the reply's text verbatim")
         suffix = with_reply[at + len(reply) :]
-        start, end = self.episode.turns[-1]
-        generated = self.tokenizer.decode(self.episode.response_ids[start:end], skip_special_tokens=True)
+        start, end = self.record.turns[-1]
+        generated = self.tokenizer.decode(self.record.response_ids[start:end], skip_special_tokens=True)
         missing = reply[len(generated) :] if reply.startswith(generated) else ""
         eot = self.tokenizer.eos_token or ""
-        if self._last_closed and eot and suffix.startswith(eot):
+        if self.last_closed and eot and suffix.startswith(eot):
             suffix = suffix[len(eot) :]
         return self._encode(missing + suffix + full[len(with_reply) :])
 
+    def commit(self, messages: Sequence[Message], ids: Sequence[int]) -> None:
+        """Append ``ids`` (:meth:`bridge` of ``messages``) to the record: the prompt, or environment tokens."""
+        if not self.sent:
+            self.record.prompt_ids = list(ids)
+        else:
+            self.record.add_environment(ids)
+        self.sent = [dict(m) for m in messages]
+
     def count_tokens(self, messages: Sequence[Message]) -> int:
         try:
-            return len(self.episode.input_ids) + len(self._bridge(messages))
+            return len(self.record.input_ids) + len(self.bridge(messages))
         except EpisodeError:
-            return len(self.episode.input_ids)
-
-    # ------------------------------------------------------------------ generation
+            return len(self.record.input_ids)
 
     def _cut_at_stop(self, ids: list[int], stop: Sequence[str]) -> tuple[int, str, str | None]:
         """(ids kept, visible text before the stop, matched stop) for the earliest stop string."""
@@ -252,15 +258,81 @@ class TokenEpisodeBackend(ChatBackend):
                 return k, text[:i], s
         return len(ids), text[:i], s
 
+    def add_generation(
+        self,
+        token_ids: Sequence[int],
+        log_probs: Sequence[float] | None,
+        stop: Sequence[str],
+        *,
+        engine_stop_reason: str | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[str, str, str | None, list[int], list[float] | None]:
+        """Record one generation; ``(text, finish_reason, matched stop, ids kept, log-probs kept)``.
+
+        Stop strings are applied here on the decoded text when the engine does not apply them itself: the
+        reply keeps the sampled ids up to the token that completes the stop string (the model did sample
+        it) and nothing after; ``text`` is the reply before the stop string, as a server would return it.
+        """
+        ids = [int(t) for t in token_ids]
+        if log_probs is not None and len(log_probs) != len(ids):
+            raise EpisodeError(
+                f"turn {len(self.record.turns) + 1}: generator returned {len(ids)} tokens and "
+                f"{len(log_probs)} log-probs"
+            )
+        keep, text, matched = self._cut_at_stop(ids, stop)
+        ids = ids[:keep]
+        lps = None if log_probs is None else [float(x) for x in log_probs[:keep]]
+        eos = self.tokenizer.eos_token_id
+        self.last_closed = bool(ids) and ids[-1] == eos and matched is None
+        if matched is not None or self.last_closed:
+            reason = "stop"
+        elif engine_stop_reason == "length" or (max_tokens is not None and len(ids) >= max_tokens):
+            reason = "length"
+        else:
+            reason = "stop"
+        self.record.add_generated(ids, lps)
+        return text, reason, matched, ids, lps
+
+
+class TokenEpisodeBackend(ChatBackend):
+    """A one-trajectory :class:`ChatBackend` that keeps the :class:`TokenEpisode` (module docstring).
+
+    The agent loop calls :meth:`chat` with the whole conversation each turn; the messages already sent must
+    come back unchanged (the loop only appends). ``max_context`` caps prompt + reply tokens (the loop then
+    stops with ``context_limit``). Stop strings are applied on the decoded text when the generator does
+    not apply them itself (:meth:`TokenBridge.add_generation`).
+    """
+
+    def __init__(
+        self,
+        generate: Generate,
+        tokenizer: Any,
+        *,
+        model_id: str = "token-episode",
+        max_context: int | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(model_id=model_id, context_window=max_context)
+        self._gen = generate
+        self.tokenizer = tokenizer
+        self.bridge = TokenBridge(tokenizer, chat_template_kwargs)
+
+    @property
+    def episode(self) -> TokenEpisode:
+        """The token record so far."""
+        return self.bridge.record
+
+    @property
+    def _sent(self) -> list[Message]:
+        return self.bridge.sent
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        return self.bridge.count_tokens(messages)
+
     async def _generate(self, messages: list[Message], params: SamplingParams) -> list[Completion]:
         if params.n != 1:
             raise EpisodeError("a token episode is one trajectory: n must be 1")
-        bridge = self._bridge(messages)
-        if not self._sent:
-            self.episode.prompt_ids = bridge
-        else:
-            self.episode.add_environment(bridge)
-        self._sent = [dict(m) for m in messages]
+        self.bridge.commit(messages, self.bridge.bridge(messages))
         prompt = self.episode.input_ids
         sampling = sampling_dict(params, params.stop)
         try:
@@ -270,25 +342,11 @@ class TokenEpisodeBackend(ChatBackend):
         except Exception as exc:  # the engine's own failure: the loop records llm_error (infra)
             raise LLMError(f"token generator failed: {type(exc).__name__}: {exc}", retryable=True) from exc
         if out.stop_reason == "aborted":
-            raise LLMError("the generation was aborted by the engine", retryable=True)
-        ids = list(out.token_ids)
-        if out.log_probs is not None and len(out.log_probs) != len(ids):
-            raise EpisodeError(
-                f"turn {len(self.episode.turns) + 1}: generator returned {len(ids)} tokens and "
-                f"{len(out.log_probs)} log-probs"
-            )
-        keep, text, matched = self._cut_at_stop(ids, params.stop)
-        ids = ids[:keep]
-        lps = None if out.log_probs is None else list(out.log_probs[:keep])
-        eos = self.tokenizer.eos_token_id
-        self._last_closed = bool(ids) and ids[-1] == eos and matched is None
-        if matched is not None or self._last_closed:
-            reason = "stop"
-        elif out.stop_reason == "length" or (params.max_tokens is not None and len(ids) >= params.max_tokens):
-            reason = "length"
-        else:
-            reason = "stop"
-        self.episode.add_generated(ids, lps)
+            raise LLMError(ABORTED, retryable=True)
+        text, reason, matched, ids, lps = self.bridge.add_generation(
+            out.token_ids, out.log_probs, params.stop, engine_stop_reason=out.stop_reason,
+            max_tokens=params.max_tokens,
+        )  # fmt: skip
         token_lps = None
         if lps is not None:
             token_lps = tuple(
@@ -333,15 +391,143 @@ async def run_token_episode(
 ) -> EpisodeResult:
     """Run one episode of ``task`` token-in / token-out with ``sandbox`` (kept for the whole trajectory).
 
-    ``config`` is an :class:`~datadojo.agent.AgentConfig`. The trajectory's ``extra["tokens"]`` holds the
-    :class:`TokenEpisode` as a dict, so a JSONL of rollouts carries its exact tokens.
+    ``config`` is an :class:`~datadojo.env.EnvConfig`. The driver is :func:`datadojo.env.run_episode` over a
+    :class:`TokenEpisodeBackend`. The trajectory's ``extra["tokens"]`` holds the :class:`TokenEpisode` as a
+    dict, so a JSONL of rollouts carries its exact tokens.
     """
-    from datadojo.agent import run_agent
-
     backend = TokenEpisodeBackend(generate, tokenizer, model_id=model_id, max_context=max_context)
-    traj = await run_agent(task, backend, sandbox, config, sample=sample, seed=seed)
+    episode = await Episode.start(task, sandbox, config, sample=sample, seed=seed, model=model_id)
+    return await play_token_episode(episode, backend)
+
+
+async def play_token_episode(episode: Episode, backend: TokenEpisodeBackend) -> EpisodeResult:
+    """Play ``episode`` (from :meth:`datadojo.env.DataEnv.reset`) to its end token-in / token-out with
+    ``backend`` (fresh: one per episode), by :func:`datadojo.env.run_episode`; the trajectory carries its
+    :class:`TokenEpisode` in ``extra["tokens"]``."""
+    traj = await run_episode(episode, backend)
     traj = traj.model_copy(update={"extra": {**traj.extra, "tokens": backend.episode.to_dict()}})
     return EpisodeResult(traj, backend.episode)
+
+
+# --------------------------------------------------------------------------------------------- stepping
+
+
+@dataclass(frozen=True)
+class TokenStep:
+    """What one :meth:`TokenStepper.step` produced: the environment's ids to append before the next
+    generation (empty when the episode ended), whether it ended, and the episode's :class:`StepResult`
+    (None when no turn was recorded: the engine aborted the generation)."""
+
+    observation_ids: list[int]
+    done: bool
+    result: StepResult | None
+
+
+class TokenStepper:
+    """An :class:`~datadojo.env.Episode` stepped with token ids, for a trainer that generates itself.
+
+    ``prompt_ids`` (set on construction) is the opening prompt as the chat template renders it; after each
+    generation, :meth:`step` takes the sampled ids (and their log-probs) as they came from the sampler and
+    returns the ids of the observation turn to append (mask 0), or ``done``. The sampled ids are kept
+    verbatim — the reply's text for the episode is decoded from them, never the other way round — and
+    :attr:`record` (a :class:`TokenEpisode`) gives ``input_ids``, ``loss_mask`` and ``rollout_logprobs`` at
+    the end. The arithmetic is :class:`TokenBridge`'s, the same as :func:`run_token_episode`'s, so both give
+    the same record and trajectory for the same sampled ids. ``max_context`` caps prompt + reply tokens: an
+    episode whose next request (with :attr:`Episode.max_tokens` of reply) would not fit ends with
+    ``context_limit`` (also before the first generation).
+    """
+
+    def __init__(
+        self,
+        episode: Episode,
+        tokenizer: Any,
+        *,
+        max_context: int | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if episode.turns or episode.done:
+            raise EpisodeError(f"task {episode.task.id!r}: a token stepper starts on a fresh episode")
+        self.episode = episode
+        self.tokenizer = tokenizer
+        self.max_context = max_context
+        self.bridge = TokenBridge(tokenizer, chat_template_kwargs)
+        self._next()
+
+    @property
+    def record(self) -> TokenEpisode:
+        """The token record so far (``input_ids``, ``loss_mask``, ``rollout_logprobs``)."""
+        return self.bridge.record
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.bridge.record.prompt_ids
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    def sampling(self) -> dict[str, Any]:
+        """The engine sampling dict of the next generation (vLLM / SGLang names): the episode's sampling
+        settings, its stop strings and the turn's seed — what :func:`run_token_episode` sends."""
+        params = self.episode.config.sampling
+        seed = self.episode.turn_seed
+        params = replace(params, stop=self.episode.stop, seed=params.seed if seed is None else seed)
+        return sampling_dict(params, params.stop)
+
+    def _next(self) -> list[int]:
+        """The environment ids before the next generation, committed; ends the episode with
+        ``context_limit`` (returning ``[]``) when the next request would not fit ``max_context``."""
+        messages = self.episode.messages
+        ids = self.bridge.bridge(messages)
+        max_tokens = self.episode.max_tokens or 0
+        if self.max_context is not None:
+            count = len(self.bridge.record.input_ids) + len(ids)
+            if count + max_tokens > self.max_context:
+                self.episode.end(
+                    "context_limit",
+                    f"the next request ({count} prompt tokens + {max_tokens} for the reply) exceeds the "
+                    f"context window of {self.max_context}",
+                )
+                return []
+        self.bridge.commit(messages, ids)
+        return ids
+
+    async def step(
+        self,
+        token_ids: Sequence[int],
+        log_probs: Sequence[float] | None = None,
+        *,
+        stop_reason: str | None = None,
+        llm_s: float = 0.0,
+    ) -> TokenStep:
+        """Play one generation: ``token_ids`` as sampled after :attr:`record`'s ``input_ids``, their
+        ``log_probs`` (None: the engine gave none), and the engine's ``stop_reason`` (``completed``,
+        ``length``, or ``aborted``: the episode then ends with ``llm_error`` and nothing is recorded)."""
+        if stop_reason == "aborted":
+            self.episode.end("llm_error", ABORTED)
+            return TokenStep([], True, None)
+        prompt_len = len(self.bridge.record.input_ids)
+        text, reason, matched, ids, _lps = self.bridge.add_generation(
+            token_ids, log_probs, self.episode.stop, engine_stop_reason=stop_reason,
+            max_tokens=self.episode.max_tokens,
+        )  # fmt: skip
+        result = await self.episode.step(
+            text,
+            finish_reason=reason,
+            stop_sequence=matched,
+            tokens=TokenUsage(prompt=prompt_len, completion=len(ids)),
+            llm_s=llm_s,
+        )
+        if result.done:
+            return TokenStep([], True, result)
+        ids_next = self._next()
+        return TokenStep(ids_next, self.episode.done, result)
+
+    def trajectory(self) -> Any:
+        """The finished episode's trajectory with its tokens in ``extra["tokens"]`` (as
+        :func:`run_token_episode` records it)."""
+        traj = self.episode.trajectory()
+        return traj.model_copy(update={"extra": {**traj.extra, "tokens": self.record.to_dict()}})
 
 
 # --------------------------------------------------------------------------------------------- generators

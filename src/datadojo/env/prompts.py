@@ -1,6 +1,6 @@
 """The opening messages of an episode: a system prompt stating the contract, then the question.
 
-Templates are data (``agent/prompts/<dialect>.md``) so users can override them (``AgentConfig.system_template``)
+Templates are data (``env/prompts/<dialect>.md``) so users can override them (``AgentConfig.system_template``)
 without touching code. The contract follows DataMind's ReAct formulation (§3.1: thought, then one action —
 code or answer — per turn, execution feedback as the observation, at most T turns) and SciDataSailor's
 execution protocol (§5.1, App. B.1: Python as the only tool, ``<python>``/``<result>`` tags, a single final
@@ -49,7 +49,7 @@ def load_template(dialect: Dialect, path: str | Path | None = None) -> str:
         except OSError as exc:
             raise ValueError(f"cannot read the system prompt template {path}: {exc.strerror}") from exc
     name = f"{dialect.name}.md"
-    files = resources.files("datadojo.agent") / "prompts"
+    files = resources.files("datadojo.env") / "prompts"
     if not (files / name).is_file():
         name = "datamind.md"
     return (files / name).read_text(encoding="utf-8")
@@ -199,7 +199,7 @@ def build_prompt(
 def episode_prompt(task: Task, config: Any) -> list[dict]:
     """The opening messages the agent loop sends for ``task`` under ``config`` (an :class:`AgentConfig`).
 
-    The one builder behind :func:`datadojo.agent.loop.run_agent` (evaluation, RL rollouts, synthesis episodes)
+    The one builder behind :func:`datadojo.env.run_agent` (evaluation, RL rollouts, synthesis episodes)
     and the synthesis pipelines' SFT prompts, so a trained policy is prompted as it was trained.
     """
     dialect = get_dialect(config.dialect)
