@@ -53,9 +53,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 from datadojo.jsonl import append_jsonl
+from datadojo.reward.registry import RewardResult
 from datadojo.train.config import OptimConfig, RLConfig
 from datadojo.train.metrics import read_metrics
-from datadojo.train.rewards import RewardResult
 from datadojo.train.rl import RLTrainer
 from datadojo.train.tokenize import tokenize_trajectory
 from datadojo.train.toy import build_toy_model, build_toy_tokenizer, synthetic_trajectory

@@ -45,12 +45,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from datadojo.jsonl import read_tasks
+from datadojo.reward.envlunch import score_trajectories, task_info
+from datadojo.reward.programs import InProcessExecutor
 from datadojo.synth.envlunch.audit import run_audit
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
-from datadojo.synth.envlunch.executor import InProcessExecutor
-from datadojo.synth.envlunch.reward import score_trajectories
 from datadojo.synth.envlunch.solver import SolverConfig, solve, solver_trajectory
-from datadojo.synth.envlunch.tasks import task_info
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "spider"
 PAPER_SECONDS = 20 * 60  # EnvLunch §1: 20 minutes on CPU for 1,600 tasks

@@ -99,8 +99,8 @@ TARGETS: tuple[Target, ...] = (
             "format_reward",
             "composite_reward",
             "default_answer_check",
-            "DataMindReward._combine",
-            "DataMindReward.ascore",
+            "DataMindReward.combine",
+            "DataMindReward.acheck",
         ),
         ("tests/reward/test_reward_datamind.py", "tests/reward/test_reward_answer_table.py"),
     ),
@@ -110,12 +110,22 @@ TARGETS: tuple[Target, ...] = (
         ("tests/reward/test_reward_agreement.py",),
     ),
     Target(
-        "synth/envlunch/reward",
+        "reward/base",
+        ("weighted_result", "WeightedPart.contribution"),
+        ("tests/reward/test_reward_registry.py",),
+    ),
+    Target(
+        "reward/builtin",
+        ("AnswerPartReward.result", "EnvLunchAgreementReward.result", "official_check"),
+        ("tests/reward/test_reward_registry.py",),
+    ),
+    Target(
+        "reward/envlunch",
         ("agreement", "envlunch_reward", "extract_submission", "ScoreRecord.solved", "score_programs"),
         ("tests/synth/test_envlunch_reward.py", "tests/synth/test_envlunch_canon.py"),
     ),
     Target(
-        "synth/envlunch/canon",
+        "reward/canon",
         ("values_close", "_rows_close", "_matches", "exact_match", "same_result", "row_overlap"),
         ("tests/synth/test_envlunch_canon.py", "tests/synth/test_envlunch_reward.py"),
     ),
@@ -161,7 +171,7 @@ class Explicit:
 #: drop them from the check (a replacement that no longer matches is reported as stale, not skipped).
 EXPLICIT: tuple[Explicit, ...] = (
     Explicit(
-        "synth/envlunch/reward",
+        "reward/envlunch",
         "pandas agreement gives partial credit (Eq. 4 wants an exact match)",
         'row_overlap(pred, ref) if backend == "sql" else exact_match(pred, ref)',
         "row_overlap(pred, ref)",
@@ -225,18 +235,17 @@ EQUIVALENT: dict[str, str] = {
     " -> predictions is not None or references is not None": (
         "both or neither was checked on entry, so `and` and `or` agree"
     ),
-    "synth/envlunch/canon:values_close:boolean:math.isinf(a) or math.isinf(b)"
-    " -> math.isinf(a) and math.isinf(b)": (
+    "reward/canon:values_close:boolean:math.isinf(a) or math.isinf(b) -> math.isinf(a) and math.isinf(b)": (
         "math.isclose is already False when exactly one side is infinite (equal infinities returned above)"
     ),
-    "synth/envlunch/canon:_rows_close:constant:True -> False": (
+    "reward/canon:_rows_close:constant:True -> False": (
         "zip(strict=): the rows compared always have one arity (checked by the callers, or same skeleton)"
     ),
-    "synth/envlunch/canon:_matches:boolean:exact == len(pred_rows) or exact == ref_counts.total()"
+    "reward/canon:_matches:boolean:exact == len(pred_rows) or exact == ref_counts.total()"
     " -> exact == len(pred_rows) and exact == ref_counts.total()": (
         "a shortcut: when either side has no row left, the tolerant pass pairs nothing"
     ),
-    "synth/envlunch/canon:row_overlap:constant:1.0 -> 2.0 #2": (
+    "reward/canon:row_overlap:constant:1.0 -> 2.0 #2": (
         "union 0 means both results empty, and equal rows already returned 1.0: unreachable"
     ),
     "train/losses:<constants>:constant:20.0 -> 40.0": (

@@ -157,7 +157,7 @@ async def test_figures_match_known_outcomes(tmp_path, dabench):
         for r in mine:
             if r["correct"]:
                 assert (
-                    r["rewards"]["total"] == pytest.approx(r["rewards"]["length"])
+                    r["rewards"]["total"] == pytest.approx(r["rewards"]["r_length"])
                     and r["rewards"]["total"] > 0
                 )
             elif r["stop_reason"] == "invalid":

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from datadojo.jsonl import read_tasks
+from datadojo.reward.canon import canonical_from_json, is_degenerate
+from datadojo.reward.envlunch import score_programs, task_info
+from datadojo.reward.programs import InProcessExecutor, Job, SandboxExecutor, prepare_python
 from datadojo.synth.envlunch.audit import constant_program, run_audit
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
-from datadojo.synth.envlunch.canon import canonical_from_json, is_degenerate
-from datadojo.synth.envlunch.executor import InProcessExecutor, Job, SandboxExecutor, prepare_python
-from datadojo.synth.envlunch.reward import score_programs
 from datadojo.synth.envlunch.synthesis import EnvContext, SynthConfig, synthesize
-from datadojo.synth.envlunch.tasks import task_info
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "data" / "shop.sqlite"

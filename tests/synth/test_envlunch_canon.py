@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datadojo.synth.envlunch.canon import (
+from datadojo.reward.canon import (
     SHAPE_SOURCE,
     canon_value,
     canonical_from_json,
@@ -24,7 +24,7 @@ from datadojo.synth.envlunch.canon import (
     same_result,
     values_close,
 )
-from datadojo.synth.envlunch.reward import envlunch_reward, extract_submission
+from datadojo.reward.envlunch import envlunch_reward, extract_submission
 from datadojo.types import Action, Trajectory, Turn
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,12 +16,13 @@ import pytest
 
 from datadojo.env.prompts import GUIDANCE_SECTIONS
 from datadojo.jsonl import read_tasks
+from datadojo.reward.envlunch import task_info
 from datadojo.synth.envlunch import solver_check
 from datadojo.synth.envlunch.audit import constant_program
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
 from datadojo.synth.envlunch.solver import SolveResult
 from datadojo.synth.envlunch.solver_check import check_with_solver, failure_reason, solver_sample
-from datadojo.synth.envlunch.tasks import _PROMPT_EXTRA, question_text, render_target, task_info, visible_key
+from datadojo.synth.envlunch.tasks import _PROMPT_EXTRA, question_text, render_target, visible_key
 
 CAP = 30  # sample_rows: both 100-row tables are cut to exactly 30 rows
 
@@ -94,8 +95,8 @@ def test_shared_questions_are_told_apart_by_the_tables_read_and_counted(twins_bu
 
 
 def test_told_apart_tasks_still_score_their_own_program(twins_build) -> None:
-    from datadojo.synth.envlunch.executor import InProcessExecutor
-    from datadojo.synth.envlunch.reward import score_programs
+    from datadojo.reward.envlunch import score_programs
+    from datadojo.reward.programs import InProcessExecutor
 
     out, _ = twins_build
     infos = [task_info(t, out) for t in read_tasks(out) if "reads" in t.extra]
@@ -111,7 +112,7 @@ def test_the_visible_key_covers_every_prompt_section_from_extra() -> None:
 
 
 def test_failure_reasons_of_each_outcome() -> None:
-    from datadojo.synth.envlunch.reward import ScoreRecord
+    from datadojo.reward.envlunch import ScoreRecord
 
     def rec(m: list[float], errors: list[str] | None = None) -> ScoreRecord:
         return ScoreRecord("t", 0, "sql", 2, 0.0, m, 0, errors or [])

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from datadojo.cli import warmup as warmup_cli
+from datadojo.reward.envlunch import ScoreRecord
 from datadojo.synth.envlunch.report import headline, headline_rows, write_warmup_report
-from datadojo.synth.envlunch.reward import ScoreRecord
 from datadojo.types import Trajectory
 
 

@@ -16,10 +16,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datadojo.synth.envlunch.canon import canonical_rows, exact_match, row_overlap, values_close
-from datadojo.synth.envlunch.executor import InProcessExecutor
-from datadojo.synth.envlunch.reward import agreement, envlunch_reward, extract_submission, score_programs
-from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
+from datadojo.reward.canon import canonical_rows, exact_match, row_overlap, values_close
+from datadojo.reward.envlunch import (
+    EnvLunchTaskInfo,
+    agreement,
+    envlunch_reward,
+    extract_submission,
+    score_programs,
+)
+from datadojo.reward.programs import InProcessExecutor
 from datadojo.types import Action, Task, Trajectory, Turn
 
 # Two copies of a sales table. Hidden program: total amount per region.

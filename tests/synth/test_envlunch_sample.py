@@ -17,14 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datadojo.jsonl import read_tasks
+from datadojo.reward.canon import canonical_from_json, same_result
+from datadojo.reward.envlunch import score_programs, task_info
+from datadojo.reward.programs import InProcessExecutor, Job
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
-from datadojo.synth.envlunch.canon import canonical_from_json, same_result
 from datadojo.synth.envlunch.environment import Environment, load_environment, load_sqlite, stable_int
-from datadojo.synth.envlunch.executor import InProcessExecutor, Job
 from datadojo.synth.envlunch.perturb import norm_key, sqlite_copy
-from datadojo.synth.envlunch.reward import score_programs
 from datadojo.synth.envlunch.sample import children_first, sample_database
-from datadojo.synth.envlunch.tasks import task_info
 
 CAP = 50
 

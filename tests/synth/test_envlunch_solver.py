@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from datadojo.jsonl import read_tasks
+from datadojo.reward.envlunch import score_trajectories, task_info
+from datadojo.reward.programs import InProcessExecutor, SandboxExecutor
 from datadojo.synth.envlunch.build import BuildConfig, build_tasks, load_environments
-from datadojo.synth.envlunch.executor import InProcessExecutor, SandboxExecutor
-from datadojo.synth.envlunch.reward import score_trajectories
 from datadojo.synth.envlunch.solver import SolverConfig, solve, solver_trajectory
-from datadojo.synth.envlunch.tasks import task_info
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "data" / "shop.sqlite"

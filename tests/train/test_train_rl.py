@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from datadojo.jsonl import append_jsonl, read_trajectories  # noqa: E402
+from datadojo.reward.registry import RewardResult  # noqa: E402
 from datadojo.train.config import OptimConfig, RLConfig  # noqa: E402
 from datadojo.train.losses import dapo_loss  # noqa: E402
 from datadojo.train.modeling import collate, forward_logprobs, make_accelerator  # noqa: E402
-from datadojo.train.rewards import RewardResult  # noqa: E402
 from datadojo.train.rl import RLTrainer  # noqa: E402
 from datadojo.train.schedules import GammaSchedule  # noqa: E402
 from datadojo.train.tokenize import tokenize_trajectory  # noqa: E402

@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 
 from datadojo.env.tokens import openai_completions_generate  # noqa: E402
 from datadojo.llm.base import SamplingParams  # noqa: E402
+from datadojo.reward.registry import RewardResult  # noqa: E402
 from datadojo.testing.token_server import TokenServer, hf_handler  # noqa: E402
 from datadojo.train.config import OptimConfig, RLConfig  # noqa: E402
-from datadojo.train.rewards import RewardResult  # noqa: E402
 from datadojo.train.rl import RLTrainer  # noqa: E402
 from datadojo.train.rollouts import TokenRollouts  # noqa: E402
 from datadojo.train.weight_sync import WeightSync, server_root  # noqa: E402

@@ -18,6 +18,7 @@ import pytest
 
 from datadojo.env.tokens import GenOutput, TokenEpisode
 from datadojo.jsonl import read_trajectories
+from datadojo.reward.registry import RewardSpec, score_pairs_sync
 from datadojo.sandbox.session import SandboxError
 from datadojo.train.export.trl_env import (
     DataDojoRollouts,
@@ -25,7 +26,6 @@ from datadojo.train.export.trl_env import (
     to_trl_sample,
     trajectory_tokens,
 )
-from datadojo.train.rewards import datamind_reward_fn
 from datadojo.types import Action, DataFile, Task, Trajectory, Turn
 
 SALES = Path(__file__).resolve().parents[2] / "examples" / "data" / "sales.csv"
@@ -126,7 +126,7 @@ def test_rows_are_the_sampled_and_environment_tokens_exactly(toy_tok: Any, tmp_p
     assert r0 is not None and r1 is not None and r0 > r1
     trajs = list(read_trajectories(log))
     assert [t.sample for t in trajs] == [0, 1]
-    expect = datamind_reward_fn()([(_task(), t) for t in trajs])
+    expect = score_pairs_sync([(_task(), t) for t in trajs], RewardSpec(name="datamind"))
     assert [t.rewards["datadojo"] for t in trajs] == [e.total for e in expect] == [r0, r1]
     ep = trajectory_tokens(trajs[0])
     assert ep.prompt_ids == prompt and ep.response_ids == comp[:-1]

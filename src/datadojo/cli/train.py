@@ -127,7 +127,10 @@ def rl(
         "datamind", "--preset", help="datamind (γ·SFT + (1−γ)·DAPO) or envlunch (GRPO warm-up)."
     ),
     reward: str = typer.Option(
-        "datamind", "--reward", help="datamind (format/answer/length) or envlunch (Eq. 4)."
+        "auto",
+        "--reward",
+        help="A registered reward (datamind, envlunch, benchmark, scientific, judge), or auto: envlunch for "
+        "EnvLunch tasks, judge with --judge, else datamind.",
     ),
     judge: str | None = typer.Option(
         None, "--judge", help="Model spec of an LLM judge for r_answer (datamind reward)."
@@ -177,8 +180,9 @@ def rl(
 ) -> None:
     """Online RL: rollouts through the agent runtime and sandbox, rewards, and the mixed objective."""
     from datadojo.cli.inputs import load_tasks, load_trajectories
+    from datadojo.reward.registry import spec_for_cli
     from datadojo.train.config import ConfigError
-    from datadojo.train.rewards import rl_reward_fn
+    from datadojo.train.rewards import registry_reward_fn
     from datadojo.train.rollouts import rollout_source
 
     try:
@@ -219,7 +223,8 @@ def rl(
         from datadojo.sandbox.isolation import require_confinement
 
         require_confinement("auto", allow_reduced=allow_reduced_isolation, purpose="train rl")
-        reward_fn = rl_reward_fn(reward, judge=judge, tasks_path=tasks, cache_dir=str(cfg.output_dir))
+        spec = spec_for_cli(reward, judge=judge, tasks_path=tasks, cache_dir=str(cfg.output_dir))
+        reward_fn = registry_reward_fn(spec)
 
         from datadojo.train.rl import RLTrainer
 

@@ -52,7 +52,7 @@ _TASKS_HELP = "Task file made by `warmup build` (its copies in <stem>.copies/ be
 
 def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
     from datadojo.cli.inputs import load_tasks
-    from datadojo.synth.envlunch.tasks import task_info
+    from datadojo.reward.envlunch import task_info
 
     if not tasks_path.exists():
         raise typer.BadParameter(f"{tasks_path}: no such task file")
@@ -67,8 +67,15 @@ def _load_infos(tasks_path: Path, limit: int | None = None) -> list[Any]:
     return infos
 
 
+def _task_of(infos: dict[str, Any], traj: Any, i: int) -> Any:
+    info = infos.get(traj.task_id)
+    if info is None:
+        raise ValueError(f"trajectory {i} (task_id={traj.task_id!r}): no such EnvLunch task in the task file")
+    return info.task
+
+
 def _executor(in_process: bool, concurrency: int) -> Any:
-    from datadojo.synth.envlunch.executor import InProcessExecutor, SandboxExecutor
+    from datadojo.reward.programs import InProcessExecutor, SandboxExecutor
 
     return InProcessExecutor() if in_process else SandboxExecutor(concurrency=concurrency)
 
@@ -244,7 +251,7 @@ def score(
 ) -> None:
     """Reward trajectories (EnvLunch Eq. 4): run each submitted program in every counterfactual copy."""
     from datadojo.jsonl import JsonlError, read_trajectories, write_jsonl_atomic
-    from datadojo.synth.envlunch.reward import score_trajectories
+    from datadojo.reward.registry import RewardSpec, envlunch_records
 
     infos = {i.task.id: i for i in _load_infos(tasks_path)}
     try:
@@ -253,7 +260,9 @@ def score(
         raise typer.BadParameter(str(exc)) from exc
     with console.status(f"scoring {len(trajs)} trajectories"):
         try:
-            records = score_trajectories(infos, trajs, _executor(in_process, concurrency))
+            pairs = [(_task_of(infos, traj, i), traj) for i, traj in enumerate(trajs)]
+            spec = RewardSpec(name="envlunch", tasks_path=str(tasks_path))
+            records = envlunch_records(pairs, spec, executor=_executor(in_process, concurrency))
         except ValueError as exc:
             raise typer.BadParameter(f"{trajectories}: {exc}") from exc
     if out is not None:

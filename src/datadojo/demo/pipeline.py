@@ -11,7 +11,7 @@ path, not a mock:
    counterfactual copies (:func:`datadojo.synth.envlunch.build.build_tasks`);
 4. **solve** — the reference query-by-output solver on every task (:mod:`datadojo.synth.envlunch.solver`);
 5. **score** — every solver program run in the sandbox in every copy and rewarded by EnvLunch Eq. (4)
-   (:func:`~datadojo.synth.envlunch.reward.score_trajectories`), written as a run folder with its own report
+   (:func:`~datadojo.reward.envlunch.score_trajectories`), written as a run folder with its own report
    (:func:`~datadojo.synth.envlunch.report.write_warmup_report`);
 6. **text2sql** — the oracle agent (gold SQL through the full agent loop and sandbox) on the bundled
    ``shop-sql`` set, scored by execution accuracy (:func:`datadojo.eval.harness.run_eval`);
@@ -299,8 +299,8 @@ class _Stages:
 
     def solve(self, tasks_path: Path) -> tuple[list[Any], list[Any]]:
         from datadojo.jsonl import read_tasks, write_jsonl_atomic
+        from datadojo.reward.envlunch import task_info
         from datadojo.synth.envlunch.solver import SolverConfig, solve, solver_trajectory
-        from datadojo.synth.envlunch.tasks import task_info
 
         infos = [task_info(t, tasks_path) for t in read_tasks(tasks_path)]
         config = SolverConfig(
@@ -327,8 +327,8 @@ class _Stages:
         return infos, trajs
 
     def score(self, tasks_path: Path, infos: list[Any], trajs: list[Any]) -> None:
+        from datadojo.reward.registry import RewardSpec, envlunch_records
         from datadojo.synth.envlunch.report import write_warmup_report
-        from datadojo.synth.envlunch.reward import score_trajectories
 
         programs = sum(t.final_answer is not None for t in trajs)
         start = self._stage("score", programs)
@@ -336,7 +336,12 @@ class _Stages:
             lambda done: self.progress("score", done, programs), self.cfg.concurrency
         )
         try:
-            records = score_trajectories({i.task.id: i for i in infos}, trajs, executor)
+            by_id = {i.task.id: i.task for i in infos}
+            unknown = [t.task_id for t in trajs if t.task_id not in by_id]
+            if unknown:
+                raise ValueError(f"task {unknown[0]!r}: no such EnvLunch task in the task file")
+            spec = RewardSpec(name="envlunch", tasks_path=str(tasks_path))
+            records = envlunch_records([(by_id[t.task_id], t) for t in trajs], spec, executor=executor)
         except ValueError as exc:
             raise DemoError(f"score: {exc}") from exc
         html, _md = write_warmup_report(tasks_path.parent / "report", tasks_path, trajs, records)
@@ -424,7 +429,7 @@ class _CountingExecutor:
     """The sandbox executor, counting finished submissions for the progress bar."""
 
     def __init__(self, on_done: Callable[[int], None], concurrency: int) -> None:
-        from datadojo.synth.envlunch.executor import SandboxExecutor
+        from datadojo.reward.programs import SandboxExecutor
 
         count = [0]
 

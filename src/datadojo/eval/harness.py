@@ -42,7 +42,6 @@ import asyncio
 import inspect
 import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -56,7 +55,6 @@ from pydantic import Field, model_validator
 from datadojo.agent import RolloutSummary, run_rollouts
 from datadojo.bench import Benchmark, BenchmarkError, get_benchmark
 from datadojo.bench.judged import JudgedBenchmark
-from datadojo.bench.spider import extract_sql
 from datadojo.config import Settings, field_help
 from datadojo.env import AgentConfig, CodeRunner, default_sandboxes
 from datadojo.errors import DataDojoError
@@ -68,7 +66,8 @@ from datadojo.jsonl import read_trajectories, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, SamplingParams
 from datadojo.llm.spec import model_identity
 from datadojo.llm.structured import StructuredMode
-from datadojo.reward.datamind import AnswerCheck, DataMindReward
+from datadojo.reward.answers import predicted_answer
+from datadojo.reward.registry import RewardSpec, score_pairs_sync
 from datadojo.runs import RunFolder
 from datadojo.runs.folder import RUN_FILE
 from datadojo.sandbox.result import isolation_counts
@@ -101,11 +100,6 @@ RUN_RECORD = "eval.json"
 #: Stop reasons that are the model server's failure, not the agent's (left out of the figures until rerun).
 SERVER_FAILURE_STOPS: frozenset[str] = frozenset({"llm_error"})
 JUDGE_CACHE = "judge_cache.jsonl"
-
-_SQL_START = re.compile(
-    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
-)
-_SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)\b", re.IGNORECASE)
 
 
 class EvalError(DataDojoError, ValueError):
@@ -282,29 +276,6 @@ def count_eval_tasks(benchmark: Benchmark, data: str | Path, *, options: dict[st
 # --- predictions ----------------------------------------------------------------------------------------
 
 
-def _looks_like_sql(text: str) -> bool:
-    return bool(_SQL_FENCE.search(text)) or bool(_SQL_START.match(extract_sql(text)))
-
-
-def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, str]:
-    """A trajectory's prediction for scoring, and where it came from (module docstring).
-
-    Returns ``(text, source)`` with ``source`` one of ``answer`` (the final answer), ``sql_action`` (the
-    last SQL action that ran without an error; SQL tasks only) or ``none`` (the episode ended without an
-    answer, so nothing was submitted, whatever it ran).
-    """
-    answer = trajectory.final_answer
-    if answer is None:  # never answered (turn budget, errors): nothing was submitted
-        return None, "none"
-    if task.answer_kind != "sql" or _looks_like_sql(answer):
-        return answer, "answer"
-    for turn in reversed(trajectory.turns):
-        obs = turn.observation
-        if turn.action.kind == "sql" and obs is not None and obs.status == "ok" and turn.action.text.strip():
-            return turn.action.text, "sql_action"
-    return answer, "answer"
-
-
 def _tokens(traj: Trajectory) -> tuple[int, int]:
     return sum(t.tokens.prompt for t in traj.turns), sum(t.tokens.completion for t in traj.turns)
 
@@ -419,6 +390,7 @@ def score_run(
     ks: Sequence[int] | None = None,
     meta: dict[str, Any] | None = None,
     rollout: RolloutSummary | None = None,
+    reward: RewardSpec | None = None,
 ) -> EvalResult:
     """Score ``OUT/trajectories.jsonl`` for ``tasks`` × ``n_trials`` and write ``scores.jsonl``/``summary.json``.
 
@@ -448,6 +420,12 @@ def score_run(
     stop_reasons: Counter[str] = Counter()
     source_counts: Counter[str] = Counter()
     rewards: list[dict[str, float]] = []
+    # Each trajectory's reward from the registry; the answer part is decided by this benchmark's rule (as scored)
+    scored = {(i.task.id, i.trial): i.task for i in report.items if (i.task.id, i.trial) in trajs}
+    results = score_pairs_sync(
+        [(t, trajs[k]) for k, t in scored.items()], reward or RewardSpec(benchmark=benchmark)
+    )
+    registry_rewards = dict(zip(scored, results, strict=True))
     for item in report.items:
         key = (item.task.id, item.trial)
         traj = trajs.get(key)
@@ -466,17 +444,17 @@ def score_run(
             )
         else:
             prompt, completion = _tokens(traj)
-            verdict = AnswerCheck(item.score.correct, item.score.reason, f"bench:{benchmark.name}")
-            reward = DataMindReward(checker=lambda _task, _pred, v=verdict: v).score(traj, item.task)
+            reward_result = registry_rewards[key]
             row.update(
                 prediction_source=sources[key], stop_reason=traj.stop_reason,
                 finished=traj.stop_reason == "answer", turns=traj.n_turns, tokens=prompt + completion,
-                prompt_tokens=prompt, completion_tokens=completion, rewards=reward.as_rewards(), error=traj.error,
+                prompt_tokens=prompt, completion_tokens=completion, rewards=reward_result.as_rewards(), error=traj.error,
+                reward=reward_result.reward, reward_parts=reward_result.parts,
             )  # fmt: skip
             if excluding and key in server_failed:
                 row["excluded"] = "server_failure"
             else:
-                rewards.append(reward.as_rewards())
+                rewards.append(reward_result.as_rewards())
         stop_reasons[row["stop_reason"]] += 1
         source_counts[row["prediction_source"]] += 1
         rows.append(row)
@@ -500,7 +478,7 @@ def score_run(
         "prediction_sources": dict(sorted(source_counts.items())),
         "rewards": {
             "mean_total": sum(r["total"] for r in rewards) / len(rewards) if rewards else None,
-            "format_ok": sum(r["format"] for r in rewards) / len(rewards) if rewards else None,
+            "format_ok": sum(r.get("r_format", 0.0) for r in rewards) / len(rewards) if rewards else None,
         },
         "behaviour": behaviour,
         "decisions": decisions,
@@ -696,8 +674,18 @@ async def run_eval(
             if judge_backend is None:
                 await judge_chat.aclose()
         meta["judge"] = cfg.judge or judge_chat.model_id
+    # the reward registry: answer part by this run's scorer; an EnvLunch task file's copies lie beside it
+    spec = RewardSpec(benchmark=scorer, tasks_path=str(cfg.data) if Path(cfg.data).is_file() else None)
     result = await asyncio.to_thread(
-        score_run, scorer, tasks, out, n_trials=cfg.n_trials, ks=cfg.ks, meta=meta, rollout=rollout
+        score_run,
+        scorer,
+        tasks,
+        out,
+        n_trials=cfg.n_trials,
+        ks=cfg.ks,
+        meta=meta,
+        rollout=rollout,
+        reward=spec,
     )
     if cfg.report:
         from datadojo.eval.report import write_report

@@ -101,11 +101,10 @@ def _run_synthesis(ctx: StageContext) -> dict[str, Any]:
 
 
 def _run_curation(ctx: StageContext) -> dict[str, Any]:
+    from datadojo.reward.envlunch import task_info
+    from datadojo.reward.registry import RewardSpec, envlunch_records
     from datadojo.synth.envlunch.config import SolverConfig
-    from datadojo.synth.envlunch.executor import SandboxExecutor
-    from datadojo.synth.envlunch.reward import score_trajectories
     from datadojo.synth.envlunch.solver import solve, solver_trajectory
-    from datadojo.synth.envlunch.tasks import task_info
 
     section = ctx.config.stage("curation")
     concurrency = int(section.pop("concurrency", 2))
@@ -117,9 +116,8 @@ def _run_curation(ctx: StageContext) -> dict[str, Any]:
     for i, info in enumerate(infos, 1):
         trajs.append(solver_trajectory(info, solve([info], conf)[0]))
         ctx.progress(i, len(infos))
-    records = score_trajectories(
-        {i.task.id: i for i in infos}, trajs, SandboxExecutor(concurrency=concurrency)
-    )
+    spec = RewardSpec(name="envlunch", tasks_path=str(tasks_path), concurrency=concurrency)
+    records = envlunch_records([(i.task, t) for i, t in zip(infos, trajs, strict=True)], spec)
     solved = {r.task_id for r in records if r.solved}
     kept = [t.model_copy(update={"rewards": {"total": 1.0}}) for t in trajs if t.task_id in solved]
     sft = ctx.out / "solver.trajectories.jsonl"
@@ -204,7 +202,8 @@ def _check_downstream(cfg: RecipeConfig) -> None:
 
 
 def _run_downstream(ctx: StageContext) -> dict[str, Any]:
-    from datadojo.train.rewards import make_reward_fn
+    from datadojo.reward.registry import spec_for_cli
+    from datadojo.train.rewards import registry_reward_fn
     from datadojo.train.rl import RLTrainer
     from datadojo.train.rollouts import rollout_source
 
@@ -223,7 +222,10 @@ def _run_downstream(ctx: StageContext) -> dict[str, Any]:
     write_jsonl_atomic(path, tasks)
     cfg, reward = _downstream_config(ctx.config, start, ctx.out / "run")
     trainer = RLTrainer(
-        cfg, tasks, make_reward_fn(reward, tasks_path=path), lambda acc: rollout_source(cfg, acc)
+        cfg,
+        tasks,
+        registry_reward_fn(spec_for_cli(reward, tasks_path=path)),
+        lambda acc: rollout_source(cfg, acc),
     )
     try:
         summary = trainer.train(resume=True)

@@ -431,7 +431,8 @@ def _rl_config(cfg: RecipeConfig, model: str = "", out: Path | None = None) -> t
 
 
 def _run_rl(ctx: StageContext) -> dict[str, Any]:
-    from datadojo.train.rewards import make_reward_fn
+    from datadojo.reward.registry import spec_for_cli
+    from datadojo.train.rewards import registry_reward_fn
     from datadojo.train.rl import RLTrainer
     from datadojo.train.rollouts import rollout_source
 
@@ -441,7 +442,7 @@ def _run_rl(ctx: StageContext) -> dict[str, Any]:
     tasks_file = ctx.dep("rl_tasks")["tasks"]
     tasks = list(read_tasks(tasks_file))
     cfg, reward = _rl_config(ctx.config, start, ctx.out / "run")
-    reward_fn = make_reward_fn(reward, tasks_path=tasks_file)
+    reward_fn = registry_reward_fn(spec_for_cli(reward, tasks_path=tasks_file))
     experts = list(read_trajectories(ctx.dep("curation")["sft_data"])) if cfg.uses_sft else []
     if cfg.uses_sft:
         from transformers import AutoTokenizer
@@ -481,9 +482,9 @@ PRESETS = ("datamind", "envlunch")
 
 def check_choices(where: str, section: dict[str, Any]) -> None:
     """``preset`` and ``reward`` of an RL section among the known ones (a wrong one is not a silent default)."""
-    from datadojo.train.rewards import REWARD_NAMES
+    from datadojo.reward.registry import reward_names
 
-    for key, known in (("preset", PRESETS), ("reward", REWARD_NAMES)):
+    for key, known in (("preset", PRESETS), ("reward", tuple(reward_names()))):
         if key in section and section[key] not in known:
             raise RecipeError(f"{where} {key} = {section[key]!r}: not one of {', '.join(known)}")
 

@@ -213,7 +213,8 @@ class DataMindReward:
         self.malformed_penalty = malformed_penalty
         self.rule_first = rule_first
 
-    def _combine(self, trajectory: Trajectory, check: AnswerCheck) -> RewardBreakdown:
+    def combine(self, trajectory: Trajectory, check: AnswerCheck) -> RewardBreakdown:
+        """The three parts and R of ``trajectory`` with r_answer decided by ``check``."""
         r_format, problems = format_reward(trajectory)
         answer = trajectory.final_answer or ""
         n_tokens = self.count_tokens(answer) if answer else 0
@@ -239,17 +240,22 @@ class DataMindReward:
     def score(self, trajectory: Trajectory, task: Task) -> RewardBreakdown:
         """The reward of ``trajectory`` for ``task`` with the synchronous checker."""
         self._check_task(trajectory, task)
-        return self._combine(trajectory, self.checker(task, trajectory.final_answer))
+        return self.combine(trajectory, self.checker(task, trajectory.final_answer))
 
     async def ascore(self, trajectory: Trajectory, task: Task) -> RewardBreakdown:
         """The reward with the LLM judge deciding r_answer (the checker when no judge was given)."""
         self._check_task(trajectory, task)
+        return self.combine(trajectory, await self.acheck(task, trajectory.final_answer))
+
+    async def acheck(self, task: Task, prediction: str | None) -> AnswerCheck:
+        """r_answer's verdict on ``prediction``: the judge's (with ``rule_first`` only where the checker is not
+        certain), else the checker's."""
         if self.judge is None:
-            return self._combine(trajectory, self.checker(task, trajectory.final_answer))
+            return self.checker(task, prediction)
         if self.rule_first:  # rule+judge: the rule decides what it is certain about, the judge the rest
-            check = self.checker(task, trajectory.final_answer)
+            check = self.checker(task, prediction)
             if check.decided:
-                return self._combine(trajectory, check)
+                return check
         if task.answer is None:
             raise ValueError(f"task {task.id!r}: no reference answer for the judge")
         reference = (
@@ -257,10 +263,8 @@ class DataMindReward:
             if isinstance(task.answer, str)
             else json.dumps(task.answer, ensure_ascii=False, default=str)
         )
-        verdict = await self.judge.judge(task.question, reference, trajectory.final_answer)
-        return self._combine(
-            trajectory, AnswerCheck(verdict.score == 1, verdict.reason, f"judge:{self.judge.model}")
-        )
+        verdict = await self.judge.judge(task.question, reference, prediction)
+        return AnswerCheck(verdict.score == 1, verdict.reason, f"judge:{self.judge.model}")
 
     @staticmethod
     def apply(trajectory: Trajectory, breakdown: RewardBreakdown) -> Trajectory:

@@ -20,9 +20,10 @@ One RL step (DataMind §4, §5.1; EnvLunch §4):
 name in :mod:`datadojo.train.registry` (``dapo``, ``grpo``, or a user's own). EnvLunch's GRPO warm-up is
 ``RLConfig.envlunch()``: γ ≡ 0, no experts, no dynamic sampling, KL and entropy terms on.
 
-The run folder holds ``config.json``, ``metrics.jsonl`` (γ, SFT loss, policy loss, reward mean, entropy,
-fraction of groups filtered, void-turn rate, clip fraction, …), ``curves.svg``, ``rollouts/step_N.rankR.jsonl``
-(raw, resumable) and ``.scored.jsonl`` (with rewards and advantages), ``checkpoints/``, ``final/``.
+The run folder holds ``config.json``, ``metrics.jsonl`` (γ, SFT loss, policy loss, reward mean and the mean
+of each reward part as ``reward_<part>``, entropy, fraction of groups filtered, void-turn rate, clip
+fraction, …), ``curves.svg``, ``rollouts/step_N.rankR.jsonl``
+(raw, resumable) and ``.scored.jsonl`` (with each rollout's reward, its weighted parts and their details, and advantages), ``checkpoints/``, ``final/``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import torch
 from datadojo.env.tokens import INFRA_STOP_REASONS, TokenEpisode
 from datadojo.fs import write_json_atomic
 from datadojo.jsonl import write_jsonl_atomic
+from datadojo.reward.registry import BUILTIN_PARTS, RewardResult
 from datadojo.train.checkpoint import CheckpointManager, save_hf_model
 from datadojo.train.config import RLConfig
 from datadojo.train.losses import (
@@ -67,7 +69,7 @@ from datadojo.train.modeling import (
 )
 from datadojo.train.plots import DEFAULT_RL_KEYS, write_curves
 from datadojo.train.registry import LossSpec, PolicyInputs, get_policy_loss
-from datadojo.train.rewards import RewardFn, RewardResult
+from datadojo.train.rewards import RewardFn
 from datadojo.train.rollouts import RolloutSource
 from datadojo.train.tokenize import TemplateError, TokenizedTrajectory, tokenize_trajectory
 from datadojo.types import Task, Trajectory
@@ -468,7 +470,7 @@ class RLTrainer:
     def _write_scored(self, path: Path, rollouts: Sequence[Rollout]) -> None:
         records = []
         for r in rollouts:
-            rewards = {**r.traj.rewards, **r.reward.parts, "total": r.reward.total}
+            rewards = {**r.traj.rewards, **r.reward.as_rewards()}  # total, weighted parts, their details
             extra = {**r.traj.extra, "advantage": r.advantage, "kept": r.kept, "correct": r.reward.correct}
             records.append(r.traj.model_copy(update={"rewards": rewards, "extra": extra}))
         write_jsonl_atomic(path, records)
@@ -577,6 +579,11 @@ class RLTrainer:
         reward_sq = g(sum(r.reward.total**2 for r in rollouts))
         mean = reward_sum / n if n else float("nan")
         tokens = agg.get("tokens", 0.0)
+        # every process reduces the same names in the same order (a collective per name): the built-ins' parts
+        parts = {
+            name: g(sum(r.reward.parts.get(name, 0.0) for r in rollouts)) / n if n else None
+            for name in BUILTIN_PARTS
+        }
 
         def per(key: str, count: int) -> float | None:
             return agg[key] / count if count and key in agg else None
@@ -593,6 +600,7 @@ class RLTrainer:
             ),
             "reward_mean": mean,
             "reward_std": math.sqrt(max(0.0, reward_sq / n - mean**2)) if n else None,
+            **{f"reward_{k}": v for k, v in parts.items() if any(k in r.reward.parts for r in rollouts)},
             "accuracy": g(sum(r.reward.correct for r in rollouts)) / n if n else None,
             "entropy": agg["entropy_sum"] / agg["entropy_n"] if agg.get("entropy_n") else None,
             "frac_groups_filtered": 1.0 - n_kept / n_groups if n_groups else None,

@@ -114,7 +114,8 @@ def test_answers_differing_in_sign_scale_percent_entity_or_identifier_are_never_
 
 def test_rl_tasks_feed_train_rl(judged) -> None:
     from datadojo.cli.inputs import load_tasks
-    from datadojo.train.rewards import make_reward_fn
+    from datadojo.reward.registry import spec_for_cli
+    from datadojo.train.rewards import registry_reward_fn
 
     out, *_ = judged
     tasks = load_tasks(out / "rl_tasks.jsonl", "--tasks")  # what `datadojo train rl --tasks` calls
@@ -123,7 +124,7 @@ def test_rl_tasks_feed_train_rl(judged) -> None:
         assert t.answer == "42" and t.files and Path(t.files[0].path).is_file()
         assert t.extra["reference"]["chosen_by"] in ("judge", "rule")
         assert t.description is None and "answer_format" not in t.extra and "workflow" not in t.extra
-    reward = make_reward_fn("datamind")  # `train rl --reward datamind` (the default)
+    reward = registry_reward_fn(spec_for_cli("datamind"))  # `train rl --reward datamind`
 
     def traj(task, answer: str) -> Trajectory:
         raw = f"<think>Summed.</think><answer>{answer}</answer>"

@@ -12,7 +12,8 @@ Modules, in pipeline order:
 * :mod:`.sql_actions`, :mod:`.pandas_actions` — the action pools (15 SQL operators; pandas chains);
 * :mod:`.synthesis` — online synthesis and the §3 filter; :mod:`.build` — task sets, in parallel;
 * :mod:`.tasks` — :class:`datadojo.types.Task` records and the files beside them;
-* :mod:`.canon`, :mod:`.executor`, :mod:`.reward` — canonical results, running submissions, Eq. (4);
+* canonical results, running submissions and Eq. (4) live in :mod:`datadojo.reward` (``canon``,
+  ``programs``, ``envlunch``), below synthesis, so every consumer's reward comes from the registry;
 * :mod:`.solver` — reference query-by-output solver; :mod:`.audit` — constant-printing audit;
 * :mod:`.solver_check` — the solver's share of a build, and why it fails on the rest;
 * :mod:`.probe` — the §6 uncertainty-reduction probe.

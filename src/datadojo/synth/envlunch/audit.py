@@ -20,10 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from datadojo.synth.envlunch.executor import ProgramExecutor
-from datadojo.synth.envlunch.reward import ScoreRecord, score_programs
+from datadojo.reward.envlunch import EnvLunchTaskInfo, ScoreRecord, score_programs
+from datadojo.reward.programs import ProgramExecutor
 from datadojo.synth.envlunch.sql_actions import sql_literal
-from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
 
 __all__ = ["AuditReport", "constant_program", "run_audit"]
 

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.synth.envlunch.reward import ScoreRecord
-from datadojo.synth.envlunch.tasks import T_MAX
+from datadojo.reward.envlunch import T_MAX, ScoreRecord
 from datadojo.types import Trajectory
 
 __all__ = ["Headline", "headline", "headline_rows", "write_warmup_report"]

@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
+from datadojo.reward.canon import canonical_pandas, canonical_rows, same_result
+from datadojo.reward.envlunch import EnvLunchTaskInfo
 from datadojo.synth.envlunch import pandas_actions as pa
 from datadojo.synth.envlunch import sql_actions as sa
-from datadojo.synth.envlunch.canon import canonical_pandas, canonical_rows, same_result
 from datadojo.synth.envlunch.config import SolverConfig
 from datadojo.synth.envlunch.environment import (
     Environment,
@@ -40,7 +41,6 @@ from datadojo.synth.envlunch.environment import (
     stable_int,
 )
 from datadojo.synth.envlunch.keys import column_roles
-from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
 from datadojo.types import Action, Observation, Trajectory, Turn
 
 __all__ = ["SolveResult", "SolverConfig", "solve", "solver_trajectory"]

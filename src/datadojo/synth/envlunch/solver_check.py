@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datadojo.reward.envlunch import ScoreRecord, score_programs, task_info
+from datadojo.reward.programs import InProcessExecutor
 from datadojo.synth.envlunch.config import SolverConfig
 from datadojo.synth.envlunch.environment import stable_int
-from datadojo.synth.envlunch.executor import InProcessExecutor
-from datadojo.synth.envlunch.reward import ScoreRecord, score_programs
 from datadojo.synth.envlunch.solver import SolveResult, solve
-from datadojo.synth.envlunch.tasks import task_info
 from datadojo.types import Task
 
 __all__ = ["FAILURE_REASONS", "SolverCheck", "check_with_solver", "failure_reason", "solver_sample"]

@@ -21,9 +21,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from datadojo.synth.envlunch import pandas_actions as pa
-from datadojo.synth.envlunch import sql_actions as sa
-from datadojo.synth.envlunch.canon import (
+from datadojo.reward.canon import (
     Canonical,
     canonical_pandas,
     canonical_rows,
@@ -31,6 +29,8 @@ from datadojo.synth.envlunch.canon import (
     json_value,
     same_result,
 )
+from datadojo.synth.envlunch import pandas_actions as pa
+from datadojo.synth.envlunch import sql_actions as sa
 from datadojo.synth.envlunch.config import MAX_TARGET_ROWS, SynthConfig
 from datadojo.synth.envlunch.environment import Environment, stable_int
 from datadojo.synth.envlunch.keys import ColumnInfo, column_roles

@@ -33,20 +33,16 @@ Every file is written to a temporary name and renamed.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from datadojo.synth.envlunch.canon import Canonical, canonical_from_json
+from datadojo.reward.envlunch import T_MAX, W_BREVITY
 from datadojo.synth.envlunch.environment import Environment
 from datadojo.synth.envlunch.perturb import sqlite_copy, write_atomic_bytes, write_sqlite_atomic
 from datadojo.synth.envlunch.synthesis import EnvContext, Synthesized
 from datadojo.types import DataFile, Task
 
 __all__ = [
-    "T_MAX",
-    "W_BREVITY",
-    "EnvLunchTaskInfo",
     "copies_root",
     "env_dir",
     "question_text",
@@ -54,15 +50,10 @@ __all__ = [
     "sample_info",
     "tables_read",
     "task_from_synth",
-    "task_info",
     "tell_apart",
     "visible_key",
     "write_env_files",
 ]
-
-#: EnvLunch §3, Eq. (4): "t_max is the turn budget of the harness (16 for SQL and 48 for pandas), and w=0.5".
-T_MAX = {"sql": 16, "pandas": 48}
-W_BREVITY = 0.5
 
 
 def copies_root(tasks_path: str | Path) -> Path:
@@ -265,42 +256,3 @@ def task_from_synth(
         difficulty=syn.level,
         extra=extra,
     )
-
-
-class EnvLunchTaskInfo:
-    """The scoring view of an EnvLunch task: backend, copies (absolute), targets, w, t_max."""
-
-    def __init__(self, task: Task, base_dir: Path) -> None:
-        extra = task.extra
-        if task.answer_kind != "envlunch":
-            raise ValueError(f"task {task.id}: answer_kind is {task.answer_kind!r}, not 'envlunch'")
-        try:
-            self.backend: str = extra["backend"]
-            self.copy_dirs = tuple(_resolve(base_dir, p) for p in extra["copies"])
-            self.orig_dir = _resolve(base_dir, extra["orig"])
-            self.copy_targets: list[Canonical] = [canonical_from_json(c) for c in extra["copy_targets"]]
-            self.target: Canonical = canonical_from_json(extra["target"])
-            self.w = float(extra.get("w", W_BREVITY))
-            self.t_max = int(extra.get("t_max", T_MAX[self.backend]))
-            self.db_name: str | None = extra.get("db_name")
-            self.level = int(extra["level"])
-            self.program: str = extra["program"]
-        except KeyError as exc:
-            raise ValueError(f"task {task.id}: extra lacks the EnvLunch field {exc.args[0]!r}") from None
-        if self.backend not in T_MAX:
-            raise ValueError(f"task {task.id}: extra.backend must be 'sql' or 'pandas', got {self.backend!r}")
-        if len(self.copy_dirs) != len(self.copy_targets):
-            raise ValueError(
-                f"task {task.id}: {len(self.copy_dirs)} copies but {len(self.copy_targets)} targets"
-            )
-        self.task = task
-
-
-def _resolve(base: Path, p: str) -> Path:
-    path = Path(p)
-    return path if path.is_absolute() else (base / path)
-
-
-def task_info(task: Task, tasks_path: str | Path) -> EnvLunchTaskInfo:
-    """Scoring view of ``task`` read from ``tasks_path`` (relative paths resolve against its folder)."""
-    return EnvLunchTaskInfo(task, Path(os.path.abspath(tasks_path)).parent)

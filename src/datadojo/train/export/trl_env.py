@@ -16,10 +16,9 @@ back unchanged with their sampler log-probs (``env_mask`` 1), and only the envir
 the turn, the ``<interpreter>`` observation, the next assistant header) is tokenized, once (``env_mask`` 0).
 TRL then trains on exactly these ids: its loss mask is ``completion_mask × env_mask``.
 
-Rewards are DataDojo's, on the real trajectory: DataMind's format / answer / length reward (§4,
-:func:`datadojo.train.rewards.datamind_reward_fn`) or, for an EnvLunch task (``answer_kind == "envlunch"``),
-EnvLunch's agreement reward over the counterfactual copies (§3 Eq. 4,
-:func:`~datadojo.train.rewards.envlunch_reward_fn`). They are computed in the rollout and returned through
+Rewards are DataDojo's, on the real trajectory, as the reward registry chooses and computes them
+(:func:`datadojo.reward.registry.score_pairs`): DataMind's format / answer / length reward (§4) or, for an
+EnvLunch task, EnvLunch's agreement reward over the counterfactual copies (§3 Eq. 4). They are computed in the rollout and returned through
 the reward function :attr:`DataDojoRollouts.reward_func` (logged by TRL as ``rewards/datadojo``).
 
 Infrastructure failures (the generation server or the sandbox failed: ``llm_error`` / ``env_error``) are not
@@ -336,15 +335,13 @@ class DataDojoRollouts:
             self.tasks[task.id] = task
         if not self.tasks:
             raise TRLRolloutError("no tasks to train on")
-        unanswered = [t.id for t in self.tasks.values() if t.answer_kind != "envlunch" and t.answer is None]
-        if unanswered:
-            raise TRLRolloutError(
-                f"{len(unanswered)} tasks have no answer to reward against (first: {unanswered[0]})"
-            )
-        if tasks_path is None and any(t.answer_kind == "envlunch" for t in self.tasks.values()):
-            raise TRLRolloutError(
-                "EnvLunch tasks need tasks_path: their counterfactual copies live next to it"
-            )
+        from datadojo.reward.registry import RewardSpec, reward_problems
+
+        problems = reward_problems(
+            list(self.tasks.values()), RewardSpec(tasks_path=None if tasks_path is None else str(tasks_path))
+        )
+        if problems:
+            raise TRLRolloutError(f"{len(problems)} tasks cannot be rewarded (first: {problems[0]})")
         self.tasks_path = None if tasks_path is None else Path(tasks_path)
         self.dialect = dialect
         self.max_turns = max_turns
@@ -354,7 +351,6 @@ class DataDojoRollouts:
         self.generate_factory = generate
         self.void_masking = void_masking
         self.rollouts_path = None if rollouts_path is None else Path(rollouts_path)
-        self._scorers: dict[str, Any] = {}
         self.__name__ = "datadojo_rollouts"  # TRL's warnings name the callable
 
     @classmethod
@@ -410,23 +406,16 @@ class DataDojoRollouts:
     def _score(
         self, results: Sequence[EpisodeResult], tasks: Sequence[Task]
     ) -> list[tuple[float, bool, dict]]:
-        """DataDojo's reward of each live trajectory, batched per reward kind (EnvLunch runs programs)."""
-        from datadojo.train.rewards import datamind_reward_fn, envlunch_reward_fn
+        """DataDojo's reward of each live trajectory, from the reward registry (batched per reward: EnvLunch
+        runs programs); the flat numbers (total, weighted parts, details) go with each row."""
+        from datadojo.reward.registry import RewardSpec, score_pairs_sync
 
         out: list[tuple[float, bool, dict]] = [(0.0, False, {})] * len(results)
-        kinds: dict[str, list[int]] = {}
-        for i, (res, task) in enumerate(zip(results, tasks, strict=True)):
-            if not res.infra_failure:
-                kinds.setdefault("envlunch" if task.answer_kind == "envlunch" else "datamind", []).append(i)
-        for kind, idx in kinds.items():
-            if kind not in self._scorers:
-                self._scorers[kind] = (
-                    envlunch_reward_fn(self.tasks_path) if kind == "envlunch" else datamind_reward_fn()
-                )
-            scored = self._scorers[kind]([(tasks[i], results[i].trajectory) for i in idx])
-            for i, r in zip(idx, scored, strict=True):
-                parts = {k: float(v) for k, v in r.parts.items() if isinstance(v, int | float)}
-                out[i] = (float(r.total), bool(r.correct), parts)
+        live = [i for i, res in enumerate(results) if not res.infra_failure]
+        spec = RewardSpec(tasks_path=str(self.tasks_path) if self.tasks_path is not None else None)
+        scored = score_pairs_sync([(tasks[i], results[i].trajectory) for i in live], spec)
+        for i, r in zip(live, scored, strict=True):
+            out[i] = (float(r.total), bool(r.correct), r.as_rewards())
         return out
 
     # ------------------------------------------------------------------ rollouts

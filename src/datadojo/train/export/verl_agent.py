@@ -12,10 +12,10 @@ persistent sandbox per trajectory (state and files kept across turns). Its :clas
 exact token record — the sampled ids with mask 1 and their log-probs (verl's ``rollout_log_probs``, for its
 rollout-correction IS), the environment's ids with mask 0 — cut to ``rollout.response_length``.
 
-``reward_score`` is DataDojo's reward on the real trajectory (not on scraped text): DataMind's
-format / answer / length reward (:func:`datadojo.train.rewards.datamind_reward_fn`), or for an EnvLunch
-task (``answer_kind == "envlunch"``) the agreement reward replayed in every counterfactual copy
-(:func:`~datadojo.train.rewards.envlunch_reward_fn`, the copies under ``extra_info["tasks_dir"]``).
+``reward_score`` is DataDojo's reward on the real trajectory (not on scraped text), as the reward registry
+chooses and computes it (:func:`datadojo.reward.registry.score_pairs`): DataMind's format / answer / length
+reward, or for an EnvLunch task the agreement reward replayed in every counterfactual copy (the copies
+under ``extra_info["tasks_dir"]``); its weighted parts go to ``reward_extra_info``.
 
 Infrastructure failures (the server or the sandbox failed: ``llm_error`` / ``env_error``) get a response
 mask of zeros — no loss term — and ``extra_fields["datadojo_infra_failure"] = 1``; the advantage estimator
@@ -78,19 +78,16 @@ def task_from_row(data_source: str, ground_truth: Any, extra_info: dict[str, Any
     )
 
 
-def score_trajectory(task: Any, traj: Any, info: dict[str, Any]) -> tuple[float, dict[str, float]]:
-    """DataDojo's reward of one trajectory: EnvLunch's agreement reward for an EnvLunch task, else DataMind's."""
-    from datadojo.train.rewards import datamind_reward_fn, envlunch_reward_fn
+async def score_trajectory(task: Any, traj: Any, info: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    """DataDojo's reward of one trajectory, from the reward registry; the flat numbers (total, weighted parts,
+    details) and ``acc`` (correct) for ``reward_extra_info``. An EnvLunch row's copies lie under
+    ``extra_info["tasks_dir"]``."""
+    from datadojo.reward.registry import RewardSpec, score_pairs
 
-    if task.answer_kind == "envlunch":
-        tasks_dir = info.get("tasks_dir")
-        if not tasks_dir:
-            raise ValueError(f"task {task.id}: an EnvLunch row needs extra_info['tasks_dir'] (its copies)")
-        result = envlunch_reward_fn(Path(tasks_dir) / "tasks.jsonl")([(task, traj)])[0]
-    else:
-        result = datamind_reward_fn()([(task, traj)])[0]
-    parts = {k: float(v) for k, v in result.parts.items() if isinstance(v, int | float)}
-    return float(result.total), {**parts, "acc": float(result.correct)}
+    tasks_dir = info.get("tasks_dir")
+    spec = RewardSpec(tasks_path=str(Path(tasks_dir) / "tasks.jsonl") if tasks_dir else None)
+    (result,) = await score_pairs([(task, traj)], spec)
+    return float(result.total), {**result.as_rewards(), "acc": float(result.correct)}
 
 
 def _make_class() -> type:
@@ -193,7 +190,7 @@ def _make_class() -> type:
                 mask = [0] * len(mask)
                 score, parts = 0.0, {}
             else:
-                score, parts = score_trajectory(task, traj, info)
+                score, parts = await score_trajectory(task, traj, info)
             extra["reward_extra_info"] = parts
             return AgentLoopOutput(
                 prompt_ids=ep.prompt_ids,

@@ -14,7 +14,7 @@ A cell is built from the submission:
   authorizer, one statement, timeout) on the copy's database, all rows kept;
 * **pandas** — the agent's code, with a trailing expression turned into ``result = <expr>`` (so
   ``df["x"].mean()`` as the last line is the answer, as in a notebook), run with the copy's folder as the
-  working directory; then :data:`~datadojo.synth.envlunch.canon.SHAPE_SOURCE` turns ``result`` into
+  working directory; then :data:`~datadojo.reward.canon.SHAPE_SOURCE` turns ``result`` into
   columns and rows.
 
 Either way the cell prints one line ``<<envlunch-result>>{json}``; the last such line is the result.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from datadojo.synth.envlunch.canon import SHAPE_SOURCE, Canonical, canonical_rows
+from datadojo.reward.canon import SHAPE_SOURCE, Canonical, canonical_rows
 
 __all__ = [
     "RESULT_MARKER",

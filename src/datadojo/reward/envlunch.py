@@ -16,17 +16,21 @@ the environment), clipped to ``[0, t_max]``. A trajectory with no answer scores 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from datadojo.protocol.code import extract_code
-from datadojo.synth.envlunch.canon import Canonical, exact_match, row_overlap
-from datadojo.synth.envlunch.executor import Job, ProgramExecutor, ProgramOutcome
-from datadojo.synth.envlunch.tasks import EnvLunchTaskInfo
-from datadojo.types import Trajectory
+from datadojo.reward.canon import Canonical, canonical_from_json, exact_match, row_overlap
+from datadojo.reward.programs import Job, ProgramExecutor, ProgramOutcome
+from datadojo.types import Task, Trajectory
 
 __all__ = [
+    "T_MAX",
+    "W_BREVITY",
+    "EnvLunchTaskInfo",
     "ScoreRecord",
     "Submission",
     "agreement",
@@ -34,7 +38,52 @@ __all__ = [
     "extract_submission",
     "score_programs",
     "score_trajectories",
+    "task_info",
 ]
+
+
+#: EnvLunch §3, Eq. (4): "t_max is the turn budget of the harness (16 for SQL and 48 for pandas), and w=0.5".
+T_MAX = {"sql": 16, "pandas": 48}
+W_BREVITY = 0.5
+
+
+class EnvLunchTaskInfo:
+    """The scoring view of an EnvLunch task: backend, copies (absolute), targets, w, t_max."""
+
+    def __init__(self, task: Task, base_dir: Path) -> None:
+        extra = task.extra
+        if task.answer_kind != "envlunch":
+            raise ValueError(f"task {task.id}: answer_kind is {task.answer_kind!r}, not 'envlunch'")
+        try:
+            self.backend: str = extra["backend"]
+            self.copy_dirs = tuple(_resolve(base_dir, p) for p in extra["copies"])
+            self.orig_dir = _resolve(base_dir, extra["orig"])
+            self.copy_targets: list[Canonical] = [canonical_from_json(c) for c in extra["copy_targets"]]
+            self.target: Canonical = canonical_from_json(extra["target"])
+            self.w = float(extra.get("w", W_BREVITY))
+            self.t_max = int(extra.get("t_max", T_MAX[self.backend]))
+            self.db_name: str | None = extra.get("db_name")
+            self.level = int(extra["level"])
+            self.program: str = extra["program"]
+        except KeyError as exc:
+            raise ValueError(f"task {task.id}: extra lacks the EnvLunch field {exc.args[0]!r}") from None
+        if self.backend not in T_MAX:
+            raise ValueError(f"task {task.id}: extra.backend must be 'sql' or 'pandas', got {self.backend!r}")
+        if len(self.copy_dirs) != len(self.copy_targets):
+            raise ValueError(
+                f"task {task.id}: {len(self.copy_dirs)} copies but {len(self.copy_targets)} targets"
+            )
+        self.task = task
+
+
+def _resolve(base: Path, p: str) -> Path:
+    path = Path(p)
+    return path if path.is_absolute() else (base / path)
+
+
+def task_info(task: Task, tasks_path: str | Path) -> EnvLunchTaskInfo:
+    """Scoring view of ``task`` read from ``tasks_path`` (relative paths resolve against its folder)."""
+    return EnvLunchTaskInfo(task, Path(os.path.abspath(tasks_path)).parent)
 
 
 def agreement(backend: str, pred: Canonical, ref: Canonical) -> float:
@@ -49,7 +98,9 @@ def envlunch_reward(m_values: Sequence[float], t: int, t_max: int, w: float = 0.
     if t_max <= 0:
         raise ValueError(f"t_max must be positive, got {t_max}")
     t = min(max(t, 0), t_max)
-    return (1.0 + w * (1.0 - t / t_max)) * min(m_values)
+    m = min(m_values)
+    # the registry's sum of parts, agreement + w·brevity, added in its order so both give the same float
+    return m + w * ((1.0 - t / t_max) * m)
 
 
 @dataclass(frozen=True)
