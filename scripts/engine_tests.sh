@@ -23,6 +23,10 @@
 # Spider trajectories and EnvLunch warm-up tasks + trajectories from ../shared/data/spider, every export
 # kind, and a tiny random Qwen2 checkpoint with Qwen2.5's chat template.
 #
+# Parity: tests/env/test_parity.py (this Python) and each engine's parity case write a reward row file per
+# consumer into one folder; scripts/parity_table.py then prints the consumer × task table and fails the job
+# when two consumers differ by more than 1e-9 or a consumer that ran wrote no file.
+#
 # Failure policy: a failing engine test fails the job. An engine whose environment cannot be installed
 # (the package index unreachable or a download failing after retries) is reported as NOT TESTED and does
 # not fail the job, unless DATADOJO_ENGINES_STRICT=1 — that failure is outside the code under test.
@@ -104,6 +108,15 @@ PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" tests/engines/make_fixtu
 
 declare -A RESULT
 failed=0
+# Reward parity (docs/environment.md, "Parity"): every consumer writes <consumer>.json into $PARITY; the
+# main suite's rows (eval, train rl's rollouts) first, with this Python, then each engine's own.
+PARITY="$WORK/parity"
+RAN="eval train_rl"
+log "parity: the main suite's rows (eval, train rl) -> $PARITY"
+if ! DATADOJO_PARITY_DIR="$PARITY" PYTHONPATH="$ROOT/src" "$PY" -m pytest -q -p no:cacheprovider tests/env/test_parity.py; then
+  log "parity: the main suite's rows FAILED"
+  failed=1
+fi
 for engine in $ENGINES; do
   t0=$(date +%s)
   if ! venv=$(venv_for "$engine"); then
@@ -113,7 +126,8 @@ for engine in $ENGINES; do
     continue
   fi
   log "$engine: tests in $venv"
-  if DATADOJO_ENGINE_FIXTURES="$WORK/fixtures" PYTHONPATH="$ROOT/src" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+  RAN="$RAN $engine"
+  if DATADOJO_ENGINE_FIXTURES="$WORK/fixtures" DATADOJO_PARITY_DIR="$PARITY" PYTHONPATH="$ROOT/src" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled DISABLE_VERSION_CHECK=1 TOKENIZERS_PARALLELISM=false \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider --confcutdir=tests/engines -c tests/engines/pytest.ini \
     tests/engines/test_"$engine"*.py; then
@@ -125,8 +139,17 @@ for engine in $ENGINES; do
   RESULT[$engine]="${RESULT[$engine]} ($(($(date +%s) - t0)) s)"
 done
 
+# The table: the consumers datadojo.testing.parity.CONSUMERS lists that ran here must all be present and agree
+log "parity table (consumers that ran: $RAN)"
+if PYTHONPATH="$ROOT/src" "$PY" scripts/parity_table.py "$PARITY" --ran "$RAN"; then
+  RESULT[parity]="passed"
+else
+  RESULT[parity]="FAILED"
+  failed=1
+fi
+
 log "summary (total $(($(date +%s) - START)) s):"
-for engine in $ENGINES; do
+for engine in $ENGINES parity; do
   printf '  %-13s %s\n' "$engine" "${RESULT[$engine]}"
 done
 exit $failed

@@ -3,6 +3,7 @@ two consumers differ by more than 1e-9 or an expected consumer is missing (docs/
 
     python scripts/parity_table.py DIR                       # expects datadojo.testing.parity.CONSUMERS
     python scripts/parity_table.py DIR --expect eval,train_rl
+    python scripts/parity_table.py DIR --ran "eval train_rl trl verl llamafactory"   # CONSUMERS that ran
 """
 
 from __future__ import annotations
@@ -32,10 +33,20 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("folder", help="folder of <consumer>.json files")
-    parser.add_argument("--expect", default=",".join(CONSUMERS), help="consumers that must have a file")
+    parser.add_argument("--expect", default=None, help="comma-separated consumers that must have a file")
+    parser.add_argument(
+        "--ran",
+        default=None,
+        help="what ran (space-separated): the consumers of CONSUMERS among them must have a file",
+    )
     args = parser.parse_args(argv)
     files = read_rows(args.folder)
-    expected = tuple(c for c in args.expect.split(",") if c)
+    if args.expect is not None:
+        expected = tuple(c for c in args.expect.split(",") if c)
+    elif args.ran is not None:
+        expected = tuple(c for c in CONSUMERS if c in args.ran.split())
+    else:
+        expected = CONSUMERS
     print(format_table(files))
     problems = table_problems(files, expected)
     if problems:

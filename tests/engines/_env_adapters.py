@@ -4,7 +4,7 @@ The verifiers and OpenEnv tests play the parity tasks (:mod:`datadojo.testing.pa
 DABench task scored by DABench's rule, an EnvLunch task with counterfactual copies; each with a right, a
 wrong-entity, a malformed and a code-then-answer reply) through the framework, against the loopback model
 server, and compare every reward with ``datadojo eval``'s for the same replies (run here too) and with the
-papers' values by hand. Their rows go to ``$DATADOJO_PARITY_DIR/<consumer>.json`` for the parity table.
+papers' values by hand (``ParityFixture.expected_total``). Their rows go to ``$DATADOJO_PARITY_DIR/<consumer>.json`` for the parity table.
 """
 
 from __future__ import annotations
@@ -17,18 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datadojo.testing.parity import CASES, ParityFixture, parity_row, write_parity_fixture, write_rows
+from datadojo.testing.parity import ParityFixture, parity_row, write_parity_fixture, write_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_TURNS = 4  # as the main suite's parity rows (tests/env/test_parity.py): `eval -T 4`
-
-#: By hand (DataMind §4, EnvLunch Eq. 4 with w = 0.5, t_max = 16), as tests/env/test_parity.py derives them:
-#: right → 1 (a short correct answer); wrong entity → 0; malformed (wrong, no <think>) → −0.1; code then
-#: answer → 1. EnvLunch: right at t = 0 → 1.5; the partial program agrees on 2 of 3 rows of copy 2 →
-#: (1 + 0.5)·2/3 = 1.0; the code turn makes t = 1 → 1 + 0.5·15/16 = 1.46875.
-EXPECTED = {"right": 1.0, "wrong_entity": 0.0, "malformed": -0.1, "code_then_answer": 1.0}
-EXPECTED_ENVLUNCH = {"right": 1.5, "wrong_entity": 1.0, "malformed": 1.0, "code_then_answer": 1.46875}
-NOT_IN_EVAL = "eval has no benchmark that scores EnvLunch tasks (`datadojo warmup score` does)"
 
 
 @dataclass(frozen=True)
@@ -44,9 +36,8 @@ class ParitySet:
         return [t.id for t in self.fixture.tasks if self.fixture.kind[t.id] in kinds]
 
     def expected(self, task_id: str) -> float:
-        case = task_id.rsplit(".", 1)[1]
-        assert case in CASES, task_id
-        return (EXPECTED_ENVLUNCH if self.fixture.kind[task_id] == "envlunch-sql" else EXPECTED)[case]
+        """The hand-computed reward (DataMind §4, EnvLunch Eq. 4; :data:`~datadojo.testing.parity.HAND_TOTALS`)."""
+        return self.fixture.expected_total(task_id)
 
 
 def parity_set(root: Path) -> ParitySet:

@@ -241,3 +241,32 @@ def test_in_process_sampling_keeps_logprobs_aligned_with_trls_forward(tmp_path: 
     assert any(
         2 in r["datadojo_turns"] and {0, 1} <= {m for row in r["env_mask"] for m in row} for r in replies
     )
+
+
+def test_parity_rows_through_the_rollout_func(tmp_path: Path) -> None:
+    """The parity fixture through ``DataDojoRollouts.collect`` (what TRL's ``rollout_func`` calls): the
+    reward reaching TRL is the papers' by hand, and the row file joins the parity table."""
+    import os
+
+    from datadojo.testing.parity import parity_row, reply_for_prompt, write_parity_fixture, write_rows
+
+    tok = AutoTokenizer.from_pretrained(MODEL)
+    fixture = write_parity_fixture(tmp_path / "parity")
+
+    async def generate(prompt_ids: list[int], sampling: dict[str, Any]) -> GenOutput:
+        reply = reply_for_prompt(fixture, tok.decode(prompt_ids))
+        ids = [i for ch in reply for i in tok.encode(ch, add_special_tokens=False)]  # char-level ids
+        return GenOutput(ids, [-0.5] * len(ids), "completed")
+
+    rollouts = DataDojoRollouts(
+        list(fixture.tasks), tasks_path=fixture.tasks_path, concurrency=2, max_turns=4,
+        rollouts_path=tmp_path / "rollouts.jsonl",
+    )  # fmt: skip
+    ids = [t.id for t in fixture.tasks]
+    out = rollouts.collect(ids, generate, tok, max_completion_length=4096)
+    records = {t.task_id: t for t in read_trajectories(tmp_path / "rollouts.jsonl")}
+    rows = {}
+    for task_id, total in zip(ids, out["datadojo_reward"], strict=True):
+        assert total == pytest.approx(fixture.expected_total(task_id), abs=1e-12), task_id
+        rows[f"{task_id}/0"] = parity_row(total, records[task_id].rewards)
+    write_rows(os.environ.get("DATADOJO_PARITY_DIR") or tmp_path / "table", "trl", rows)

@@ -119,3 +119,35 @@ def test_server_failure_is_masked_and_left_out_of_the_advantage(tok: Any) -> Non
     live = torch.tensor([1.0, 0.0, 1.0])
     expect = (live - live.mean()) / (live.std() + 1e-6)
     assert torch.allclose(adv[:3, 0], expect) and torch.all(adv[3] == 0)
+
+
+def test_parity_rows_through_the_agent_loop(tok: Any, tmp_path: Path) -> None:
+    """The parity fixture through verl's agent loop: ``reward_score`` is the papers' value by hand, and the
+    row file (total and parts from ``reward_extra_info``) joins the parity table."""
+    import os
+
+    from datadojo.testing.parity import parity_row, reply_for_prompt, write_parity_fixture, write_rows
+
+    fixture = write_parity_fixture(tmp_path / "parity")
+
+    class ParityServer:
+        async def generate(
+            self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kw: Any
+        ):
+            reply = reply_for_prompt(fixture, tok.decode(prompt_ids))
+            ids = [i for ch in reply for i in tok.encode(ch, add_special_tokens=False)]
+            return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+
+    async def run_all() -> dict[str, Any]:
+        loop = _loop(ParityServer(), tok)  # type: ignore[arg-type]
+        out = {}
+        for i, task in enumerate(fixture.tasks):
+            row = task_to_verl_row(task, i, "train", max_turns=4, tasks_dir=str(fixture.tasks_path.parent))
+            out[task.id] = await loop.run({"temperature": 1.0, "top_p": 1.0}, **row)
+        return out
+
+    rows = {}
+    for task_id, res in asyncio.run(run_all()).items():
+        assert res.reward_score == pytest.approx(fixture.expected_total(task_id), abs=1e-12), task_id
+        rows[f"{task_id}/0"] = parity_row(res.reward_score, res.extra_fields["reward_extra_info"])
+    write_rows(os.environ.get("DATADOJO_PARITY_DIR") or tmp_path / "table", "verl", rows)

@@ -226,7 +226,14 @@ async def test_the_judge_decides_the_answer_part(tmp_path: Path) -> None:
 # ---- the registry --------------------------------------------------------------------------------
 
 
-def test_unknown_names_and_registration() -> None:
+def test_unknown_names_and_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    from datadojo.reward import registry
+
+    # a registration of this test's own must not outlive it (other tests list the known names)
+    monkeypatch.setattr(registry, "_REWARDS", copy.deepcopy(registry._REWARDS))
+    monkeypatch.setattr(registry, "_BUILT", {})
     with pytest.raises(UnknownNameError, match="unknown reward 'nope'; known: benchmark, datamind"):
         spec_for_cli("nope")
     with pytest.raises(UnknownNameError):

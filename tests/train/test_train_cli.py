@@ -62,6 +62,16 @@ def test_train_sft_two_steps(tmp_path: Path, toy_ckpt: Path) -> None:
     assert json.loads((out / "config.json").read_text())["optim"]["lr"] == 1e-3
 
 
+def test_train_rl_unknown_reward_is_the_registry_one_line_error(tmp_path: Path, toy_ckpt: Path) -> None:
+    tasks = _tasks(tmp_path / "tasks.jsonl")
+    res = runner.invoke(
+        app,
+        ["train", "rl", "--reward", "f1", "--model", str(toy_ckpt), "--tasks", str(tasks), "--steps", "1"],
+    )
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "unknown reward 'f1'; known: benchmark, datamind, envlunch, judge, scientific" in res.output
+
+
 def test_train_sft_errors_are_clear(tmp_path: Path, toy_ckpt: Path) -> None:
     data = tmp_path / "traj.jsonl"
     append_jsonl(data, [synthetic_trajectory("v", void=True)])

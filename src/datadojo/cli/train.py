@@ -188,6 +188,7 @@ def rl(
     try:
         if preset not in ("datamind", "envlunch"):
             raise ConfigError(f"--preset must be datamind or envlunch, got {preset!r}")
+        spec_for_cli(reward, judge=judge)  # an unknown --reward is the registry's one line, before any work
         base = RLConfig.datamind() if preset == "datamind" else RLConfig.envlunch()
         if config:
             from datadojo.train.config import load_config

@@ -14,7 +14,8 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    that share a folder (benchmark, data, agent, model, turn budget, dialect, sampling).
 3. **Scores**: every trajectory's prediction (:func:`predicted_answer`) is scored with the benchmark's
    official rule (:func:`datadojo.eval.scoring.score_predictions`, shared with ``datadojo score``) and
-   DataMind's reward (:class:`datadojo.reward.DataMindReward`, r_answer taken from that score). Scores are
+   rewarded by the reward registry (:func:`datadojo.reward.registry.score_pairs`: DataMind's reward with
+   this benchmark's rule deciding r_answer; each row logs the total and every weighted part). Scores are
    derived data: ``OUT/scores.jsonl`` is rebuilt from all trajectories on every run.
    A benchmark scored by an LLM judge (:class:`~datadojo.bench.judged.JudgedBenchmark`, e.g.
    SciDataSailor's ``scidata``) first has every distinct prediction judged (``judge`` model spec,

@@ -266,7 +266,7 @@ def _trajectory_html(row: dict[str, Any], traj: Trajectory | None) -> str:
         f'<div class="label">scored prediction ({_e(row.get("prediction_source"))})</div>'
         f"<pre>{_e(_cut(_as_text(row.get('answer'))) or '(none)')}</pre>",
         f"<div>scorer ({_e(row.get('metric'))}): {_e(row.get('reason'))}</div>",
-        f"<div>DataMind reward: {_e(reward_text)}</div>",
+        f"<div>reward ({_e(row.get('reward') or 'datamind')}): {_e(reward_text)}</div>",
     ]
     if row.get("error"):
         parts.append(f'<div class="bad">error: {_e(row["error"])}</div>')

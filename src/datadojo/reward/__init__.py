@@ -1,5 +1,9 @@
-"""Rewards: DataMind's reward and judge agreement, re-exporting the answer comparison they build on.
+"""Rewards: the registry that chooses and computes every reward, DataMind's reward and judge agreement,
+re-exporting the answer comparison they build on.
 
+* :mod:`~datadojo.reward.registry`: rewards by name, built from named weighted parts; ``reward_for_task``
+  chooses, ``score_pairs`` scores (every consumer calls it; ``docs/environment.md``, "Rewards");
+* :mod:`~datadojo.reward.envlunch` (with ``canon`` and ``programs``): EnvLunch's Eq. 4 over counterfactual copies;
 * :mod:`~datadojo.reward.datamind`: r_format, r_answer, r_length and the composite R (DataMind §4);
 * :mod:`~datadojo.reward.agreement`: agreement between two judges, with ROUGE-L alongside.
 

@@ -34,6 +34,8 @@ from datadojo.types import DataFile, Task
 __all__ = [
     "CASES",
     "CONSUMERS",
+    "HAND_TOTALS",
+    "HAND_TOTALS_ENVLUNCH",
     "TOLERANCE",
     "ParityFixture",
     "chat_script",
@@ -51,6 +53,24 @@ CONSUMERS: tuple[str, ...] = ("eval", "train_rl", "trl", "verl", "verifiers", "o
 TOLERANCE = 1e-9
 #: The scripted reply of each case, in order.
 CASES: tuple[str, ...] = ("right", "wrong_entity", "malformed", "code_then_answer")
+
+#: By hand (DataMind §4: R = r_length·r_answer if correct, 0 if wrong but well formed, −0.1 if wrong and
+#: malformed; every answer here is far below l_min = 256 tokens, so r_length = 1): the reward of each case.
+HAND_TOTALS: dict[str, float] = {
+    "right": 1.0,
+    "wrong_entity": 0.0,
+    "malformed": -0.1,
+    "code_then_answer": 1.0,
+}
+#: EnvLunch Eq. 4, R = (1 + w(1 − t/t_max))·min_k m with w = 0.5, t_max = 16 (SQL): right at t = 0 → 1.5;
+#: the partial program matches copy 1 and 2 of copy 2's 3 rows (m = 2/3) → 1.5·2/3 = 1.0 at t = 0 (also when
+#: malformed: Eq. 4 has no format term); the code turn makes t = 1 → 1 + 0.5·15/16 = 1.46875.
+HAND_TOTALS_ENVLUNCH: dict[str, float] = {
+    "right": 1.5,
+    "wrong_entity": 1.0,
+    "malformed": 1.0,
+    "code_then_answer": 1.46875,
+}
 
 _MARKER = re.compile(r"\[parity:([A-Za-z0-9_.-]+)\]")
 
@@ -135,6 +155,11 @@ class ParityFixture:
     tasks: tuple[Task, ...]
     replies: Mapping[str, tuple[str, ...]]
     kind: Mapping[str, str]
+
+    def expected_total(self, task_id: str) -> float:
+        """The hand-computed reward of ``task_id`` (:data:`HAND_TOTALS`, :data:`HAND_TOTALS_ENVLUNCH`)."""
+        case = task_id.rsplit(".", 1)[1]
+        return (HAND_TOTALS_ENVLUNCH if self.kind[task_id] == "envlunch-sql" else HAND_TOTALS)[case]
 
     def replies_for(self, text: str) -> tuple[str, ...]:
         """The replies of the episode whose prompt is ``text`` (its ``[parity:ID]`` marker)."""

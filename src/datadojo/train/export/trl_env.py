@@ -537,7 +537,8 @@ class DataDojoRollouts:
 
         trajs = []
         for res, row in zip(results, rows, strict=True):
-            rewards = {} if row.reward is None else {REWARD_FUNC_NAME: row.reward}
+            # the reward TRL got, and the registry's total, weighted parts and their details beside it
+            rewards = {} if row.reward is None else {REWARD_FUNC_NAME: row.reward, **row.parts}
             extra = {**res.trajectory.extra, "trl_step": step, "trl_env_mask": row.env_mask}
             trajs.append(res.trajectory.model_copy(update={"rewards": rewards, "extra": extra}))
         assert self.rollouts_path is not None
