@@ -24,9 +24,9 @@ from datadojo.eval.harness import EvalConfig, load_eval_tasks
 from datadojo.jsonl import read_tasks
 from datadojo.reward.registry import RewardResult, RewardSpec, reward_problems, score_pairs, spec_for_cli
 from datadojo.sandbox.config import SandboxConfig
-from datadojo.types import Task
+from datadojo.types import Task, Trajectory
 
-__all__ = ["AdapterError", "EnvSource", "episode_reward", "load_env_source"]
+__all__ = ["AdapterError", "EnvSource", "episode_reward", "load_env_source", "trajectory_reward"]
 
 
 class AdapterError(DataDojoError, ValueError):
@@ -138,5 +138,10 @@ def load_env_source(
 
 async def episode_reward(source: EnvSource, episode: Episode) -> RewardResult:
     """The reward of a finished episode: the registry's (``score_pairs``, which chooses it per task)."""
-    (result,) = await score_pairs([(episode.task, episode.trajectory())], source.reward)
+    return await trajectory_reward(source, episode.task, episode.trajectory())
+
+
+async def trajectory_reward(source: EnvSource, task: Task, trajectory: Trajectory) -> RewardResult:
+    """The registry's reward of ``trajectory`` for ``task`` under the source's spec."""
+    (result,) = await score_pairs([(task, trajectory)], source.reward)
     return result

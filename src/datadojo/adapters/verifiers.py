@@ -8,7 +8,8 @@ module's :func:`load_environment`, so installing ``datadojo[verifiers]`` is inst
 The environment is a ``MultiTurnEnv`` over :class:`datadojo.env.DataEnv`:
 
 * ``setup_state`` opens an :class:`~datadojo.env.Episode` (its sandbox session) for the row's task and
-  makes the episode's opening messages, stop strings and reply budget the rollout's;
+  makes the episode's opening messages, stop strings and reply budget the rollout's (a sandbox that cannot
+  be made ends that rollout as ``env_error``, rewarded as ``datadojo eval`` rewards one, never the run);
 * every model reply is stepped through ``Episode.step`` as soon as it arrives (``add_model_response``),
   not in ``env_response``: verifiers asks for an environment response only before the *next* model call,
   so a reply after which verifiers stops on its own (its turn cap, a timeout) would otherwise never reach
@@ -27,9 +28,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from datadojo.adapters.source import AdapterError, EnvSource, episode_reward, load_env_source
+from datadojo.adapters.source import (
+    AdapterError,
+    EnvSource,
+    episode_reward,
+    load_env_source,
+    trajectory_reward,
+)
 from datadojo.env import DataEnv, Episode
 from datadojo.reward.registry import RewardResult
+from datadojo.types import Task, Trajectory
 
 __all__ = ["EXTRA_HINT", "load_environment"]
 
@@ -45,6 +53,7 @@ class _Live:
     """The open episodes of one environment, by verifiers' trajectory id (states must stay JSON)."""
 
     episodes: dict[str, Episode] = field(default_factory=dict)
+    failed: dict[str, tuple[Task, Trajectory]] = field(default_factory=dict)  # no sandbox: env_error
     rewards: dict[str, RewardResult] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
@@ -85,9 +94,13 @@ def _classes() -> tuple[type, type]:
             cached = self._live.rewards.get(key)
             if cached is None:
                 episode = self._live.episodes.pop(key, None)
-                if episode is None:
+                if episode is not None:
+                    cached = await episode_reward(self._source, episode)
+                elif key in self._live.failed:
+                    cached = await trajectory_reward(self._source, *self._live.failed.pop(key))
+                else:
                     raise AdapterError(f"no DataDojo episode for verifiers trajectory {key}")
-                cached = self._live.rewards[key] = await episode_reward(self._source, episode)
+                self._live.rewards[key] = cached
             return cached
 
         async def _add_parts(self, state: Any) -> None:
@@ -119,9 +132,15 @@ def _classes() -> tuple[type, type]:
             task = self.source.task(state["info"]["task_id"])
             sample = self.live.samples[task.id]
             self.live.samples[task.id] += 1
-            episode = await self.data_env.reset(task, sample=sample)
-            self.live.episodes[state["trajectory_id"]] = episode
             state[TASK_KEY] = task.id
+            try:
+                episode = await self.data_env.reset(task, sample=sample)
+            except Exception as exc:  # no sandbox for it: this rollout is an env_error, never the run's end
+                traj = self.data_env.failed_trajectory(task, exc, sample=sample)
+                self.live.failed[state["trajectory_id"]] = (task, traj)
+                state[STOP_KEY] = "env_error"
+                return state
+            self.live.episodes[state["trajectory_id"]] = episode
             state["prompt"] = normalize_messages(
                 [dict(m) for m in episode.messages], field_name="datadojo.prompt"
             )
@@ -190,6 +209,7 @@ def load_environment(
     """
     env_cls, rubric_cls = _classes()
     from datasets import Dataset  # a dependency of verifiers
+
     source = load_env_source(
         tasks, data=data, limit=limit, options=options, max_turns=max_turns, dialect=dialect,
         isolation=isolation, reward=reward, judge=judge,
