@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from datadojo.adapters.source import AdapterError, episode_reward, load_env_source
+from datadojo.bench import get_benchmark
 from datadojo.cli.app import app
 from datadojo.env import DataEnv
 from datadojo.testing.parity import write_parity_fixture
@@ -26,10 +27,19 @@ def parity(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 
 def test_a_task_file_is_served_with_evals_settings_and_its_reward_spec(parity) -> None:  # type: ignore[no-untyped-def]
-    source = load_env_source(parity.tasks_path, max_turns=3, isolation="none")
+    source = load_env_source(parity.tasks_path, max_turns=3, isolation="none", max_tokens=64)
     assert source.benchmark == "tasks"
     assert list(source.tasks) == [t.id for t in parity.tasks]
     assert source.config.max_turns == 3 and source.config.dialect == "datamind"
+    # `eval --max-tokens 64`: the budget, with the benchmark's temperature and top-p kept
+    defaults = get_benchmark("tasks").defaults
+    sampling = source.config.sampling
+    assert (sampling.max_tokens, sampling.temperature, sampling.top_p) == (
+        64,
+        defaults.temperature,
+        defaults.top_p,
+    )
+    assert load_env_source(parity.tasks_path).config.sampling.max_tokens is None
     assert source.sandbox.isolation == "none"
     # an EnvLunch task file's copies are resolved against its folder; each answer part by its task's source
     assert source.reward.tasks_path == str(parity.tasks_path) and source.reward.name is None

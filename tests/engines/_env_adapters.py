@@ -58,16 +58,25 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "OPENAI_API_KEY": "loopback", "PYTHONPATH": path}
 
 
-def datadojo_eval_rows(bench: str, data: Path, base_url: str, out: Path) -> dict[str, dict[str, Any]]:
-    """``datadojo eval BENCH --data DATA`` with the loopback model: a parity row per ``task/trial``."""
+def datadojo_eval_rows(
+    bench: str, data: Path, base_url: str, out: Path, *extra: str
+) -> dict[str, dict[str, Any]]:
+    """``datadojo eval BENCH --data DATA`` with the loopback model: a parity row per ``task/trial``, with the
+    row's ``stop_reason``."""
     cmd = [sys.executable, "-m", "datadojo", "eval", bench, "--data", str(data), "--model",
-           f"openai:parity@{base_url}", "-n", "1", "-T", str(MAX_TURNS), "--no-report", "--out", str(out)]  # fmt: skip
+           f"openai:parity@{base_url}", "-n", "1", "-T", str(MAX_TURNS), "--no-report", "--out", str(out), *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [
         json.loads(line) for line in (out / "scores.jsonl").read_text(encoding="utf-8").splitlines() if line
     ]
-    return {f"{r['id']}/{r['trial']}": parity_row(r["rewards"]["total"], r["rewards"]) for r in rows}
+    return {
+        f"{r['id']}/{r['trial']}": {
+            **parity_row(r["rewards"]["total"], r["rewards"]),
+            "stop_reason": r["stop_reason"],
+        }
+        for r in rows
+    }
 
 
 def check_rows(
@@ -92,3 +101,28 @@ def write_consumer_rows(consumer: str, rows: dict[str, dict[str, Any]], tmp: Pat
     """``<consumer>.json`` in ``$DATADOJO_PARITY_DIR`` (the engine job's table) or under ``tmp``."""
     folder = Path(os.environ.get("DATADOJO_PARITY_DIR") or tmp / "parity")
     return write_rows(folder, consumer, rows)
+
+
+#: A right, well-formed answer: the stop string cuts its ``</answer>`` (16 approximate tokens left) and a reply
+#: budget of 15 then cuts the newline after ``43``: the server reports ``finish_reason="length"``, so the turn
+#: is invalid (the environment must not re-close it as it re-closes a tag cut by a stop string, which would
+#: make it the right answer, reward 1). Asked again, the model writes the same; after ``max_invalid_turns``
+#: (3) such turns the episode ends ``invalid``.
+CUT_REPLY = "<think>Sum.</think>\n<answer>\n43\n</answer>"
+CUT_MAX_TOKENS = 15
+
+
+def cut_task_file(ps: ParitySet) -> Path:
+    """One task (the CSV total, answer 43) for the token-limit case."""
+    (task,) = [t for t in ps.fixture.tasks if t.id == "csv-total.right"]
+    path = ps.fixture.tasks_path.with_name("cut_tasks.jsonl")
+    path.write_text(task.model_dump_json() + "\n", encoding="utf-8")
+    return path
+
+
+def cut_script(request: dict[str, Any]) -> str:
+    """Every request gets :data:`CUT_REPLY` (the server cuts it at the request's reply budget, which must be
+    the one the episode advertises)."""
+    budget = request.get("max_tokens") or request.get("max_completion_tokens")  # verifiers sends the latter
+    assert budget == CUT_MAX_TOKENS, request
+    return CUT_REPLY

@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from _env_adapters import (
+    CUT_MAX_TOKENS,
     MAX_TURNS,
     check_rows,
+    cut_script,
+    cut_task_file,
     datadojo_eval_rows,
     parity_set,
     subprocess_env,
@@ -135,3 +138,28 @@ def test_openenv_step_without_reset_and_unknown_task_are_clear_errors(tmp_path: 
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_a_reply_cut_by_the_token_limit_is_an_invalid_turn_as_in_eval(tmp_path: Path) -> None:
+    """The client passes the server's finish_reason on: a reply cut at the advertised max_tokens before its
+    closing tag is an invalid turn (reward as eval's), not an answer re-closed as a stop-cut one (reward 1)."""
+    ps = parity_set(tmp_path / "fixture")
+    tasks = cut_task_file(ps)
+    port = _free_port()
+    server = _serve(str(tasks), port, "--max-tokens", str(CUT_MAX_TOKENS))
+    try:
+        with ScriptedLLMServer(cut_script) as llm:
+            model = OpenAI(base_url=llm.base_url, api_key="loopback")
+            result, state = asyncio.run(_play(port, model, "csv-total.right"))
+            ours = datadojo_eval_rows(
+                "tasks", tasks, llm.base_url, tmp_path / "eval", "--max-tokens", str(CUT_MAX_TOKENS)
+            )
+            budgets = {r.json.get("max_tokens") for r in llm.requests}
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    (row,) = ours.values()
+    assert budgets == {CUT_MAX_TOKENS}
+    assert row["stop_reason"] == result.observation["stop_reason"] == "invalid" and state["step_count"] == 3
+    assert abs(result.reward - row["total"]) <= 1e-9 and result.reward < 1.0, (result.reward, row)
+    assert {k: v for k, v in result.observation["reward_parts"].items() if k in row["parts"]} == row["parts"]

@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from _env_adapters import (
+    CUT_MAX_TOKENS,
     MAX_TURNS,
     check_rows,
+    cut_script,
+    cut_task_file,
     datadojo_eval_rows,
     parity_set,
     subprocess_env,
@@ -68,3 +71,21 @@ def test_vf_eval_rewards_equal_datadojo_eval(tmp_path: Path) -> None:
     check_rows(theirs, ours, ps, "verifiers")
     assert all("</code>" in s and "</answer>" in s for s in stops), stops
     write_consumer_rows("verifiers", theirs, tmp_path)
+
+
+def test_a_reply_cut_by_the_token_limit_is_an_invalid_turn_as_in_eval(tmp_path: Path) -> None:
+    """verifiers' finish_reason reaches the episode: a reply cut at max_tokens before its closing tag is an
+    invalid turn (reward as eval's), not an answer re-closed as a stop-cut one (reward 1)."""
+    ps = parity_set(tmp_path / "fixture")
+    tasks = cut_task_file(ps)
+    with ScriptedLLMServer(cut_script) as llm:
+        (result,) = _vf_eval(
+            {"tasks": str(tasks), "max_tokens": CUT_MAX_TOKENS}, 1, llm.base_url, tmp_path / "vf"
+        )
+        ours = datadojo_eval_rows(
+            "tasks", tasks, llm.base_url, tmp_path / "eval", "--max-tokens", str(CUT_MAX_TOKENS)
+        )
+    (row,) = ours.values()
+    assert row["stop_reason"] == "invalid" and result["metrics"]["num_turns"] == 3
+    assert abs(result["reward"] - row["total"]) <= 1e-9 and result["reward"] < 1.0, (result["reward"], row)
+    assert _row(result)["parts"] == row["parts"]

@@ -22,6 +22,7 @@ from datadojo.env import EnvConfig, Episode
 from datadojo.errors import DataDojoError
 from datadojo.eval.harness import EvalConfig, load_eval_tasks
 from datadojo.jsonl import read_tasks
+from datadojo.llm.base import SamplingParams
 from datadojo.reward.registry import RewardResult, RewardSpec, reward_problems, score_pairs, spec_for_cli
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
@@ -73,6 +74,7 @@ def load_env_source(
     options: dict[str, Any] | None = None,
     max_turns: int | None = None,
     dialect: str | None = None,
+    max_tokens: int | None = None,
     isolation: str | None = None,
     reward: str | None = None,
     judge: str | None = None,
@@ -80,7 +82,8 @@ def load_env_source(
 ) -> EnvSource:
     """The tasks of ``tasks`` (a benchmark name or a task file) with ``datadojo eval``'s settings for them.
 
-    ``max_turns`` / ``dialect`` override the benchmark's defaults as ``eval -T`` / ``--dialect`` do;
+    ``max_turns`` / ``dialect`` / ``max_tokens`` (the per-reply budget every episode advertises) override the
+    benchmark's defaults as ``eval -T`` / ``--dialect`` / ``--max-tokens`` do;
     ``isolation`` overrides the sandbox's confinement level as ``eval --isolation`` does; ``reward`` names a
     registered reward (None or ``auto``: the registry chooses per task) and ``judge`` its judge's model spec,
     as ``--reward`` / ``--judge`` do elsewhere. Task ids must be unique: a framework addresses a task by id.
@@ -97,6 +100,12 @@ def load_env_source(
             f"{name!r} is neither a benchmark ({', '.join(benchmark_names())}) nor an existing task file"
         )
     benchmark = get_benchmark(bench_name)
+    d = benchmark.defaults
+    sampling = (
+        None
+        if max_tokens is None
+        else SamplingParams(temperature=d.temperature, top_p=d.top_p, max_tokens=max_tokens)
+    )
     # Read for its agent_config only: the framework's own model plays the episodes (no model spec here).
     settings = EvalConfig(
         bench=bench_name,
@@ -105,6 +114,7 @@ def load_env_source(
         out=Path(work_dir) if work_dir is not None else Path.cwd(),
         max_turns=max_turns,
         dialect=dialect,
+        sampling=sampling,
         limit=limit,
         loader_options=dict(options or {}),
     )

@@ -195,6 +195,7 @@ def load_environment(
     limit: int | None = None,
     max_turns: int | None = None,
     dialect: str | None = None,
+    max_tokens: int | None = None,
     reward: str | None = None,
     judge: str | None = None,
     isolation: str | None = None,
@@ -203,7 +204,7 @@ def load_environment(
 ) -> Any:
     """The verifiers environment serving ``tasks`` (a task file or a benchmark name) with DataDojo's sandbox.
 
-    ``data``, ``limit``, ``max_turns``, ``dialect``, ``isolation`` and ``options`` mean what they mean to
+    ``data``, ``limit``, ``max_turns``, ``dialect``, ``max_tokens``, ``isolation`` and ``options`` mean what they mean to
     ``datadojo eval``; ``reward`` names a registered reward (default: the one the registry chooses per
     task) and ``judge`` its judge's model spec; verifiers reports the reward's named parts as metrics.
     """
@@ -211,7 +212,7 @@ def load_environment(
     from datasets import Dataset  # a dependency of verifiers
 
     source = load_env_source(
-        tasks, data=data, limit=limit, options=options, max_turns=max_turns, dialect=dialect,
+        tasks, data=data, limit=limit, options=options, max_turns=max_turns, dialect=dialect, max_tokens=max_tokens,
         isolation=isolation, reward=reward, judge=judge,
     )  # fmt: skip
     data_env = DataEnv(

@@ -39,6 +39,9 @@ def serve_command(
         None, "--max-turns", "-T", help="Turn budget (default: the benchmark's)."
     ),
     dialect: str | None = typer.Option(None, "--dialect", help="Tag protocol (default: the benchmark's)."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Cap on tokens per reply, advertised to the client with each observation."
+    ),
     reward: str | None = typer.Option(
         None, "--reward", help="A registered reward's name (default: the one the registry chooses per task)."
     ),
@@ -63,7 +66,7 @@ def serve_command(
 
     options = _loader_options(option)
     source = load_env_source(
-        tasks, data=data, limit=limit, options=options, max_turns=max_turns, dialect=dialect,
+        tasks, data=data, limit=limit, options=options, max_turns=max_turns, dialect=dialect, max_tokens=max_tokens,
         isolation=isolation, reward=reward, judge=judge,
     )  # fmt: skip
     typer.echo(
