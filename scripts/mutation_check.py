@@ -4,7 +4,8 @@
 Why: a reward, a loss or a metric that silently changes is a bug the policy learns from. Tests that only
 round-trip values or compare a function with itself let such a change through (issue 39 found 26 of 55
 hand-made mutants surviving). This script makes small changes ("mutants") to a fixed list of functions in
-``compare/``, ``reward/``, EnvLunch's agreement and reward, ``train/losses`` and ``eval/metrics``, runs the
+``compare/``, ``reward/``, EnvLunch's agreement and reward, ``train/losses``, ``eval/metrics`` and the
+environment's turn and token arithmetic (``env/episode``, ``env/tokens``), runs the
 tests mapped to each module against every mutant, and reports which mutants no test noticed.
 
 How it stays safe, deterministic and bounded:
@@ -150,6 +151,35 @@ TARGETS: tuple[Target, ...] = (
         ("tests/train/test_train_losses.py",),
     ),
     Target(
+        "env/episode",
+        (
+            "_seed_sandbox",
+            "Episode.turn_seed",
+            "Episode._after_turn",
+            "Episode.step",
+            "Episode._execute",
+            "Episode.end",
+            "Episode._build_trajectory",
+        ),
+        ("tests/agent/test_agent_loop_regression.py", "tests/env/test_env_episode.py"),
+    ),
+    Target(
+        "env/tokens",
+        (
+            "TokenBridge.bridge",
+            "TokenBridge.commit",
+            "TokenBridge._cut_at_stop",
+            "TokenBridge.add_generation",
+            "TokenStepper._next",
+            "TokenStepper.step",
+            "TokenEpisode.loss_mask",
+            "TokenEpisode.rollout_logprobs",
+            "TokenEpisode.add_generated",
+            "TokenEpisode.add_environment",
+        ),
+        ("tests/env/test_env_tokens.py",),
+    ),
+    Target(
         "eval/metrics",
         ("pass_at_k", "mean_pass_at_k", "any_of_n", "TrialRecord.credit", "_summary", "summarize"),
         ("tests/eval/test_eval_metrics.py",),
@@ -274,6 +304,10 @@ EQUIVALENT: dict[str, str] = {
     ),
     "compare/matchers:_match_list:constant:True -> False": (
         "zip(strict=) of predicted and reference items in order: their lengths were compared just above"
+    ),
+    "env/tokens:TokenBridge._cut_at_stop:constant:1 -> 2 #2": (
+        "range(1, len(ids) + 2): the extra k = len + 1 slices the whole list as k = len does, and the loop "
+        "has returned by then (the whole decoded text contains the stop string)"
     ),
 }
 

@@ -28,7 +28,11 @@ def own_sources(monkeypatch):
 
 def test_each_source_is_its_benchmarks_own() -> None:
     with_source = [n for n in benchmark_names() if get_benchmark(n).source is not None]
-    assert with_source == source_names() == ["bird", "dabench", "qrdata", "spider", "tablebench"]
+    assert (
+        with_source
+        == source_names()
+        == ["bird", "dabench", "dabstep", "dacode", "qrdata", "spider", "tablebench"]
+    )
     for name in with_source:
         source = get_benchmark(name).source
         assert get_source(name) is source and source.name == name
@@ -83,3 +87,12 @@ def test_the_download_module_finds_sources_by_name_in_a_fresh_interpreter() -> N
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("TableBench/resolve/main")
+
+
+def test_every_rule_links_a_section_of_the_rules_doc() -> None:
+    # a summary links docs/evaluation.md#<anchor> for the rule in force: the section must exist
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    for name in benchmark_names():
+        bench = get_benchmark(name)
+        for rule in bench.rules or (bench.rule,):
+            assert f'<a id="{rule.anchor}"></a>' in doc, (name, rule.anchor)

@@ -19,7 +19,8 @@ from datadojo.cli.app import app
 from datadojo.errors import ExitCode
 
 #: Every built-in benchmark that reads its tasks from files at ``--data`` (shop-sql's questions are bundled).
-FILE_BENCHES = ["spider", "bird", "qrdata", "dabench", "databench", "tablebench", "scidata"]
+FILE_BENCHES = ["spider", "bird", "qrdata", "dabench", "databench", "tablebench", "scidata", "dabstep",
+                "spider2-lite"]  # fmt: skip
 
 
 def _sqlite(tmp_path: Path) -> Path:
@@ -69,7 +70,7 @@ def test_a_folder_without_the_files_names_the_layout(tmp_path: Path, bench: str)
         assert f"expected {b.layout}" in str(info.value)
 
 
-@pytest.mark.parametrize("bench", ["spider", "qrdata", "tablebench"])
+@pytest.mark.parametrize("bench", ["spider", "qrdata", "tablebench", "dabstep", "spider2-lite"])
 def test_text_that_is_not_the_records_names_the_layout(tmp_path: Path, bench: str) -> None:
     bad = tmp_path / "data.csv"
     bad.write_text("a,b\n1,2\n")
@@ -79,7 +80,7 @@ def test_text_that_is_not_the_records_names_the_layout(tmp_path: Path, bench: st
     assert str(bad) in str(info.value) and f"expected {b.layout}" in str(info.value)
 
 
-@pytest.mark.parametrize("bench", ["spider", "bird", "qrdata", "dabench"])
+@pytest.mark.parametrize("bench", ["spider", "bird", "qrdata", "dabench", "dabstep", "spider2-lite"])
 def test_cli_eval_and_score_exit_2_in_one_line(tmp_path: Path, bench: str) -> None:
     db = _sqlite(tmp_path)
     preds = tmp_path / "p.jsonl"

@@ -60,6 +60,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
     return out, examples, res.output
 
 
+def _files(out: Path) -> dict[str, Path]:
+    """The files each stage wrote, as ``demo.json`` records them (each in its engine stage folder)."""
+    files = json.loads((out / "demo.json").read_text())["files"]
+    return {name: out / rel for name, rel in files.items()}
+
+
 def test_demo_generates_the_data_and_prints_each_stage(demo_run: tuple[Path, Path, str]) -> None:
     out, examples, printed = demo_run
     for name in EXAMPLE_SOURCES:
@@ -74,19 +80,20 @@ def test_demo_generates_the_data_and_prints_each_stage(demo_run: tuple[Path, Pat
 
 def test_printed_figures_match_the_files(demo_run: tuple[Path, Path, str]) -> None:
     out, _, printed = demo_run
-    tasks = [r for _, r in iter_jsonl(out / "warmup" / "tasks.jsonl")]
+    files = _files(out)
+    tasks = [r for _, r in iter_jsonl(files["tasks"])]
     assert len(tasks) == N_TASKS
     n_sql = sum(t["extra"]["backend"] == "sql" for t in tasks)
     assert f"{N_TASKS} tasks ({n_sql} SQL, {N_TASKS - n_sql} pandas)" in printed
-    copy_dirs = [Path(out / "warmup" / c) for t in tasks for c in t["extra"]["copies"]]
+    copy_dirs = [Path(files["tasks"].parent / c) for t in tasks for c in t["extra"]["copies"]]
     assert copy_dirs and all(d.is_dir() for d in copy_dirs)
 
-    solver = list(read_trajectories(out / "warmup" / "solver.jsonl"))
+    solver = list(read_trajectories(files["solver"]))
     found = sum(t.final_answer is not None for t in solver)
     assert found >= 1  # so the sandbox scoring below ran programs in copies
     assert f"a program for {found}/{N_TASKS} tasks" in printed
 
-    rows = [r for _, r in iter_jsonl(out / "warmup" / "report" / "scores.jsonl")]
+    rows = [r for _, r in iter_jsonl(files["scores"])]
     solved = sum(r["correct"] for r in rows)
     mean_r = sum(r["rewards"]["envlunch"] for r in rows) / len(rows)
     runs = sum(len(t["extra"]["copies"]) for t, s in zip(tasks, solver, strict=True) if s.final_answer)
@@ -95,7 +102,7 @@ def test_printed_figures_match_the_files(demo_run: tuple[Path, Path, str]) -> No
     assert (int(m[1]), int(m[2]), int(m[3])) == (solved, N_TASKS, runs)
     assert float(m[4]) == pytest.approx(mean_r, abs=5e-4)
 
-    summary = json.loads((out / "text2sql" / "summary.json").read_text())
+    summary = json.loads((files["eval"] / "summary.json").read_text())
     assert summary["benchmark"] == "shop-sql" and summary["official"]["accuracy"] == 1.0  # the oracle: 100%
     assert summary["metrics"]["success_rate"] == 1.0 and summary["official"]["gold_errors"] == 0
     assert f"execution accuracy 100% on {summary['n_tasks']} questions" in printed
@@ -107,6 +114,15 @@ def test_printed_figures_match_the_files(demo_run: tuple[Path, Path, str]) -> No
     stage = {s["name"]: s for s in demo["stages"]}
     assert stage["score"]["figures"]["solved"] == solved and stage["solve"]["figures"]["found"] == found
     assert stage["text2sql"]["figures"]["execution_accuracy"] == 1.0
+    # the stages ran on the recipe engine: one committed stage folder each, with its manifest and counts
+    committed = [json.loads(line) for line in (out / "stages" / "stages.jsonl").read_text().splitlines()]
+    assert [c["stage"] for c in committed] == ["examples", "profile", "build", "solve", "score", "text2sql"]
+    manifests = {
+        c["stage"]: json.loads((out / "stages" / c["path"] / "manifest.json").read_text()) for c in committed
+    }
+    assert manifests["build"]["counts"]["out"] == N_TASKS and manifests["score"]["counts"]["out"] == solved
+    assert files["tasks"].parent == out / "stages" / committed[2]["path"]
+    assert json.loads((out / "run.json").read_text())["settings"] == {"recipe": "demo"}
 
 
 def test_report_links_everything(demo_run: tuple[Path, Path, str]) -> None:
@@ -120,20 +136,21 @@ def test_report_links_everything(demo_run: tuple[Path, Path, str]) -> None:
     for href in page.hrefs:
         if href.startswith("#"):
             assert href[1:] in page.ids, href
-    for needed in ("warmup/report/report.html", "text2sql/report.html", "warmup/tasks.jsonl",
-                   "warmup/solver.jsonl", "profiles/shop.sqlite.txt"):  # fmt: skip
+    where = {k: str(p.relative_to(out)) for k, p in _files(out).items()}
+    for needed in (where["scored_report"], where["eval"] + "/report.html", where["tasks"], where["solver"],
+                   where["profiles"] + "/shop.sqlite.txt"):  # fmt: skip
         assert needed in files
-    assert "Table customers (60 rows" in (out / "profiles" / "shop.sqlite.txt").read_text()
+    assert "Table customers (60 rows" in (out / where["profiles"] / "shop.sqlite.txt").read_text()
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "Table customers (60 rows" in html  # the profile text is on the page itself
-    solved = [r for _, r in iter_jsonl(out / "warmup" / "report" / "scores.jsonl") if r["correct"]]
+    solved = [r for _, r in iter_jsonl(out / where["scores"]) if r["correct"]]
     # a task the solver's program solved in every copy is shown with that program
     assert ("One task:" in html) == bool(solved)
     if solved:
         shown = re.search(r"One task: <code>([^<]+)</code>", html)
         assert shown is not None and shown[1] in {r["id"] for r in solved}
-    for sub in ("warmup/report", "text2sql"):
-        assert "<details" in (out / sub / "report.html").read_text(encoding="utf-8")
+    for page in (out / where["scored_report"], out / where["eval"] / "report.html"):
+        assert "<details" in page.read_text(encoding="utf-8")
 
 
 def test_report_renders_in_chromium(demo_run: tuple[Path, Path, str], tmp_path: Path) -> None:
@@ -161,12 +178,15 @@ def test_out_folder_rules(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "not empty and not a previous demo" in res.output
     assert (other / "notes.txt").read_text() == "keep me"
     previous = tmp_path / "previous"
-    (previous / "warmup").mkdir(parents=True)
+    (previous / "stages" / "build").mkdir(parents=True)
     (previous / "demo.json").write_text("{}")
-    (previous / "warmup" / "old.jsonl").write_text("")
+    (previous / "stages" / "build" / "old.jsonl").write_text("")
+    (previous / "plan.json").write_text("{}")
     (previous / "keep.txt").write_text("")
-    _prepare_out(previous)  # a previous demo: its outputs go, anything else stays
-    assert sorted(p.name for p in previous.iterdir()) == ["keep.txt"]
+    _prepare_out(
+        previous
+    )  # a previous demo: its outputs go, anything else stays; the engine's record is made
+    assert sorted(p.name for p in previous.iterdir()) == ["keep.txt", "run.json"]
     # a run that stops part-way (here: the examples cannot be generated) leaves a folder a rerun accepts
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -178,7 +198,7 @@ def test_out_folder_rules(tmp_path: Path) -> None:
     (interrupted / "profiles").mkdir(parents=True)
     (interrupted / "demo.json").write_text('{"status": "running"}')  # written first by every run
     _prepare_out(interrupted)
-    assert not any(interrupted.iterdir())
+    assert [p.name for p in interrupted.iterdir()] == ["run.json"]
 
 
 def test_examples_errors(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ def test_the_step_by_step_example(tmp_path: Path) -> None:
         "False '<interpreter>\\n240\\n</interpreter>'",  # sales.csv has 240 rows
         "True ''",
         "answer 240 True",
+        "1.0 {'answer': 1.0, 'length': 0.0, 'format': 0.0}",  # DataMind's R of a right, short answer
     ]
 
 

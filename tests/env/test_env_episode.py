@@ -7,6 +7,7 @@ the one driver (:func:`datadojo.env.run_agent`) gives for the same replies.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,24 @@ async def test_step_by_step_gives_observations_then_the_trajectory() -> None:
     assert isinstance(episode, Episode) and not episode.done and episode.stop_reason is None
     assert [m["role"] for m in episode.messages] == ["system", "user"]
     assert episode.messages[1]["content"] == "How many rows?"
-    assert episode.stop == ("</code>", "</answer>", "<interpreter>") and episode.max_tokens is None
+    assert (
+        episode.stop == ("</code>", "</answer>", "<interpreter>") == env.stop and episode.max_tokens is None
+    )
+    assert env.dialect.name == "datamind" and env.max_turns == 4
+    # the config's own stop strings come first, the dialect's after them, each once
+    sailor = DataEnv(EnvConfig(dialect="sailor", sampling=SamplingParams(stop=("\n\n\n", "</python>"))))
+    assert sailor.stop == ("\n\n\n", "</python>", "</answer>", "<result>")
     assert episode.turn_seed == 9
     runner = sessions.opened[0]
     assert runner.seeds == [trajectory_seed("e1", 1, 9)]  # the session was reseeded for this trajectory
 
     # a server that cut the reply at </code> and said so
+    t0 = time.perf_counter()
     r1 = await episode.step("<think>a</think><code>print(1)", stop_sequence="</code>")
+    elapsed = time.perf_counter() - t0
     assert isinstance(r1, StepResult) and not r1.done
+    # timings: what the caller measured for the model (none here), the sandbox's part of this step
+    assert r1.turn.timings.llm_s == 0.0 and 0.0 <= r1.turn.timings.exec_s <= elapsed
     assert r1.observation == "<interpreter>\n[python] print(1)\n</interpreter>"
     assert r1.turn.raw == "<think>a</think><code>print(1)</code>" and r1.turn.action.kind == "code"
     assert episode.messages[-2:] == [
@@ -102,11 +113,21 @@ async def test_turn_budget_final_turn_note_and_invalid_rule() -> None:
         last = await episode.step("<code>print(x)</code>")
         assert last.done and episode.stop_reason == "max_turns" and episode.trajectory().final_answer is None
     cfg = EnvConfig(max_invalid_turns=2, profile_chars=0)
-    async with DataEnv(cfg, sandboxes=runner_factory()) as env, await env.reset(_task()) as episode:
-        assert not (await episode.step("hmm")).done
-        end = await episode.step("<code>a</code><code>b</code>")
-        assert end.done and episode.stop_reason == "invalid"
-        assert episode.error.startswith("2 malformed turns in a row; last: Two actions in one turn")
+    async with DataEnv(cfg, sandboxes=runner_factory()) as env:
+        async with await env.reset(_task()) as episode:
+            assert not (await episode.step("hmm")).done
+            end = await episode.step("<code>a</code><code>b</code>")
+            assert end.done and episode.stop_reason == "invalid"
+            assert episode.error.startswith("2 malformed turns in a row; last: Two actions in one turn")
+            # the last corrective message is still the observation (a trainer's record ends with it)
+            assert end.observation.startswith("<interpreter>\nTwo actions in one turn")
+            assert end.observation == episode.messages[-1]["content"]
+        # *consecutive*: a valid turn in between starts the count again
+        async with await env.reset(_task()) as episode:
+            assert not (await episode.step("hmm")).done
+            assert not (await episode.step("<code>x = 1</code>")).done
+            assert not (await episode.step("hmm again")).done
+            assert (await episode.step("still nothing")).done and episode.stop_reason == "invalid"
 
 
 async def test_reply_cut_by_the_token_limit_is_invalid_and_says_so() -> None:

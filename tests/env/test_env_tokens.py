@@ -206,3 +206,150 @@ async def test_stepping_by_hand_equals_run_token_episode(toy_tok: Any, max_conte
         assert traj.stop_reason == "answer" and traj.final_answer == "42" and len(traj.turns) == 4
     else:
         assert traj.stop_reason == "context_limit" and "context window of 300" in traj.error
+
+
+# --- the bridge's edge cases, each against the hand computation ---------------------------------------------
+
+
+def _opened(tok: Any) -> Any:
+    from datadojo.env.tokens import TokenBridge
+
+    bridge = TokenBridge(tok)
+    opening = [{"role": "user", "content": "q"}]
+    bridge.commit(opening, bridge.bridge(opening))
+    return bridge
+
+
+def test_finish_reasons_and_stop_strings_cut_on_the_sampled_ids(char_tok: Any) -> None:
+    stop = ["</co", "</code>", "<interpreter>", "!"]
+    cases = [  # (reply ids, engine stop reason, max_tokens) → (text, finish, matched, kept ids)
+        (_ids("<code>print(1"), "length", None, ("<code>print(1", "length", None, _ids("<code>print(1"))),
+        (_ids("<code>pr"), "completed", 8, ("<code>pr", "length", None, _ids("<code>pr"))),  # 8 ids = budget
+        (_ids("<code>pr"), "completed", 9, ("<code>pr", "stop", None, _ids("<code>pr"))),
+        (_ids("<code>pr"), "completed", None, ("<code>pr", "stop", None, _ids("<code>pr"))),
+        # a stop string at the very start, and the earliest of two: the ids up to its last character
+        (_ids("<interpreter>\n1"), "completed", None, ("", "stop", "<interpreter>", _ids("<interpreter>"))),
+        (
+            _ids("<code>x\n<interpreter>\n1</co"),
+            None,
+            None,
+            ("<code>x\n", "stop", "<interpreter>", _ids("<code>x\n<interpreter>")),
+        ),
+        (_ids("!a"), "length", 2, ("", "stop", "!", _ids("!"))),  # a one-token stop string: one id kept
+        # two stop strings at the same place: the first listed (the config's own, before the dialect's)
+        (_ids("<code>x</code>"), None, None, ("<code>x", "stop", "</co", _ids("<code>x</co"))),
+        # a special token sampled before the stop string counts no characters of it
+        (
+            [0, *_ids("a<interpreter>z")],
+            None,
+            None,
+            ("a", "stop", "<interpreter>", [0, *_ids("a<interpreter>")]),
+        ),
+        # end of sequence sampled without a stop string: the turn is closed, its text has no special token
+        ([*_ids("hmm"), 1], "completed", None, ("hmm", "stop", None, [*_ids("hmm"), 1])),
+    ]
+    for ids, engine, max_tokens, (text, finish, matched, kept) in cases:
+        bridge = _opened(char_tok)
+        got = bridge.add_generation(ids, None, stop, engine_stop_reason=engine, max_tokens=max_tokens)
+        assert got[:4] == (text, finish, matched, kept), (ids, engine, max_tokens)
+        assert bridge.last_closed == (kept[-1:] == [1] and matched is None)
+        assert bridge.record.response_ids == kept and bridge.record.response_mask == [1] * len(kept)
+        assert not bridge.record.has_logprobs and bridge.record.response_logprobs == [0.0] * len(kept)
+
+
+def test_a_turn_closed_by_end_of_sequence_gets_no_second_end_marker(char_tok: Any) -> None:
+    bridge = _opened(char_tok)
+    bridge.add_generation([*_ids("hmm"), 1], [-0.2] * 4, ["</code>"], engine_stop_reason="completed")
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "hmm"},
+        {"role": "user", "content": "<interpreter>\nNo action\n</interpreter>"},
+    ]
+    # the template closes the reply with </s>\n: the model sampled </s> itself, only \n is the environment's
+    assert bridge.bridge(messages) == _ids(
+        "\n<s>user\n<interpreter>\nNo action\n</interpreter></s>\n<s>assistant\n"
+    )
+
+
+async def test_an_open_block_closed_by_end_of_sequence_gets_its_tag_from_the_environment(
+    char_tok: Any, tmp_path: Path
+) -> None:
+    """A hosted-style generation: the block left open, then end of sequence (no stop string matched). The
+    episode closes the tag (as the ReAct loop does); the reply's missing ``</code>`` is the environment's
+    (mask 0), and the end marker the model sampled is not repeated."""
+    template = tmp_path / "system.md"
+    template.write_text("S", encoding="utf-8")
+    cfg = EnvConfig(max_turns=3, profile_chars=0, system_template=str(template))
+    env = DataEnv(cfg, sandboxes=runner_factory(outputs=_four))
+    async with env, await env.reset(Task(id="k", question="q")) as episode:
+        stepper = TokenStepper(episode, char_tok)
+        step = await stepper.step([*_ids("<code>x"), 1], [-0.3] * 8, stop_reason="completed")
+        assert step.result.turn.raw == "<code>x</code>" and step.result.turn.action.kind == "code"
+        assert step.observation_ids == _ids(
+            "</code>\n<s>user\n<interpreter>\n4\n</interpreter></s>\n<s>assistant\n"
+        )
+        assert stepper.record.response_mask == [1] * 8 + [0] * len(step.observation_ids)
+
+
+def test_the_bridge_refuses_rewritten_history_and_templates_it_cannot_follow(char_tok: Any) -> None:
+    reply = {"role": "assistant", "content": "<code>x</code>"}
+    obs = {"role": "user", "content": "<interpreter>\nok\n</interpreter>"}
+    bridge = _opened(char_tok)
+    bridge.add_generation(_ids("<code>x</code>"), None, ["</code>"])
+    for rewritten in ({"role": "user", "content": "q2"}, {"role": "system", "content": "q"}):
+        with pytest.raises(EpisodeError, match="turn 2: message 0 changed after it was sent"):
+            bridge.bridge([rewritten, reply, obs])
+    for wrong in ([{"role": "user", "content": "q"}, reply], [{"role": "user", "content": "q"}, obs, obs]):
+        with pytest.raises(EpisodeError, match="expected the assistant reply then the observation after 1"):
+            bridge.bridge(wrong)
+    assert bridge.bridge([{"role": "user", "content": "q"}, reply, obs])  # the right shape passes
+
+    counting = char_tok.chat_template  # a template that renders the number of messages first
+    try:
+        # a template that renders the replies alone: the reply starts the text, nothing is the environment's
+        char_tok.chat_template = "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ m['content'] }}{% endif %}{% endfor %}"
+        bridge = _opened(char_tok)
+        bridge.add_generation(_ids("<code>x</code>"), None, ["</code>"])
+        assert bridge.bridge([{"role": "user", "content": "q"}, reply, obs]) == []
+        char_tok.chat_template = "{{ messages | length }}" + TEMPLATE
+        bridge = _opened(char_tok)
+        bridge.add_generation(_ids("<code>x</code>"), None, ["</code>"])
+        with pytest.raises(EpisodeError, match="not prefix-stable"):
+            bridge.bridge([{"role": "user", "content": "q"}, reply, obs])
+        char_tok.chat_template = TEMPLATE.replace("{{ m['content'] }}", "{{ m['content'] | upper }}")
+        bridge = _opened(char_tok)
+        bridge.add_generation(_ids("<code>x</code>"), None, ["</code>"])
+        with pytest.raises(EpisodeError, match="does not render the reply's text verbatim"):
+            bridge.bridge([{"role": "user", "content": "q"}, reply, obs])
+    finally:
+        char_tok.chat_template = counting
+
+
+async def test_stepper_without_logprobs_an_aborted_generation_and_an_exact_fit(
+    char_tok: Any, tmp_path: Path
+) -> None:
+    template = tmp_path / "system.md"
+    template.write_text("S", encoding="utf-8")
+    prompt = "<s>system\nS</s>\n<s>user\nq</s>\n<s>assistant\n"
+    cfg = EnvConfig(max_turns=3, profile_chars=0, system_template=str(template))
+    env = DataEnv(cfg, sandboxes=runner_factory(outputs=_four))
+    task = Task(id="k", question="q")
+    episode = await env.reset(task)
+    # the prompt fills the context exactly and no reply budget is set: it fits (a request of 0 new tokens)
+    stepper = TokenStepper(episode, char_tok, max_context=len(_ids(prompt)))
+    assert not stepper.done and stepper.prompt_ids == _ids(prompt)
+    step = await stepper.step(_ids("<code>print(2+2)</code>"))  # the engine gave no log-probs
+    assert step.done and episode.stop_reason == "context_limit"  # the observation no longer fits
+    rec = stepper.record
+    assert not rec.has_logprobs and rec.response_logprobs == [0.0] * len(_ids("<code>print(2+2)</code>"))
+    assert stepper.trajectory().turns[0].timings.llm_s == 0.0
+    await episode.close()
+
+    episode = await env.reset(task)
+    stepper = TokenStepper(episode, char_tok)
+    step = await stepper.step(_ids("<code>pri"), [-0.1] * 9, stop_reason="aborted")
+    assert step == type(step)([], True, None)
+    assert episode.stop_reason == "llm_error" and episode.error == "the generation was aborted by the engine"
+    assert stepper.record.response_ids == [] and episode.turns == []
+    await episode.close()
+    await env.aclose()

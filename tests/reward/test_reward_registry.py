@@ -264,3 +264,25 @@ def test_pairs_must_match_and_sync_refuses_a_running_loop() -> None:
 
     with pytest.raises(RuntimeError, match="await score_pairs"):
         asyncio.run(inside())
+
+
+def test_eval_scorer_decides_its_own_tasks_only() -> None:
+    """eval passes its scorer (RewardSpec.benchmark): it decides its own tasks and tasks of no registered
+    benchmark, never a task another benchmark owns (that one's reward must not depend on the consumer)."""
+    from datadojo.bench.base import ItemScore
+
+    class Lenient:  # an eval scorer that calls everything right (as a judge's verdicts might)
+        name = "lenient"
+
+        def score(self, task: Task, prediction: str | None) -> ItemScore:
+            return ItemScore(1.0, True, prediction, "lenient", "EM")
+
+    spec = RewardSpec(benchmark=Lenient())
+    own = Task(id="o", question="q", answer=240, source="lenient")
+    unregistered = Task(id="u", question="q", answer=240, source="my-sailor-file")
+    dabench = Task(id="d", question="q", answer={"mean": "1.50"}, answer_kind="dabench", source="dabench")
+    r_own, r_unreg, r_dab = score_pairs_sync(
+        [(own, _traj("o", "17")), (unregistered, _traj("u", "17")), (dabench, _traj("d", "@mean[1.51]"))],
+        spec,
+    )
+    assert (r_own.correct, r_unreg.correct, r_dab.correct) == (True, True, False)

@@ -204,6 +204,9 @@ class Benchmark(abc.ABC):
     #: One line naming the files ``load`` reads (every "wrong --data" error ends with it), e.g.
     #: ``"a folder holding dev.json, tables.json and database/<db_id>/<db_id>.sqlite (or dev.json itself)"``.
     layout: str = ""
+    #: File name of the leaderboard submission ``datadojo eval`` writes into the run folder when
+    #: :meth:`wants_submission` says so (``None``: the benchmark has no submission format).
+    submission_file: str | None = None
     _rule_name: str | None = None
 
     @property
@@ -254,6 +257,20 @@ class Benchmark(abc.ABC):
             "accuracy": sum(s.score for _, s in items) / n,
             "exact": sum(s.correct for _, s in items) / n,
         }
+
+    def has_public_answer(self, task: Task) -> bool:
+        """Whether ``task``'s reference answer is released, so it can be trained on (``datadojo bench
+        export``): by default a non-empty ``answer``."""
+        return task.answer is not None and not (isinstance(task.answer, str) and not task.answer.strip())
+
+    def wants_submission(self, tasks: Sequence[Task]) -> bool:
+        """Whether a run over ``tasks`` should write :attr:`submission_file` (answers withheld, e.g.)."""
+        return False
+
+    def submission_record(self, task: Task, answer: str | None, trace: str) -> dict[str, Any]:
+        """One record of the submission file: the task, the agent's answer (``None``: it gave none) and its
+        reasoning trace (the episode's turns as text). Benchmarks with :attr:`submission_file` define it."""
+        raise NotImplementedError(f"{self.name} has no submission format")
 
     def sandbox_config(self) -> SandboxConfig:
         """The sandbox an agent gets on this benchmark unless the user configures one.

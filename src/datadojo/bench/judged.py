@@ -77,6 +77,10 @@ class JudgedBenchmark(Benchmark):
         """The question or task text the judge is shown (default: the task's question)."""
         return task.question
 
+    def judge_reference(self, task: Task) -> str:
+        """The reference answer the judge is shown (default: the task's answer as text)."""
+        return str(task.answer)
+
     def with_verdicts(self, verdicts: Mapping[tuple[str, str], Verdict]) -> Self:
         """A copy of this benchmark that scores with ``verdicts`` (from :meth:`gather_verdicts`)."""
         new = copy.copy(self)
@@ -132,7 +136,9 @@ class JudgedBenchmark(Benchmark):
             async with sem:
                 judge = judges[self.rubric_for(task)]
                 try:
-                    out[key] = await judge.judge(self.judge_question(task), str(task.answer), prediction)
+                    out[key] = await judge.judge(
+                        self.judge_question(task), self.judge_reference(task), prediction
+                    )
                 except JudgeError as exc:
                     out[key] = JudgeFailure(str(exc))
             done += 1

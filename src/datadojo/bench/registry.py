@@ -19,12 +19,16 @@ from collections.abc import Callable
 
 from datadojo.bench.base import Benchmark
 from datadojo.bench.dabench import DABench
+from datadojo.bench.dabstep import DABstep
+from datadojo.bench.dacode import DACode
 from datadojo.bench.databench import DataBench
 from datadojo.bench.download import BenchSource, set_source_lookup
+from datadojo.bench.kramabench import KramaBench
 from datadojo.bench.qrdata import QRData
 from datadojo.bench.scidata import SciData
 from datadojo.bench.shopsql import ShopSQL
 from datadojo.bench.spider import BIRD, Spider
+from datadojo.bench.spider2 import Spider2Lite
 from datadojo.bench.tablebench import TableBench
 from datadojo.bench.tasks import OwnTasks
 from datadojo.errors import UnknownNameError
@@ -66,7 +70,8 @@ def get_benchmark(name: str) -> Benchmark:
 def _register_builtins() -> None:
     # ShopSQL is the bundled text-to-SQL set (``datadojo demo``)
     # OwnTasks (``tasks``) is a user's own task file, scored with the tolerant matcher
-    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks):
+    for cls in (DABench, TableBench, DataBench, Spider, BIRD, QRData, SciData, ShopSQL, OwnTasks, DABstep,
+                Spider2Lite, KramaBench, DACode):  # fmt: skip
         register_benchmark(cls.name, cls)
 
 

@@ -56,6 +56,8 @@ _ELSEWHERE = {
     "sailor_qa": "datadojo score scidata",
     "sailor_meta": "datadojo score scidata (an LLM judge)",
     "sql": "datadojo score spider (a database to run it on)",
+    "sql_result": "datadojo score spider2-lite (a database to run it on)",
+    "dabstep": "datadojo score dabstep",
     "envlunch": "datadojo warmup score",
 }
 _OPTION_TYPES: dict[str, type] = {

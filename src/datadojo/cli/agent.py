@@ -17,7 +17,7 @@ from rich.progress import TextColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
-from datadojo.agent import AgentConfig, AgentEvent, RolloutSummary, run_agent, run_rollouts
+from datadojo.agent import RolloutSummary, run_rollouts
 from datadojo.agent.runner import STOP_AFTER_LLM_ERRORS, RolloutStopped
 from datadojo.cli._executor import EXECUTOR_HELP, RAY_ADDRESS_HELP, cli_executor, node_table
 from datadojo.cli._options import SettingsGroup, model_option, require_model, settings_options
@@ -30,6 +30,7 @@ from datadojo.cli._ui import (
 )
 from datadojo.cli.inputs import check_data_file, load_tasks
 from datadojo.config import config_default
+from datadojo.env import AgentConfig, AgentEvent, run_agent
 from datadojo.executor import ExecutorError
 from datadojo.jsonl import JsonlAppender, read_trajectories
 from datadojo.sandbox.config import SandboxConfig

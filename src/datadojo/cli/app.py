@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("exec", "Run code files as consecutive turns of one trajectory in a fresh sandbox and print the observations."),
     "score": ("score", "Score PREDICTIONS against BENCH with a named scoring rule; print per-item results and totals."),
     "corpus": ("corpus", "Load, filter and profile data files and dataset folders (DataMind §3.1 file collection)."),
-    "bench": ("eval", "Benchmarks: list them, download their files."),
+    "bench": ("eval", "Benchmarks: list them, download their files, export them as RL tasks."),
     "synth": ("synth", "Synthesize training and benchmark data with a teacher model: DataMind and SciDataSailor."),
     "train": ("train", "Train agents: SFT with environment masking, RL with the mixed SFT + DAPO objective or GRPO."),
     "export": ("train", "Export trajectories / tasks for LLaMA-Factory, TRL or verl."),

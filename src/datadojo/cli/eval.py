@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -25,6 +26,7 @@ from datadojo.cli._ui import (
     warn_if_cells_can_stat,
 )
 from datadojo.config import config_help
+from datadojo.eval.audit_report import audit_category_rows, audit_headline_rows
 from datadojo.eval.harness import EvalConfig
 from datadojo.eval.report import behaviour_rows, decision_rows, official_value, tasks_shown
 from datadojo.llm.base import SamplingParams
@@ -90,6 +92,8 @@ def _summary_table(summary: dict[str, Any]) -> Table:
     rewards = summary.get("rewards") or {}
     if rewards.get("mean_total") is not None:
         table.add_row("mean DataMind reward", f"{rewards['mean_total']:.3f}")
+    for _key, label, value in audit_headline_rows(summary):
+        table.add_row(label, value)
     for label, value in behaviour_rows(summary):
         table.add_row(label, value)
     for reason, count in (summary.get("stop_reasons") or {}).items():
@@ -107,11 +111,17 @@ def _category_table(summary: dict[str, Any], limit: int = 25) -> Table | None:
     for col, kw in (("category", {}), ("tasks", {"justify": "right"}), ("pass@1", {"justify": "right"}),
                     ("any of n", {"justify": "right"})):  # fmt: skip
         table.add_column(col, **kw)
+    audit = dict(audit_category_rows(summary))
+    if audit:  # the data-blind audit's figures beside the raw ones
+        for col in ("blind pass@1", "data-dependent"):
+            table.add_column(col, justify="right")
     items = sorted(per.items(), key=lambda kv: (-kv[1]["n_tasks"], natural_key(kv[0])))
     for cat, s in items[:limit]:
-        table.add_row(cat, str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")))
+        blind = [_pct(audit[cat]["blind"]), _pct(audit[cat]["data_dependent"])] if cat in audit else []
+        table.add_row(escape(cat), str(s["n_tasks"]), _pct(s.get("pass@1")), _pct(s.get("any_of_n")),
+                      *(blind or ["n/a", "n/a"] if audit else []))  # fmt: skip
     if len(items) > limit:
-        table.add_row(f"… {len(items) - limit} more", "", "", "")
+        table.add_row(f"… {len(items) - limit} more", "", "", "", *(["", ""] if audit else []))
     return table
 
 
@@ -133,7 +143,7 @@ def _sandbox_override(
 
 
 _EVAL_FIELDS = ("agent", "n_trials", "limit", "concurrency", "max_turns", "dialect", "reserve_final_turn", "seed",
-                "judge_structured", "report")  # fmt: skip
+                "judge_structured", "report", "audit")  # fmt: skip
 
 
 @settings_options(
@@ -152,7 +162,10 @@ _EVAL_FIELDS = ("agent", "n_trials", "limit", "concurrency", "max_turns", "diale
 )
 def eval_command(
     settings: dict,
-    bench: str = typer.Argument(..., help=f"Benchmark: {', '.join(benchmark_names())}."),
+    bench: str = typer.Argument(
+        ...,
+        help=f"Benchmark: {', '.join(benchmark_names())}; or a task file (.jsonl), run as `tasks --data FILE`.",
+    ),
     data: Path | None = typer.Option(
         None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
     ),
@@ -172,6 +185,12 @@ def eval_command(
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Cap on tokens per reply."),
     option: list[str] = typer.Option(
         [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
+    ),
+    split: str | None = typer.Option(
+        None,
+        "--split",
+        help="The split to evaluate (the loader option `split`), e.g. `--split test` for DABstep's hidden "
+        "questions, whose answers go to OUT/dabstep_submission.jsonl for the leaderboard.",
     ),
     mode: str | None = typer.Option(
         None,
@@ -205,6 +224,7 @@ def eval_command(
     qa_scoring=rule|judge|rule+judge` chooses how QA is scored, `--option qa_rel_tol=0.01` its tolerance):
     datadojo eval scidata --data examples/scidata_tasks.jsonl --model SPEC --judge SPEC -T 12 -n 1 --out runs/sd
     """
+    bench, data = _task_file_as_bench(bench, data)
     try:
         benchmark = get_benchmark(bench)
     except KeyError as exc:
@@ -218,7 +238,8 @@ def eval_command(
             **settings, "bench": benchmark.name, "data": data or _downloaded(benchmark), "out": out,
             "model": model if agent == "model" else None, "judge": judge,
             "sampling": SamplingParams(**{"temperature": d.temperature, "top_p": d.top_p, **sampling}),
-            "loader_options": {**settings.get("loader_options", {}), **_loader_options(option)},
+            "loader_options": {**settings.get("loader_options", {}), **_loader_options(option),
+                               **({"split": split} if split is not None else {})},
             "sandbox": _sandbox(benchmark, settings.get("sandbox"), mode, isolation, timeout, fork_server),
         })  # fmt: skip
     except ValueError as exc:
@@ -234,6 +255,18 @@ def eval_command(
         exit_if_server_down(result.rollout, model or "the model")
 
 
+def _task_file_as_bench(bench: str, data: Path | None) -> tuple[str, Path | None]:
+    """``datadojo eval tasks.jsonl`` is ``datadojo eval tasks --data tasks.jsonl``: a user's own task file
+    named where a benchmark would be (a registered name always wins)."""
+    if bench in benchmark_names() or not bench.endswith(".jsonl") or not Path(bench).is_file():
+        return bench, data
+    if data is not None:
+        raise typer.BadParameter(
+            f"{bench} is a task file; give it as BENCH or as --data, not both", param_hint="BENCH"
+        )
+    return "tasks", Path(bench)
+
+
 def _dict(value: Any) -> dict[str, Any]:
     """A settings-file table (or a SamplingParams read from one) as a plain dict."""
     if value is None:
@@ -247,6 +280,11 @@ def _downloaded(benchmark: Any) -> Path:
 
     cached = cache_dir(benchmark.name)
     manifest = cached / MANIFEST
+    if benchmark.source is None and not manifest.exists():
+        why = f" ({benchmark.no_source})" if benchmark.no_source else ""
+        raise typer.BadParameter(
+            f"no --data given and {benchmark.name} has no download source{why}", param_hint="--data"
+        )
     if not manifest.exists() or not json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
         raise typer.BadParameter(
             f"no --data given and {cached} holds no complete download; pass --data PATH or run "
@@ -281,11 +319,15 @@ def _run_eval(cfg: EvalConfig, name: str, remote: Any) -> Any:
     console = Console(stderr=True)
 
     async def main() -> Any:
-        with progress_bar(console, f"[bold]{name}", TextColumn("{task.fields[rate]}")) as progress:
-            bar = progress.add_task("eval", total=None, rate="")
+        with progress_bar(console, "[bold]{task.description}", TextColumn("{task.fields[rate]}")) as progress:
+            bar = progress.add_task(name, total=None, rate="")
+
+            passes: list[int] = []
 
             def on_tasks(tasks: list[Task]) -> None:
-                progress.update(bar, total=len(tasks) * cfg.n_trials)
+                passes.append(len(tasks))  # a second pass is the data-blind audit's blind run
+                label = name + (" · blind (data withheld)" if len(passes) > 1 else "")
+                progress.update(bar, total=len(tasks) * cfg.n_trials, completed=0, description=label)
 
             def on_trajectory(traj: Trajectory, s: RolloutSummary) -> None:
                 progress.update(
@@ -352,7 +394,9 @@ def report_command(
     typer.echo(f"report: {html_path}\nsummary: {md_path}")
 
 
-bench_app = typer.Typer(help="Benchmarks: list them, download their files.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: list them, download their files, export their tasks for RL.", no_args_is_help=True
+)
 
 
 @bench_app.command("list")
@@ -432,6 +476,59 @@ def bench_download(
         )
     Console().print(table)
     typer.echo(f"data: {result.path}  (pass it as --data, or omit --data: `datadojo eval` looks here)")
+
+
+@bench_app.command("export")
+def bench_export(
+    name: str = typer.Argument(..., help="Benchmark whose tasks to export."),
+    data: Path | None = typer.Option(
+        None, "--data", help="The benchmark's files in their official layout (default: its download cache)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="The task file to write, or a folder for rl_tasks.jsonl."
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", help="Loader option KEY=VALUE, e.g. `--option split=dev`."
+    ),
+    split: str | None = typer.Option(
+        None, "--split", help="The split to export (the loader option `split`)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write NAME's tasks with public answers as an RL task file (rl_tasks.jsonl) for `datadojo train rl`.
+
+    Each task keeps the benchmark's name as its source, so the reward scores answers with the benchmark's
+    own rule; tasks whose answers are withheld (DABstep's test split) are left out and counted.
+
+    Example: datadojo bench download dabstep, then datadojo bench export dabstep --split dev --out runs/rl
+    """
+    from datadojo.bench.base import BenchmarkError
+    from datadojo.bench.export import export_rl_tasks
+
+    try:
+        benchmark = get_benchmark(name)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from exc
+    options = {**_loader_options(option), **({"split": split} if split is not None else {})}
+    try:
+        result = export_rl_tasks(benchmark, data or _downloaded(benchmark), out, options=options)
+    except TypeError as exc:  # an option this loader does not take
+        raise typer.BadParameter(str(exc), param_hint="--option") from exc
+    except (BenchmarkError, ValueError, OSError) as exc:
+        raise error_exit(exc) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        return
+    typer.echo(f"{result.path}: {result.written} task(s) with public answers")
+    if result.skipped:
+        shown = ", ".join(result.skipped[:5]) + (" …" if len(result.skipped) > 5 else "")
+        typer.echo(f"left out {len(result.skipped)} task(s) whose answers are withheld: {shown}")
+    if result.needs_judge:
+        shown = ", ".join(result.needs_judge[:5]) + (" …" if len(result.needs_judge) > 5 else "")
+        typer.echo(
+            f"left out {len(result.needs_judge)} task(s) only an LLM judge can score (the reward has none): "
+            f"{shown}; see the benchmark's loader options (KramaBench: --option paraphrase=rule)"
+        )
 
 
 def register(app: typer.Typer) -> None:

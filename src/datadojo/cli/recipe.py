@@ -64,11 +64,27 @@ def _go(
     dry: bool,
     allow_empty: bool = False,
 ) -> None:
-    from datadojo.recipes import RecipeProblems, parse_sweeps, run
+    from datadojo.recipes import parse_sweeps
+    from datadojo.testing.loopback import serve_loopback
 
-    console = Console(stderr=True)
     cfg = _load(config, out, executor)
     sweeps = parse_sweeps(sweep)
+    # the small examples' scripted teachers (`loopback:NAME`), served for the length of the command
+    with serve_loopback(cfg) as served:
+        _plan_or_run(config, served, sweeps, ray_address, dry, allow_empty)
+
+
+def _plan_or_run(
+    config: Path,
+    cfg: Any,
+    sweeps: dict[str, list[Any]],
+    ray_address: str | None,
+    dry: bool,
+    allow_empty: bool,
+) -> None:
+    from datadojo.recipes import RecipeProblems, run
+
+    console = Console(stderr=True)
     if dry:
         result = run(cfg, sweeps=sweeps, dry_run=True)
         Console().print(_plan_table(result.items, f"plan of {config} ({cfg.recipe}) in {result.out}"))

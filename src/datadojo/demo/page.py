@@ -43,13 +43,18 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     return [r for _, r in iter_jsonl(path) if isinstance(r, dict)]
 
 
-def _example_task(out: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _example_task(result: DemoResult) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """A warm-up task the solver's program solved in every copy (an SQL one when there is one)."""
-    rows = [r for r in _read_rows(out / "warmup" / "report" / "scores.jsonl") if r.get("correct")]
+    out, files = result.out, result.files
+    rows = (
+        [r for r in _read_rows(out / files.get("scores", "")) if r.get("correct")]
+        if files.get("scores")
+        else []
+    )
     if not rows:
         return None
     rows.sort(key=lambda r: (not str(r.get("category", "")).startswith("sql"), str(r.get("id"))))
-    tasks = {str(t.get("id")): t for t in _read_rows(out / "warmup" / "tasks.jsonl")}
+    tasks = {str(t.get("id")): t for t in _read_rows(out / files["tasks"])} if files.get("tasks") else {}
     task = tasks.get(str(rows[0].get("id")))
     return (task, rows[0]) if task is not None else None
 
@@ -136,7 +141,7 @@ def _warmup(result: DemoResult) -> list[str]:
             table_id="warmup-scores",
         )
     )
-    example = _example_task(result.out)
+    example = _example_task(result)
     if example is not None:
         task, row = example
         out += [
@@ -146,18 +151,16 @@ def _warmup(result: DemoResult) -> list[str]:
             '<div class="label">the solver\'s program (reproduces o* in every hidden copy)</div>',
             f'<pre class="code">{_e(row.get("answer"))}</pre>',
         ]
-    base = "warmup/"
+    files = result.files
+    shown = [
+        ("tasks", "tasks.jsonl", ""),
+        ("copies", "tasks.copies/ (original and copies)", "/"),
+        ("solver", "solver.jsonl (trajectories)", ""),
+        ("scored_report", "the scored run's report (every trajectory)", ""),
+    ]
+    links = [_link(files[k] + slash, text) for k, text, slash in shown if files.get(k)]
     out.append(
-        "<p>Files: "
-        + ", ".join(
-            [
-                _link(base + "tasks.jsonl", "tasks.jsonl"),
-                _link(base + "tasks.copies/", "tasks.copies/ (original and copies)"),
-                _link(base + "solver.jsonl", "solver.jsonl (trajectories)"),
-                _link(base + "report/report.html", "the scored run's report (every trajectory)"),
-            ]
-        )
-        + ".</p>"
+        "<p>Files (each stage's folder, <code>stages/STAGE/KEY/</code>): " + ", ".join(links) + ".</p>"
     )
     return out
 

@@ -27,7 +27,8 @@ class StageResult:
 
 @dataclass
 class DemoResult:
-    """What the demo did: its folder, report, stages in order, total time, machine and next commands."""
+    """What the demo did: its folder, report, stages in order, total time, machine, next commands, and the
+    files each stage wrote."""
 
     out: Path
     report: Path
@@ -36,6 +37,9 @@ class DemoResult:
     machine: dict[str, Any]
     next_commands: list[dict[str, str]]
     config: dict[str, Any]
+    #: the files the page links, by name (``tasks``, ``copies``, ``solver``, ``scores``, ``scored_report``,
+    #: ``profiles``, ``eval``…), relative to ``out``: each in its stage's engine folder
+    files: dict[str, str] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageResult:
         return next(s for s in self.stages if s.name == name)
@@ -49,5 +53,6 @@ class DemoResult:
             "machine": self.machine,
             "config": self.config,
             "stages": [asdict(s) for s in self.stages],
+            "files": self.files,
             "next_commands": self.next_commands,
         }

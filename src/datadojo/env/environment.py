@@ -16,7 +16,9 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from datadojo.env.config import AgentConfig
-from datadojo.env.episode import CodeRunner, Episode, EventHook
+from datadojo.env.episode import CodeRunner, Episode, EventHook, stop_strings
+from datadojo.protocol import Dialect, get_dialect
+from datadojo.reward.registry import RewardSpec, reward_for_task
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
 __all__ = ["DataEnv", "SandboxFactory", "default_sandboxes"]
@@ -44,8 +46,9 @@ class DataEnv:
     ``sandboxes`` — ``task -> async context manager giving a sandbox`` for each episode; when None, a
     :class:`~datadojo.sandbox.SandboxPool` of ``pool_size`` workers is made from ``sandbox_config`` (its
     ``isolation`` is the confinement level, :attr:`confinement`) on the first :meth:`reset` and closed by
-    :meth:`aclose`. ``reward`` — which reward scores the episodes (a registry name or spec; None: the one
-    chosen per task).
+    :meth:`aclose`. ``reward`` — which reward :meth:`Episode.reward` uses: a registered name or a
+    :class:`~datadojo.reward.registry.RewardSpec` (None: the one :func:`~datadojo.reward.registry.reward_for_task`
+    chooses per task).
     """
 
     def __init__(
@@ -55,17 +58,35 @@ class DataEnv:
         sandboxes: SandboxFactory | None = None,
         sandbox_config: Any = None,
         pool_size: int = 8,
-        reward: Any = None,
+        reward: RewardSpec | str | None = None,
     ) -> None:
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
         self.config = config or AgentConfig()
         self.sandbox_config = sandbox_config
         self.pool_size = pool_size
-        self.reward_spec = reward
+        self.reward_spec = RewardSpec(name=reward) if isinstance(reward, str) else reward
+        if self.reward_spec is not None and self.reward_spec.name:
+            # an unknown name fails here, naming the known ones, not after the first episode
+            reward_for_task(Task(id="reward-check", question=""), self.reward_spec)
         self._sandboxes = sandboxes
         self._close_pool: Callable[[], Any] | None = None
         self._chash = config_hash(self.config.to_dict())
+
+    @property
+    def dialect(self) -> Dialect:
+        """The tag protocol of the episodes (``datamind``: ``<code>``/``<answer>``; ``sailor``: ``<python>``)."""
+        return get_dialect(self.config.dialect)
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """The stop strings every model call of these episodes must use (:attr:`Episode.stop`)."""
+        return stop_strings(self.config)
+
+    @property
+    def max_turns(self) -> int:
+        """The turn budget T of an episode."""
+        return self.config.max_turns
 
     @property
     def confinement(self) -> str | None:
@@ -103,7 +124,7 @@ class DataEnv:
             sandbox = await stack.enter_async_context(self._factory()(task))
             return await Episode.start(
                 task, sandbox, self.config, sample=sample, seed=seed, model=model, on_event=on_event,
-                on_close=stack.aclose,
+                on_close=stack.aclose, reward=self.reward_spec,
             )  # fmt: skip
         except BaseException:
             await stack.aclose()

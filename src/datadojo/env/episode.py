@@ -31,6 +31,7 @@ from datadojo.env.config import AgentConfig
 from datadojo.env.prompts import episode_prompt
 from datadojo.errors import DataDojoError
 from datadojo.protocol import default_language_for_task, get_dialect
+from datadojo.reward.registry import RewardResult, RewardSpec, score_pairs
 from datadojo.sandbox.seeding import trajectory_seed
 from datadojo.types import Observation, Provenance, Task, Timings, TokenUsage, Trajectory, Turn, config_hash
 
@@ -42,6 +43,7 @@ __all__ = [
     "Episode",
     "EventHook",
     "StepResult",
+    "stop_strings",
 ]
 
 FINAL_TURN_NOTE = "This is your last turn: give your final answer now in <{answer}>…</{answer}>."
@@ -102,6 +104,12 @@ class StepResult:
     turn: Turn
 
 
+def stop_strings(config: AgentConfig) -> tuple[str, ...]:
+    """The stop strings a model call must use under ``config``: its ``sampling.stop``, then the dialect's
+    (e.g. ``</code>``, ``</answer>``, ``<interpreter>``), each once."""
+    return tuple(dict.fromkeys((*config.sampling.stop, *get_dialect(config.dialect).stop_sequences)))
+
+
 def _sqlite_names(task: Task) -> list[str]:
     return [f.visible_name for f in task.files if f.kind == "sqlite"]
 
@@ -141,8 +149,10 @@ class Episode:
         model: str | None = None,
         on_event: EventHook | None = None,
         on_close: Callable[[], Awaitable[Any]] | None = None,
+        reward: RewardSpec | None = None,
     ) -> None:
         cfg = config or AgentConfig()
+        self.reward_spec = reward
         self.task = task
         self.sample = sample
         self.seed = seed
@@ -154,7 +164,7 @@ class Episode:
         self.prompt = [dict(m) for m in prompt]
         self.messages: list[dict[str, Any]] = [dict(m) for m in prompt]
         self.turns: list[Turn] = []
-        self.stop: tuple[str, ...] = tuple(dict.fromkeys((*cfg.sampling.stop, *self.dialect.stop_sequences)))
+        self.stop: tuple[str, ...] = stop_strings(cfg)
         self.max_tokens: int | None = cfg.sampling.max_tokens
         self.done = False
         self.stop_reason: str | None = None
@@ -181,6 +191,7 @@ class Episode:
         model: str | None = None,
         on_event: EventHook | None = None,
         on_close: Callable[[], Awaitable[Any]] | None = None,
+        reward: RewardSpec | None = None,
     ) -> Episode:
         """An episode of ``task`` in ``sandbox``, its opening messages built from ``config``.
 
@@ -191,7 +202,7 @@ class Episode:
         prompt = await asyncio.to_thread(episode_prompt, task, cfg)
         return cls(
             task, sandbox, prompt, cfg, sample=sample, seed=seed, model=model, on_event=on_event,
-            on_close=on_close,
+            on_close=on_close, reward=reward,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ the turn
@@ -213,10 +224,14 @@ class Episode:
         self._trajectory = self._build_trajectory()
         self._emit(AgentEvent("end", self.task.id, self.sample, self._trajectory))
 
-    def _observe(self, raw: str, text: str) -> str:
-        """Append the reply and the observation message; the observation's content."""
+    def _append(self, raw: str, text: str) -> None:
+        """Append the reply and the observation message (``text`` in the dialect's observation tags)."""
         self.messages.append({"role": "assistant", "content": raw})
         self.messages.append({"role": "user", "content": self.dialect.format_observation(text)})
+
+    def _observe(self, raw: str, text: str) -> str:
+        """Append the reply and the observation, apply the turn budget; the observation message's content."""
+        self._append(raw, text)
         return self._after_turn()
 
     def _after_turn(self) -> str:
@@ -277,8 +292,7 @@ class Episode:
             turn = parsed.to_turn(observation=obs, timings=Timings(llm_s=llm_s), tokens=usage)
             self._record(turn)
             if self._invalid_in_a_row >= cfg.max_invalid_turns:
-                self.messages.append({"role": "assistant", "content": raw})
-                self.messages.append({"role": "user", "content": dialect.format_observation(message)})
+                self._append(raw, message)
                 self._finish("invalid", f"{self._invalid_in_a_row} malformed turns in a row; last: {message}")
                 return StepResult(str(self.messages[-1]["content"]), True, turn)
             observation = self._observe(raw, message)
@@ -353,6 +367,15 @@ class Episode:
                 f"{self._where()}: the episode has not ended ({len(self.turns)} turns so far)"
             )
         return self._trajectory
+
+    async def reward(self) -> RewardResult:
+        """The finished episode's reward, from the reward registry: ``score_pairs([(task, trajectory)],
+        spec)`` with the environment's :class:`~datadojo.reward.registry.RewardSpec` (None: the reward
+        chosen for the task). ``total`` is the sum of the named weighted ``parts``. An episode that ended on
+        an infrastructure failure (``llm_error``, ``env_error``) is scored like any other; trainers leave
+        those out rather than learn from them. Raises :class:`EnvUsageError` before the episode ends."""
+        (result,) = await score_pairs([(self.task, self.trajectory())], self.reward_spec)
+        return result
 
     # ------------------------------------------------------------------ the sandbox session
 

@@ -26,8 +26,14 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
    averaged over trials and the behavioural metrics of SciDataSailor Table 4
    (:mod:`datadojo.eval.behaviour`: code error rate, error chains, code structure, total tokens).
    Written to ``OUT/summary.json``; the HTML and Markdown reports follow (:mod:`datadojo.eval.report`).
+5. **Data-blind audit** (``audit="data-blind"``, :mod:`datadojo.eval.audit`): the same items again with the
+   data withheld (``data_blind``: empty workspaces, no profile or description in the prompt) in
+   ``OUT/blind``, compared item by item into ``summary["audit"]`` before the reports are written.
+6. **Submission**: a benchmark whose answers are withheld (DABstep's test split) gets its leaderboard
+   file, ``OUT/<benchmark.submission_file>``, from each task's first trial (:mod:`datadojo.eval.submission`).
 
-**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
+**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
+whose reference is a result table rather than a query): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
 episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
 block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
@@ -59,6 +65,7 @@ from datadojo.bench.judged import JudgedBenchmark
 from datadojo.config import Settings, field_help
 from datadojo.env import AgentConfig, CodeRunner, default_sandboxes
 from datadojo.errors import DataDojoError
+from datadojo.eval.audit import AuditMode
 from datadojo.eval.behaviour import behaviour_metrics
 from datadojo.eval.scoring import Prediction, ScoreReport, score_predictions
 from datadojo.executor import Executor
@@ -159,6 +166,17 @@ class EvalConfig(Settings):
         description="model spec of the LLM judge, for benchmarks scored by one (scidata: SciDataSailor "
         "App. B.2 rubrics); verdicts are cached in OUT/judge_cache.jsonl",
     )
+    audit: AuditMode | None = Field(
+        None,
+        description="data-blind: after the run, run the same items again with the data files withheld "
+        "(empty workspace, no file profile or description in the prompt) into OUT/blind, and report "
+        "which items were answered without the data and the data-dependent score (docs/evaluation.md)",
+    )
+    data_blind: bool = Field(
+        False,
+        description="withhold the data in every episode: the blind half of --audit data-blind "
+        "(datadojo.eval.audit)",
+    )
     judge_structured: StructuredMode = Field(
         "auto",
         description="how the judge is asked for its JSON verdict: auto sends a JSON Schema as "
@@ -185,12 +203,14 @@ class EvalConfig(Settings):
     def agent_config(self, benchmark: Benchmark) -> AgentConfig:
         """The agent loop's settings: explicit ones, else the benchmark's defaults."""
         d = benchmark.defaults
+        blind = {"profile_chars": 0} if self.data_blind else {}  # no file profile in a blind prompt
         return AgentConfig(
             max_turns=self.max_turns or d.max_turns,
             dialect=self.dialect or d.dialect,
             reserve_final_turn=self.reserve_final_turn,
             sampling=self.sampling or SamplingParams(temperature=d.temperature, top_p=d.top_p),
             language=d.language,
+            **blind,
         )
 
     def identity(self, benchmark: Benchmark) -> dict[str, Any]:
@@ -206,6 +226,7 @@ class EvalConfig(Settings):
             "reserve_final_turn": cfg.reserve_final_turn,
             "sampling": cfg.to_dict()["sampling"],
             "loader_options": {k: str(v) for k, v in sorted(self.loader_options.items())},
+            **({"data_blind": True} if self.data_blind else {}),  # a raw run's identity is as before
         }
 
 
@@ -530,6 +551,28 @@ def _open_run(out: Path, identity: dict[str, Any]) -> RunFolder:
     return RunFolder(out, "eval", identity, adopt=True)
 
 
+def _episode_tasks(cfg: EvalConfig, tasks: list[Task]) -> list[Task]:
+    """The tasks as the episodes see them: as loaded, or without their data (``data_blind``); scoring
+    always uses the tasks as loaded."""
+    if not cfg.data_blind:
+        return tasks
+    from datadojo.eval.audit import withhold_data
+
+    return [withhold_data(t) for t in tasks]
+
+
+def _submission(benchmark: Benchmark, tasks: Sequence[Task], out: Path) -> Path:
+    """The leaderboard file (``OUT/<benchmark.submission_file>``) from each task's first trial, whose
+    answer is the prediction this harness scores (:func:`predicted_answer`); see
+    :mod:`datadojo.eval.submission`."""
+    from datadojo.eval.submission import write_submission
+
+    first = _trial_trajectories(out / TRAJECTORIES, tasks, 1)
+    by_task = {task_id: traj for (task_id, _), traj in first.items()}
+    path = out / str(benchmark.submission_file)
+    return write_submission(benchmark, tasks, by_task, lambda t, tr: predicted_answer(t, tr)[0], path)
+
+
 def _sandbox_config(cfg: EvalConfig, benchmark: Benchmark) -> Any:
     return cfg.sandbox if cfg.sandbox is not None else benchmark.sandbox_config()
 
@@ -601,6 +644,10 @@ async def run_eval(
         raise EvalError(
             f"the {executor.name} executor builds backends and sandboxes on its nodes; pass neither"
         )
+    if remote and (cfg.audit or cfg.data_blind):
+        raise EvalError(
+            f"--audit data-blind runs locally: the {executor.name} executor's nodes mount the data"
+        )
     own_backend = backend is None and oracle is None and not remote
     if backend is not None:
         chat: ChatBackend | str = backend
@@ -625,6 +672,11 @@ async def run_eval(
     else:
         base_factory = sandboxes
 
+    if cfg.data_blind and base_factory is not None:  # an empty workspace (datadojo.eval.audit)
+        from datadojo.eval.audit import withheld_sandboxes
+
+        base_factory = withheld_sandboxes(base_factory)
+
     def factory(task: Task) -> AbstractAsyncContextManager[CodeRunner]:
         # Called by the runner inside the asyncio task of this episode: the oracle's binding stays private to it.
         if oracle is not None:
@@ -636,7 +688,7 @@ async def run_eval(
         worker = oracle_worker_spec(tasks, agent_cfg, sandbox=_sandbox_config(cfg, benchmark), pool_size=cfg.concurrency, seed=cfg.seed)  # fmt: skip
     try:
         rollout = await run_rollouts(
-            tasks, chat, out / TRAJECTORIES, n_samples=cfg.n_trials,
+            _episode_tasks(cfg, tasks), chat, out / TRAJECTORIES, n_samples=cfg.n_trials,
             config=agent_cfg, concurrency=cfg.concurrency, sandboxes=None if remote else factory,
             sandbox_config=_sandbox_config(cfg, benchmark), seed=cfg.seed, on_trajectory=on_trajectory,
             executor=executor, worker=worker,
@@ -688,6 +740,15 @@ async def run_eval(
         rollout=rollout,
         reward=spec,
     )
+    if benchmark.submission_file and benchmark.wants_submission(tasks):
+        result.paths["submission"] = await asyncio.to_thread(_submission, benchmark, tasks, out)
+    if cfg.audit is not None:  # the blind run in OUT/blind, compared into this summary
+        from datadojo.eval.audit import run_data_blind_audit
+
+        result = await run_data_blind_audit(
+            cfg, result, run=run_eval, backend=backend, sandboxes=sandboxes, on_trajectory=on_trajectory,
+            on_tasks=on_tasks, judge_backend=judge_backend, on_verdict=on_verdict, executor=executor,
+        )  # fmt: skip
     if cfg.report:
         from datadojo.eval.report import write_report
 

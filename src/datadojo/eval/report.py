@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datadojo.eval.audit_report import audit_headline_rows, audit_html, audit_markdown
 from datadojo.fs import write_text_atomic
 from datadojo.jsonl import iter_jsonl, read_trajectories
 from datadojo.runs.charts import bar_chart_svg, histogram_svg
@@ -126,7 +127,7 @@ def _as_text(value: Any) -> str:
 
 
 #: Official totals that are counts, not shares.
-COUNT_TOTALS = ("gold_errors", "judge_errors")
+COUNT_TOTALS = ("gold_errors", "judge_errors", "hidden")
 
 
 def official_value(key: str, value: Any) -> str:
@@ -184,6 +185,7 @@ def _headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     failed = (summary.get("server_failures") or {}).get("trials")
     if failed:
         rows.append(("server_failures", "trials the model server failed (not in the figures)", str(failed)))
+    rows += audit_headline_rows(summary)
     rows += decision_rows(summary)
     return rows
 
@@ -379,6 +381,7 @@ def render_html(
         out.append(_table(["figure", "value"], [
             [_e(k), _e(official_value(k, v))] for k, v in official.items()
         ], table_id="official"))  # fmt: skip
+    out.append(audit_html(summary))
     behaviour = behaviour_rows(summary)
     if behaviour:
         out.append("<h2>Behaviour (SciDataSailor Table 4)</h2>")
@@ -486,6 +489,7 @@ def render_markdown(
     if official:
         lines += ["", f"## {_totals_heading(summary)}", "", "| figure | value |", "|---|---:|"]
         lines += [f"| {_md_cell(k)} | {official_value(k, v)} |" for k, v in official.items()]
+    lines += audit_markdown(summary)
     behaviour = behaviour_rows(summary)
     if behaviour:
         lines += ["", "## Behaviour (SciDataSailor Table 4)", "", "| figure | value |", "|---|---:|"]

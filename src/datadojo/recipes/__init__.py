@@ -107,9 +107,12 @@ def run(
     probe_servers: bool = True,
 ) -> RecipeResult:
     """Check, plan and run ``config``'s recipe (over every sweep combination); writes the report unless
-    ``dry_run``. ``probe_servers``: probe the served models the stages to run call (exit 3 when one is down)."""
+    ``dry_run``. ``probe_servers``: probe the served models the stages to run call (exit 3 when one is down).
+    ``models.student = "toy"`` is DataDojo's toy checkpoint, written into the run folder on the first call
+    (:mod:`datadojo.recipes.toy_student`)."""
     from datadojo.recipes.checks import server_problems
     from datadojo.recipes.report import write_report
+    from datadojo.recipes.toy_student import with_toy_student
 
     def finish(result: RecipeResult, vs: list[Any]) -> dict[str, Path]:
         return write_report(result, vs, config.recipe)
@@ -126,4 +129,5 @@ def run(
         check=check_recipe,
         probe=server_problems if probe_servers else None,
         allow_empty=allow_empty,
+        prepare=with_toy_student,
     )

@@ -379,6 +379,24 @@ def path_problems(cfg: RecipeConfig) -> list[Problem]:
     return problems
 
 
+def loopback_problems(cfg: RecipeConfig) -> list[Problem]:
+    """A ``loopback:NAME`` teacher or judge (the small examples' scripted fakes) that reached the library
+    unserved: the ``datadojo recipe`` command serves it; a Python caller wraps the run in
+    ``datadojo.testing.loopback.serve_loopback`` (the library does not import the test doubles)."""
+    problems = []
+    for role in ("teacher", "judge"):
+        spec = getattr(cfg.models, role)
+        if spec and spec.startswith("loopback:"):
+            problems.append(
+                Problem(
+                    f"models.{role}",
+                    f"{spec!r} is a scripted loopback model that the `datadojo recipe` command serves; from "
+                    "Python, run inside `with datadojo.testing.loopback.serve_loopback(config) as config:`",
+                )
+            )
+    return problems
+
+
 def config_problems(
     cfg: RecipeConfig, sections: Sequence[Section], generations: Sequence[Generation]
 ) -> list[Problem]:
@@ -386,6 +404,7 @@ def config_problems(
     problems = section_key_problems(cfg.recipe, cfg.stages, sections)
     problems += section_value_problems(cfg, sections)
     problems += path_problems(cfg)
+    problems += loopback_problems(cfg)
     problems += benchmark_problems(cfg)
     problems += context_problems(cfg, generations)
     return problems

@@ -73,7 +73,15 @@ def _dm_config(cfg: RecipeConfig) -> Any:
     section = cfg.stage("synthesis")
     section.pop("compose", None)
     section.pop("max_failed_fraction", None)
+    if isinstance(section.get("taxonomy"), str):  # a path: read against the recipe file's folder
+        section["taxonomy"] = str(cfg.path(section["taxonomy"]))
     return DataMindConfig.model_validate(section)
+
+
+def _synthesis_inputs(cfg: RecipeConfig) -> list[Path]:
+    """The taxonomy file the synthesis reads, when the recipe names one (an edit of it reruns synthesis)."""
+    taxonomy = cfg.stage("synthesis").get("taxonomy")
+    return [cfg.path(taxonomy)] if isinstance(taxonomy, str) else []
 
 
 class DataMindCuration(Settings):
@@ -253,6 +261,7 @@ STAGES: tuple[Stage, ...] = (
             "teacher": model_identity(cfg.models.teacher),
             "judge": model_identity(cfg.models.judge),
         },
+        inputs=_synthesis_inputs,
         servers=lambda cfg: served_models(cfg, "teacher", "judge"),
         code=SYNTH_CODE,
         executor=True,  # the sampling rounds (agent episodes) fan out; queries and judging stay here

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from datadojo.errors import DataDojoError, ExitCode
 from datadojo.fs import write_json_atomic
@@ -49,6 +49,7 @@ from datadojo.runs.progress import null_progress
 __all__ = [
     "TIMING_FILE",
     "EmptyStage",
+    "EngineConfig",
     "PlanItem",
     "RecipeError",
     "RecipeResult",
@@ -63,6 +64,25 @@ __all__ = [
     "study_sweeps",
     "variants",
 ]
+
+
+class EngineConfig(Protocol):
+    """What :func:`run_recipe` reads of a configuration without a sweep or a study: a recipe's
+    :class:`RecipeConfig`, or another job run as a stage graph (``datadojo demo``'s
+    :class:`~datadojo.demo.config.DemoConfig`). Sweeps and studies need a :class:`RecipeConfig`."""
+
+    @property
+    def recipe(self) -> str: ...  # the run folder's kind of recipe: a folder of another one is refused
+
+    @property
+    def out(self) -> Any: ...  # the run folder (read through ``path``)
+
+    @property
+    def study(self) -> Any: ...  # ``None`` outside a recipe's [study]
+
+    def path(self, value: str) -> Path: ...
+
+    def allows_empty(self, stage: str) -> bool: ...
 
 
 class RecipeError(DataDojoError, ValueError):
@@ -359,7 +379,7 @@ def check_before_running(
 
 def run_recipe(
     stages: Sequence[Stage],
-    config: RecipeConfig,
+    config: RecipeConfig | EngineConfig,
     *,
     sweeps: Mapping[str, Sequence[Any]] | None = None,
     dry_run: bool = False,
@@ -370,6 +390,7 @@ def run_recipe(
     check: Callable[[RecipeConfig], list[Problem]] | None = None,
     probe: Callable[[Mapping[str, str]], list[Problem]] | None = None,
     allow_empty: bool = False,
+    prepare: Callable[[RecipeConfig, Path], RecipeConfig] | None = None,
 ) -> RecipeResult:
     """Plan, check, then (unless ``dry_run``) run every stage not cached, variant by variant; then
     ``finish`` (the report). ``on_stage(item, "start" | "done" | "cached" | "failed" | "empty")`` follows
@@ -389,8 +410,14 @@ def run_recipe(
     others' figure. The report is written with the points short of seeds flagged, the failures go to
     ``OUT/failed.json`` with their tracebacks, and :class:`StudyRunsFailed` is raised after the report;
     the failed stages stay uncommitted, so a rerun retries exactly them. Without seeds, a failure stops
-    the run as before."""
+    the run as before.
+
+    ``prepare(config, out)``, called once the run folder is open and before anything is planned, returns
+    the configuration to plan and run (the toy student written into the run folder: ``student = "toy"``)."""
     out = config.path(config.out)
+    root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
+    if prepare is not None:
+        config = prepare(config, root.path)
     problems: list[Problem] = []
     try:
         vs = variants(config, sweeps)
@@ -398,7 +425,6 @@ def run_recipe(
         where, _, what = str(exc).partition(": ")
         problems.append(Problem(where, what) if what else Problem("[study]", where))
         vs = variants(config.model_copy(update={"study": None}), None)
-    root = RunFolder(out, "recipe", {"recipe": config.recipe}, adopt=False)
     cache = StageCache(root.path / "stages")
     hook = progress or null_progress
     try:

@@ -15,6 +15,7 @@ from datadojo.fs import write_json_atomic, write_text_atomic
 from datadojo.recipes.engine import TIMING_FILE, RecipeResult, Variant
 from datadojo.recipes.figures import CHECKPOINTS, Figure, benchmark_titles, markdown_table, pct, sweep_figures
 from datadojo.recipes.figures import score as _score
+from datadojo.recipes.paper import paper_table
 from datadojo.runs.html import escape, html_page, html_table, table_html
 
 __all__ = ["CHECKPOINTS", "report_rows", "report_warnings", "stage_counts", "stage_seconds", "write_report"]
@@ -115,7 +116,8 @@ def _eval_reports(result: RecipeResult, out: Path) -> list[tuple[str, str, str]]
 def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[str, Path]:
     """Write ``OUT/report.md``, ``OUT/report.html`` and ``OUT/report.json``; return their paths.
 
-    Besides the paper's table: the warnings (:func:`report_warnings`), every stage with its status, in → out
+    Besides the table of every checkpoint: the paper's own table with its reported numbers beside this
+    run's (:mod:`datadojo.recipes.paper`), the warnings (:func:`report_warnings`), every stage with its status, in → out
     counts and seconds (a cached stage's from when it ran); the stages that did nothing useful (in red, with
     their cause and the setting to change), and links to each eval's own report."""
     out = result.out
@@ -137,6 +139,9 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
     if warnings:
         md += ["## ⚠ Warnings", "", *(f"* {w}" for w in warnings), ""]
     md += markdown_table(header, shown)
+    paper = paper_table(recipe, result, vs, figures)
+    md += ["", f"## The paper's table: {paper.table.title}", "", *markdown_table(paper.header, paper.rows())]
+    md += [f"\n{n}" for n in (*paper.table.notes, *paper.notes)]
     if empty:
         md += ["", "## ⚠ Stages that did nothing useful", ""]
         md += markdown_table(["variant", "stage", "cause and setting to change"], empty)
@@ -178,6 +183,9 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
         ),
         "<p>pass@1 (%) of each checkpoint on each benchmark.</p>",
         html_table(header, shown, num_from=2),
+        f"<h2>The paper's table</h2><p>{html.escape(paper.table.title)}</p>",
+        html_table(paper.header, paper.rows(), num_from=1),
+        *(f"<p>{html.escape(n)}</p>" for n in (*paper.table.notes, *paper.notes)),
         *(
             [
                 '<h2 class="bad">Stages that did nothing useful</h2>',
@@ -222,6 +230,7 @@ def write_report(result: RecipeResult, vs: list[Variant], recipe: str) -> dict[s
                 "header": header,
                 "rows": rows,
                 "figures": [fig.data for fig in figures],
+                "paper_table": paper.to_dict(),
                 "failed": result.failed,
                 "stopped": result.stopped,
                 "did_nothing": [{"variant": v, "stage": st, "cause": why} for v, st, why in empty],

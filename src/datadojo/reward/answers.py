@@ -3,7 +3,8 @@
 Why here: the reward registry's benchmark rule and ``datadojo eval`` must read the same prediction from
 the same trajectory, or the parity table differs; the reward package sits below ``eval``.
 
-**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``): an agent may state its query in
+**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
+whose reference is a result table rather than a query): an agent may state its query in
 the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
 episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
 block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
@@ -20,7 +21,10 @@ import re
 from datadojo.bench.spider import extract_sql
 from datadojo.types import Task, Trajectory
 
-__all__ = ["predicted_answer"]
+__all__ = ["SQL_ANSWER_KINDS", "predicted_answer"]
+
+#: Answer kinds whose prediction is a SQL query (scored by running it): the rule below picks the query.
+SQL_ANSWER_KINDS: frozenset[str] = frozenset({"sql", "sql_result"})
 
 _SQL_START = re.compile(
     r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(?\s*(?:select|with)\b", re.IGNORECASE | re.DOTALL
@@ -42,7 +46,7 @@ def predicted_answer(task: Task, trajectory: Trajectory) -> tuple[str | None, st
     answer = trajectory.final_answer
     if answer is None:  # never answered (turn budget, errors): nothing was submitted
         return None, "none"
-    if task.answer_kind != "sql" or _looks_like_sql(answer):
+    if task.answer_kind not in SQL_ANSWER_KINDS or _looks_like_sql(answer):
         return answer, "answer"
     for turn in reversed(trajectory.turns):
         obs = turn.observation

@@ -63,18 +63,25 @@ def _check_weights(name: str, spec: RewardSpec, parts: Sequence[str]) -> None:
 def official_check(benchmark: Benchmark | None) -> Checker:
     """r_answer by the official rule of the benchmark the task's source names, else the tolerant matcher.
 
-    ``benchmark`` (eval's scorer, with the rule and judge verdicts it was given) replaces the registered
-    benchmark of the same name; it decides nothing for a task of another source, so one task gets the same
-    reward from every consumer whatever benchmark a run was started with (``eval --bench tasks`` included).
+    ``benchmark`` (eval's scorer, with the rule and judge verdicts it was given) decides the tasks of its own
+    name and those whose source names no registered benchmark (a scidata file's own sources); a task whose
+    source names another benchmark keeps that benchmark's rule, so it gets the same reward from every
+    consumer whatever benchmark a run was started with (``eval --bench tasks`` included).
     """
 
     def check(task: Task, prediction: str | None) -> AnswerCheck:
-        if benchmark is None or task.source != benchmark.name:
+        if benchmark is None or not _decides(benchmark, task):
             return default_answer_check(task, prediction)
         item = benchmark.score(task, prediction)
         return AnswerCheck(item.correct, item.reason, f"bench:{benchmark.name}")
 
     return check
+
+
+def _decides(benchmark: Benchmark, task: Task) -> bool:
+    from datadojo.bench.registry import benchmark_names
+
+    return task.source == benchmark.name or not task.source or task.source not in benchmark_names()
 
 
 def scientific_check(task: Task, prediction: str | None) -> AnswerCheck:
@@ -141,7 +148,7 @@ class BenchmarkRuleReward:
         self.benchmark = spec.benchmark
 
     def _benchmark_of(self, task: Task) -> Benchmark:
-        if self.benchmark is not None and task.source == self.benchmark.name:
+        if self.benchmark is not None and _decides(self.benchmark, task):
             return self.benchmark
         from datadojo.bench.registry import benchmark_names, get_benchmark
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datadojo.agent.runner import SandboxFactory, model_name
+from datadojo.agent.runner import model_name
 from datadojo.corpus.inputs import require_data_files
 from datadojo.corpus.scan import read_corpus
+from datadojo.env import SandboxFactory
 from datadojo.executor import Executor
 from datadojo.fs import write_json_atomic
 from datadojo.llm.base import ChatBackend

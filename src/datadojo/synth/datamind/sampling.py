@@ -25,8 +25,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from datadojo.agent.runner import RolloutSummary, SandboxFactory, run_rollouts
-from datadojo.env.config import AgentConfig
+from datadojo.agent.runner import RolloutSummary, run_rollouts
+from datadojo.env import AgentConfig, SandboxFactory
 from datadojo.env.prompts import GUIDANCE_SECTIONS
 from datadojo.executor import Executor, ExecutorError, require_spec
 from datadojo.llm.base import ChatBackend

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datadojo.agent import AgentConfig
+from datadojo.env import AgentConfig
 from datadojo.env.prompts import episode_prompt
 from datadojo.fs import atomic_path, write_text_atomic
 from datadojo.train.export import ExportError, ExportReport
