@@ -10,7 +10,8 @@ taskset) hold one WebSocket session per episode. This module gives that server a
   opening ``messages`` with the ``stop`` strings and ``max_tokens`` the model call must use;
 * **step** takes ``{"reply": <the model's text>, "finish_reason": "stop" | "length"}`` and returns the
   ``observation`` text (the next user message) and ``done``; on the last step ``reward`` is the registry's
-  reward (:func:`~datadojo.adapters.source.episode_reward`, the one ``datadojo eval`` reports) and ``reward_parts`` / ``correct`` / ``stop_reason`` say why;
+  reward (:func:`~datadojo.adapters.source.episode_reward`, the one ``datadojo eval`` reports), and
+  ``reward_parts`` / ``correct`` / ``stop_reason`` say why;
 * **state** reports the task, sample, turn count, stop reason and reward so far.
 
 Every WebSocket session has its own :class:`DataDojoOpenEnv` (its own episode and sandbox session); all of

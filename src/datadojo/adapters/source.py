@@ -1,4 +1,4 @@
-"""What an adapter serves: the tasks, the environment settings and the sandbox, as ``datadojo eval`` chooses them.
+"""What an adapter serves: the tasks, their settings and sandbox, as ``datadojo eval`` chooses them.
 
 Every framework adapter (verifiers, OpenEnv) takes a ``TASKS`` argument like ``datadojo eval``'s: a
 benchmark name (its files from ``data`` or the download cache, read by the benchmark's loader as ``eval``

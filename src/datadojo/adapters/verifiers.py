@@ -66,12 +66,6 @@ def _vf() -> Any:
     return vf
 
 
-def _message_dict(message: Any) -> dict[str, str]:
-    if isinstance(message, dict):
-        return {"role": str(message["role"]), "content": str(message.get("content") or "")}
-    return {"role": str(message.role), "content": str(getattr(message, "content", "") or "")}
-
-
 @functools.cache
 def _classes() -> tuple[type, type]:
     """The environment and rubric classes, built on first use (verifiers is an optional dependency)."""
@@ -173,9 +167,8 @@ def _classes() -> tuple[type, type]:
             episode = self.live.episodes.get(state["trajectory_id"])
             if episode is None:
                 return
-            if (
-                not episode.done
-            ):  # verifiers stopped it: the model call failed, or the prompt outgrew the model
+            if not episode.done:
+                # verifiers stopped it: the model call failed, or the prompt outgrew the model's window
                 reason = "context_limit" if state.get("prompt_too_long") else "llm_error"
                 error = state.get("error")
                 episode.end(reason, None if error is None else str(error))
@@ -204,8 +197,8 @@ def load_environment(
 ) -> Any:
     """The verifiers environment serving ``tasks`` (a task file or a benchmark name) with DataDojo's sandbox.
 
-    ``data``, ``limit``, ``max_turns``, ``dialect``, ``max_tokens``, ``isolation`` and ``options`` mean what they mean to
-    ``datadojo eval``; ``reward`` names a registered reward (default: the one the registry chooses per
+    ``data``, ``limit``, ``max_turns``, ``dialect``, ``max_tokens``, ``isolation`` and ``options`` mean what
+    they mean to ``datadojo eval``; ``reward`` names a registered reward (default: the one the registry chooses per
     task) and ``judge`` its judge's model spec; verifiers reports the reward's named parts as metrics.
     """
     env_cls, rubric_cls = _classes()
