@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engine job: load DataDojo's exports in the real training engines and train / call them there.
 #
-#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl inspect harbor
+#   bash scripts/engine_tests.sh                 # all engines: trl llamafactory verl verifiers openenv inspect harbor
 #   DATADOJO_ENGINES="verl" bash scripts/engine_tests.sh
 #   bash scripts/engine_tests.sh --install-only  # only build the cached environments
 #
@@ -16,6 +16,8 @@
 # therefore takes the matching trio torch 2.11.0 / torchvision 0.26.0 / torchaudio 2.11.0 from the index (the
 # set verl's own `cpu` extra pins; CUDA builds, several GB, run on the CPU here) — see docs/training.md.
 #
+# The environment adapters' engines (verifiers, openenv: DataDojo loaded by verifiers' vf-eval and served to
+# openenv-core's client) need no torch: their environments take none (TORCH_FOR maps them to nothing).
 # inspect_ai and Harbor are harnesses, not trainers: their environments take no torch. Harbor (0.26) needs
 # Python >= 3.12 (its code uses 3.12 syntax and typing.override) while Debian 12's is 3.11: its environment
 # is built with $DATADOJO_HARBOR_PYTHON, else the first python3.13 / python3.12 that runs (on PATH, or one
@@ -40,12 +42,12 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${PYTHON:-python3}
 CACHE=${DATADOJO_ENGINE_CACHE:-$HOME/.cache/datadojo-engines}
-ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl inspect harbor"}
+ENGINES=${DATADOJO_ENGINES:-"trl llamafactory verl verifiers openenv inspect harbor"}
 TORCH_SPEC=${DATADOJO_ENGINE_TORCH:-torch==2.13.0}
 STRICT=${DATADOJO_ENGINES_STRICT:-0}
 SPIDER=${DATADOJO_SPIDER:-$ROOT/../shared/data/spider}
 # The torch an engine's environment takes when it is not $TORCH_SPEC (see above); "" = none.
-declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0" [inspect]="" [harbor]="")
+declare -A TORCH_FOR=([llamafactory]="torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0" [verifiers]="" [openenv]="" [inspect]="" [harbor]="")
 
 newer_python() {  # the first Python >= 3.12 that runs: on PATH (not a pyenv shim of another version), or pyenv's
   local py

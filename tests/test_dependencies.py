@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "datadojo"
 
 #: Import name → distribution name where they differ (lower-cased, ``-`` as ``_``).
-DIST_OF = {"netCDF4": "netcdf4"}
+DIST_OF = {"netCDF4": "netcdf4", "openenv": "openenv_core"}
 #: Imported only inside ``try: … except ImportError`` (or behind a check that names the install line) for an
 #: engine that is not an extra: verl (with its ``hydra``, ``omegaconf``) and TRL (with its ``datasets``) are tested in their own pinned
 #: environments (scripts/engine_tests.sh, docs/training.md "Engines tested").

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: Every consumer that must write a row file; an adapter adds its name here (and writes its file).
-CONSUMERS: tuple[str, ...] = ("eval", "train_rl", "trl", "verl", "inspect", "harbor")
+CONSUMERS: tuple[str, ...] = ("eval", "train_rl", "trl", "verl", "verifiers", "openenv", "inspect", "harbor")
 #: Two consumers agree when every total and part differs by at most this much.
 TOLERANCE = 1e-9
 #: The scripted reply of each case, in order.
