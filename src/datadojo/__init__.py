@@ -11,12 +11,12 @@ from datadojo.version import __version__
 __all__ = ["Action", "DataFile", "Observation", "Task", "Trajectory", "Turn", "__version__"]
 
 # ``load_environment``: verifiers finds an environment by its id by importing the module of that name and
-# calling its ``load_environment`` — ``vf-eval datadojo`` (datadojo.adapters.verifiers; docs/environment.md).
+# calling its ``load_environment`` — ``vf-eval datadojo`` (datadojo.integrations.verifiers; docs/environment.md).
 __getattr__, __dir__ = lazy_exports(
     "datadojo",
     {
         **{name: "types" for name in __all__ if name != "__version__"},
-        "load_environment": "adapters.verifiers",
+        "load_environment": "integrations.verifiers",
     },
     globals(),
 )

@@ -1,6 +1,6 @@
 """``datadojo env``: DataDojo's environment served to other frameworks (OpenEnv).
 
-Thin layer over :mod:`datadojo.adapters.openenv`: parse arguments, load the tasks as ``datadojo eval``
+Thin layer over :mod:`datadojo.integrations.openenv`: parse arguments, load the tasks as ``datadojo eval``
 would, start the server.
 """
 
@@ -60,9 +60,9 @@ def serve_command(
     Example: datadojo env serve tasks.jsonl --port 8000, then
     GenericEnvClient(base_url="http://127.0.0.1:8000") from openenv-core.
     """
-    from datadojo.adapters.openenv import serve_openenv
-    from datadojo.adapters.source import load_env_source
     from datadojo.cli.eval import _loader_options  # the same KEY=VALUE reading as `datadojo eval --option`
+    from datadojo.integrations.openenv import serve_openenv
+    from datadojo.integrations.source import load_env_source
 
     options = _loader_options(option)
     source = load_env_source(

@@ -10,7 +10,7 @@ taskset) hold one WebSocket session per episode. This module gives that server a
   opening ``messages`` with the ``stop`` strings and ``max_tokens`` the model call must use;
 * **step** takes ``{"reply": <the model's text>, "finish_reason": "stop" | "length"}`` and returns the
   ``observation`` text (the next user message) and ``done``; on the last step ``reward`` is the registry's
-  reward (:func:`~datadojo.adapters.source.episode_reward`, the one ``datadojo eval`` reports), and
+  reward (:func:`~datadojo.integrations.source.episode_reward`, the one ``datadojo eval`` reports), and
   ``reward_parts`` / ``correct`` / ``stop_reason`` say why;
 * **state** reports the task, sample, turn count, stop reason and reward so far.
 
@@ -30,8 +30,8 @@ import itertools
 import threading
 from typing import Any
 
-from datadojo.adapters.source import AdapterError, EnvSource, episode_reward
 from datadojo.env import DataEnv, Episode
+from datadojo.integrations.source import AdapterError, EnvSource, episode_reward
 
 __all__ = ["EXTRA_HINT", "create_openenv_app", "serve_openenv"]
 

@@ -15,7 +15,7 @@ The environment is a ``MultiTurnEnv`` over :class:`datadojo.env.DataEnv`:
   so a reply after which verifiers stops on its own (its turn cap, a timeout) would otherwise never reach
   the sandbox or the reward. ``env_response`` returns the observation of that step, and the episode's end
   (answer, turn budget, malformed turns, sandbox failure) is verifiers' stop condition;
-* the rubric's reward is the registry's (:func:`~datadojo.adapters.source.episode_reward`, the reward
+* the rubric's reward is the registry's (:func:`~datadojo.integrations.source.episode_reward`, the reward
   ``datadojo eval`` reports), with each named part as a metric, so verifiers' results show which part moved.
 
 verifiers is imported when :func:`load_environment` runs: the rest of DataDojo never needs it.
@@ -28,14 +28,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from datadojo.adapters.source import (
+from datadojo.env import DataEnv, Episode
+from datadojo.integrations.source import (
     AdapterError,
     EnvSource,
     episode_reward,
     load_env_source,
     trajectory_reward,
 )
-from datadojo.env import DataEnv, Episode
 from datadojo.reward.registry import RewardResult
 from datadojo.types import Task, Trajectory
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from datadojo.adapters.source import AdapterError, episode_reward, load_env_source
 from datadojo.bench import get_benchmark
 from datadojo.cli.app import app
 from datadojo.env import DataEnv
+from datadojo.integrations.source import AdapterError, episode_reward, load_env_source
 from datadojo.testing.parity import write_parity_fixture
 
 
