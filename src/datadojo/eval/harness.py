@@ -32,15 +32,9 @@ What ``datadojo eval`` runs (see ``docs/evaluation.md``):
 6. **Submission**: a benchmark whose answers are withheld (DABstep's test split) gets its leaderboard
    file, ``OUT/<benchmark.submission_file>``, from each task's first trial (:mod:`datadojo.eval.submission`).
 
-**Predicted SQL** (Spider, BIRD: tasks with ``answer_kind == "sql"``; Spider 2.0-lite: ``"sql_result"``,
-whose reference is a result table rather than a query): an agent may state its query in
-the final answer (the benchmark's answer format asks for it) or may only have run it. The rule, for an
-episode that ended with an answer: the SQL in the final answer when the answer holds one (a fenced ``sql``
-block, or text that starts with ``SELECT``/``WITH``); otherwise the last SQL action whose execution
-succeeded (status ``ok``); otherwise the final answer as it is (which then fails to execute and scores 0
-with the database's error as the reason). An episode without a final answer submitted nothing and has no
-prediction, whatever it ran. SQL the agent ran from Python (``sqlite3``, ``pandas.read_sql``) is not
-looked at.
+**Predicted SQL** (Spider, BIRD, Spider 2.0-lite): which SQL of an episode is scored — the one in the final
+answer, else the last successful SQL action — is :func:`datadojo.reward.answers.predicted_answer`'s rule,
+shared with the reward registry so that `eval` and every trainer read the same prediction.
 """
 
 from __future__ import annotations

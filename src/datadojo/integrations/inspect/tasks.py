@@ -68,17 +68,6 @@ def inspect_task(
     )
 
 
-def _env_overrides(config: Any, dialect: str | None, max_turns: int | None, max_tokens: int | None) -> Any:
-    updates: dict[str, Any] = {}
-    if dialect is not None:
-        updates["dialect"] = dialect
-    if max_turns is not None:
-        updates["max_turns"] = int(max_turns)
-    if max_tokens is not None:
-        updates["sampling"] = config.sampling.model_copy(update={"max_tokens": int(max_tokens)})
-    return type(config).model_validate({**config.model_dump(), **updates}) if updates else config
-
-
 def tasks_file_task(
     path: str,
     dialect: str | None = None,
@@ -88,26 +77,23 @@ def tasks_file_task(
     isolation: str | None = None,
     limit: int | None = None,
 ) -> Any:
-    """A DataDojo tasks JSONL as an inspect task (``datadojo/tasks``).
+    """A DataDojo tasks JSONL as an inspect task (``datadojo/tasks``), with the settings, sandbox and reward
+    spec every framework adapter serves it with (:func:`datadojo.integrations.source.load_env_source`).
 
     The reward is the registry's (``reward``: a name, else chosen per task), with the file as the spec's
     ``tasks_path`` (EnvLunch's counterfactual copies lie beside it); a task the reward cannot score (no
     reference answer, a missing copy) is refused here, before any episode runs.
     """
-    from datadojo.env import EnvConfig
-    from datadojo.jsonl import read_tasks
-    from datadojo.reward.registry import reward_problems
+    from datadojo.integrations.source import load_env_source
 
-    tasks = list(read_tasks(path))
-    if limit is not None:
-        tasks = tasks[: int(limit)]
-    spec = RewardSpec(name=reward, tasks_path=str(Path(path).resolve()))
-    problems = reward_problems(tasks, spec)
-    if problems:
-        raise ValueError(f"{path}: {len(problems)} task(s) cannot be rewarded:\n" + "\n".join(problems))
-    config = _env_overrides(EnvConfig(), dialect, max_turns, max_tokens)
-    sandbox = SandboxConfig(isolation=isolation) if isolation else SandboxConfig()
-    return inspect_task(tasks, config=config, reward=spec, sandbox=sandbox, name=Path(path).stem)
+    source = load_env_source(
+        path, limit=limit, max_turns=max_turns, dialect=dialect, max_tokens=max_tokens, isolation=isolation,
+        reward=reward,
+    )  # fmt: skip
+    return inspect_task(
+        list(source.tasks.values()), config=source.config, reward=source.reward, sandbox=source.sandbox,
+        name=Path(path).stem,
+    )  # fmt: skip
 
 
 def benchmark_task(
@@ -121,16 +107,18 @@ def benchmark_task(
     **options: Any,
 ) -> Any:
     """A registered benchmark over ``data`` as an inspect task (``datadojo/benchmark``), with the
-    benchmark's agent defaults and sandbox as ``datadojo eval`` uses them; ``options`` go to its loader."""
-    from datadojo.bench import get_benchmark
-    from datadojo.eval.harness import benchmark_env_config, load_eval_tasks
+    benchmark's agent defaults, sandbox and official rule as ``datadojo eval`` uses them (the same
+    :func:`~datadojo.integrations.source.load_env_source` as the other adapters); ``options`` go to its loader."""
+    from datadojo.integrations.source import load_env_source
 
-    bench = get_benchmark(name)
-    tasks = load_eval_tasks(bench, data, limit=None if limit is None else int(limit), options=options)
-    config = _env_overrides(benchmark_env_config(bench), dialect, max_turns, max_tokens)
-    # as `datadojo eval` builds it: the benchmark decides the answer part; a task file's EnvLunch copies
-    spec = RewardSpec(name=reward, benchmark=bench, tasks_path=str(data) if Path(data).is_file() else None)
-    return inspect_task(tasks, config=config, reward=spec, sandbox=bench.sandbox_config(), name=bench.name)
+    source = load_env_source(
+        name, data=data, limit=None if limit is None else int(limit), options=options, max_turns=max_turns,
+        dialect=dialect, max_tokens=max_tokens, reward=reward,
+    )  # fmt: skip
+    return inspect_task(
+        list(source.tasks.values()), config=source.config, reward=source.reward, sandbox=source.sandbox,
+        name=source.benchmark,
+    )  # fmt: skip
 
 
 @functools.cache
