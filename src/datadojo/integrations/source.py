@@ -13,6 +13,7 @@ benchmark's rule for the answer part; a task file's EnvLunch copies resolved bes
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,14 @@ from datadojo.reward.registry import (
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
-__all__ = ["AdapterError", "EnvSource", "episode_reward", "load_env_source", "trajectory_reward"]
+__all__ = [
+    "AdapterError",
+    "EnvSource",
+    "episode_reward",
+    "load_env_source",
+    "serving_problems",
+    "trajectory_reward",
+]
 
 
 class AdapterError(DataDojoError, ValueError):
@@ -137,7 +145,7 @@ def load_env_source(
             benchmark, bench_data, limit=limit, options=settings.loader_options, work_dir=work_dir
         )
         spec = spec.replace(benchmark=benchmark)  # as `datadojo eval` scores: by this benchmark's rule
-    problems = reward_problems(loaded, spec) + _judge_problems(benchmark, loaded, spec)
+    problems = serving_problems(benchmark, loaded, spec)
     if problems:
         raise AdapterError(
             f"{bench_data}: {len(problems)} task(s) cannot be rewarded: " + "; ".join(problems[:5])
@@ -155,13 +163,16 @@ def load_env_source(
     return EnvSource(bench_name, by_id, settings.agent_config(benchmark), sandbox, spec)
 
 
-def _judge_problems(benchmark: Benchmark, tasks: list[Task], spec: RewardSpec) -> list[str]:
-    """Tasks only an LLM judge can score (KramaBench's ``string_approximate``) under a reward with no judge:
-    ``datadojo eval`` judges them in a batch after the episodes, an environment's reward has no verdict to
-    give, so the benchmark's scorer would fail at the end of each such episode. Found before any runs."""
+def serving_problems(benchmark: Benchmark, tasks: Sequence[Task], spec: RewardSpec) -> list[str]:
+    """What would stop an environment's reward from scoring each of ``benchmark``'s tasks, one line per task,
+    found before any episode runs: the registry's :func:`reward_problems` (no reference answer, …), and a
+    task only an LLM judge can score (KramaBench's ``string_approximate``) under a reward with no judge —
+    ``datadojo eval`` judges those in a batch after the episodes; an environment's reward has no verdict to
+    give, so the benchmark's scorer would fail at the end of each such episode."""
+    problems = reward_problems(tasks, spec)
     if not isinstance(benchmark, JudgedBenchmark):
-        return []
-    return [
+        return problems
+    return problems + [
         f"{task.id}: scored by an LLM judge and the reward has none (pass judge=SPEC / --judge SPEC, or a loader "
         "option that scores it by rule: kramabench's paraphrase=rule)"
         for task in tasks

@@ -124,12 +124,16 @@ def benchmark_task(
     benchmark's agent defaults and sandbox as ``datadojo eval`` uses them; ``options`` go to its loader."""
     from datadojo.bench import get_benchmark
     from datadojo.eval.harness import benchmark_env_config, load_eval_tasks
+    from datadojo.integrations.source import serving_problems
 
     bench = get_benchmark(name)
     tasks = load_eval_tasks(bench, data, limit=None if limit is None else int(limit), options=options)
     config = _env_overrides(benchmark_env_config(bench), dialect, max_turns, max_tokens)
     # as `datadojo eval` builds it: the benchmark decides the answer part; a task file's EnvLunch copies
     spec = RewardSpec(name=reward, benchmark=bench, tasks_path=str(data) if Path(data).is_file() else None)
+    problems = serving_problems(bench, tasks, spec)
+    if problems:  # refused before any sample runs, as `vf-eval datadojo` and `env serve` refuse them
+        raise ValueError(f"{data}: {len(problems)} task(s) cannot be rewarded: " + "; ".join(problems[:5]))
     return inspect_task(tasks, config=config, reward=spec, sandbox=bench.sandbox_config(), name=bench.name)
 
 
