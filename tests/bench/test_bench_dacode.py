@@ -6,13 +6,11 @@ import contextlib
 import functools
 import json
 import shutil
-import sqlite3
 import threading
 import zipfile
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from datadojo.bench import BenchmarkError, get_benchmark
@@ -21,77 +19,11 @@ from datadojo.eval.harness import EvalConfig, run_eval
 from datadojo.sandbox.result import ExecResult
 from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
-
-TASKS = [
-    {"id": "di-text-001", "type": "Data Insight", "hardness": "Medium", "post_process": [],
-     "instruction": "Identify the countries with the highest and lowest density. Output JSON: "
-                    '{"highest country": [...], "lowest country": [...]}'},
-    {"id": "dm-csv-001", "type": "Data Manipulation", "hardness": "Medium", "post_process": [],
-     "instruction": "Count the undefeated fighters per weight class into undefeated.csv."},
-    {"id": "ml-binary-001", "type": "ML Classification", "hardness": "Medium", "post_process": [],
-     "instruction": "Predict the sentiment of test.csv into result.csv."},
-    {"id": "plot-bar-001", "type": "Data Visualization", "hardness": "Easy", "post_process": ["plot_process"],
-     "instruction": "Plot the top artists' sales as a bar chart titled 'Top Artists', saved as sales.jpg."},
-    {"id": "data-wrangling-038", "type": "Data Wrangling", "hardness": "Medium", "post_process": [],
-     "instruction": "Clean the tables into database.db."},
-]  # fmt: skip
-EVALS = [
-    {"id": "di-text-001", "config": {"task": "data insight", "type": "text", "hardness": "Medium"},
-     "func": ["compare_text"], "result": [{"number": [{"highest country": ["Monaco"], "lowest country": ["Mongolia"]}]}],
-     "options": [{}]},
-    {"id": "dm-csv-001", "config": {"task": "data manipulation", "type": "csv", "hardness": "Medium"},
-     "func": ["compare_csv"], "result": [{"file": ["undefeated.csv"]}],
-     "options": [{"condition_cols": [0, 1], "score_rule": "all", "ignore_order": True}]},
-    {"id": "ml-binary-001", "config": {"task": "machine learning", "type": "binary classification", "metric": "f1",
-     "upper_bound": 0.9, "lower_bound": 0.6, "hardness": "Medium"},
-     "func": ["compare_ml"], "result": [{"file": "result.csv"}], "options": [{"target_column": "result"}]},
-    {"id": "plot-bar-001", "config": {"task": "data visualization", "type": "bar", "metric": "", "threshold": 0.0,
-     "hardness": "Easy"}, "func": ["compare_image"],
-     "result": [{"multi": True, "file": ["sales.jpg", "dabench/plot.json", "dabench/result.npy"]}],
-     "options": [{"keys": ["figsize", "graph_title"]}]},
-    {"id": "data-wrangling-038", "config": {"task": "data wrangling", "hardness": "Medium"},
-     "func": ["compare_sqlite"], "result": [{"file": ["database.db"]}],
-     "options": [{"condition_tabs": ["company"], "condition_cols": [[]], "ignore_order": [True]}]},
-]  # fmt: skip
+from helpers.dacode import EVALS, TASKS, make_dacode, write_jsonl
 
 
-def _jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def _layout(tmp_path: Path) -> Path:
-    root = tmp_path / "da-code" / "da_code"
-    _jsonl(root / "configs" / "task" / "all.jsonl", TASKS)
-    _jsonl(root / "configs" / "eval" / "eval_all.jsonl", EVALS)
-    for t in TASKS:
-        (root / "source" / t["id"]).mkdir(parents=True)
-        (root / "source" / t["id"] / "README.md").write_text("task files\n")
-    (root / "source" / "di-text-001" / "world-data-2023.csv").write_text("country,density\nMonaco,26337\n")
-    gold = root / "gold"
-    (gold / "dm-csv-001").mkdir(parents=True)
-    (gold / "dm-csv-001" / "undefeated.csv").write_text(
-        "weight_class,undefeated,note\nLight,3,a\nHeavy,1,b\n"
-    )
-    (gold / "ml-binary-001").mkdir(parents=True)
-    (gold / "ml-binary-001" / "result.csv").write_text(
-        "id,result\n" + "".join(f"{i},{'Positive' if i % 2 else 'Negative'}\n" for i in range(1, 11))
-    )
-    (gold / "plot-bar-001").mkdir(parents=True)
-    np.save(gold / "plot-bar-001" / "result.npy", np.array([[5.0, 3.0, 2.0]]))
-    info = {"type": "bar", "figsize": [6.0, 6.0], "graph_title": "Top Artists", "x_label": "", "y_label": ""}
-    (gold / "plot-bar-001" / "plot.json").write_text(json.dumps(info))
-    (gold / "plot-bar-001" / "sales.jpg").write_bytes(b"\xff\xd8\xff")
-    (gold / "data-wrangling-038").mkdir(parents=True)
-    with sqlite3.connect(gold / "data-wrangling-038" / "database.db") as conn:
-        conn.execute("CREATE TABLE company (name TEXT, size INTEGER)")
-        conn.executemany("INSERT INTO company VALUES (?, ?)", [("acme", 10), ("globex", 250)])
-        conn.execute("CREATE TABLE ignored (x INTEGER)")
-    return root.parent
-
-
-def test_loads_the_official_layout(tmp_path: Path) -> None:
-    repo = _layout(tmp_path)
+def test_loads_the_officialmake_dacode(tmp_path: Path) -> None:
+    repo = make_dacode(tmp_path)
     tasks = {t.id: t for t in get_benchmark("dacode").load(repo)}  # the repository root works too
     assert list(tasks) == [t["id"] for t in TASKS]
     text = tasks["di-text-001"]
@@ -109,14 +41,14 @@ def test_loads_the_official_layout(tmp_path: Path) -> None:
 
 def test_gold_answers_score_full_credit(tmp_path: Path) -> None:
     bench = get_benchmark("dacode")
-    for task in bench.load(_layout(tmp_path)):
+    for task in bench.load(make_dacode(tmp_path)):
         s = bench.score(task, gold_response(task))
         assert s.correct, (task.id, s.reason)
 
 
 def test_answer_format_variants(tmp_path: Path) -> None:
     bench = get_benchmark("dacode")
-    tasks = {t.id: t for t in bench.load(_layout(tmp_path))}
+    tasks = {t.id: t for t in bench.load(make_dacode(tmp_path))}
     csv_task = tasks["dm-csv-001"]
     # one expected file: an unnamed block, or plain CSV text, is that file; rows in another order
     assert bench.score(csv_task, "```\nweight_class,undefeated\nHeavy,1\nLight,3\n```").correct
@@ -147,7 +79,7 @@ def test_layout_errors(tmp_path: Path) -> None:
     bench = get_benchmark("dacode")
     with pytest.raises(BenchmarkError, match=r"no configs/ folder.*expected DA-Code's da_code/ folder"):
         list(bench.load(tmp_path))
-    repo = _layout(tmp_path)
+    repo = make_dacode(tmp_path)
     (repo / "da_code" / "gold" / "dm-csv-001" / "undefeated.csv").unlink()
     with pytest.raises(
         BenchmarkError, match=r"eval_all\.jsonl:2 \(id 'dm-csv-001'\): gold file .* not found"
@@ -156,7 +88,7 @@ def test_layout_errors(tmp_path: Path) -> None:
     with pytest.raises(BenchmarkError, match="unknown split"):
         list(bench.load(repo, split="extra"))
     bad = [dict(EVALS[0], func=["compare_magic"])]
-    _jsonl(repo / "da_code" / "configs" / "eval" / "eval_all.jsonl", bad + EVALS[1:])
+    write_jsonl(repo / "da_code" / "configs" / "eval" / "eval_all.jsonl", bad + EVALS[1:])
     with pytest.raises(BenchmarkError, match="field 'func': 'compare_magic'"):
         list(bench.load(repo))
 
@@ -178,7 +110,7 @@ WRONG = {
 
 
 async def test_eval_end_to_end_with_the_loopback_model(tmp_path: Path) -> None:
-    repo = _layout(tmp_path)
+    repo = make_dacode(tmp_path)
     tasks = list(get_benchmark("dacode").load(repo))
 
     def reply(req: dict) -> str:
@@ -210,7 +142,7 @@ def _zip_folder(folder: Path, archive: Path) -> None:
 def test_download_from_a_loopback_mirror_checks_digests(tmp_path: Path) -> None:
     from datadojo.bench.download import MANIFEST, DownloadError, download_benchmark
 
-    release = _layout(tmp_path / "release") / "da_code"
+    release = make_dacode(tmp_path / "release") / "da_code"
     mirror = tmp_path / "mirror"
     shutil.copytree(release / "configs", mirror / "configs")
     _zip_folder(release / "source", mirror / "source.zip")  # members source/<id>/…
@@ -245,7 +177,7 @@ def test_export_rl_tasks_carries_the_gold(tmp_path: Path) -> None:
     from datadojo.jsonl import read_tasks
     from datadojo.reward.datamind import default_answer_check
 
-    repo = _layout(tmp_path)
+    repo = make_dacode(tmp_path)
     report = export_rl_tasks(get_benchmark("dacode"), repo, tmp_path / "rl_tasks.jsonl")
     assert report.written == len(TASKS) and not report.skipped and not report.needs_judge
     for task in read_tasks(report.path):  # the gold travels in the file: no gold/ folder needed to score
@@ -269,7 +201,7 @@ async def _counting_sandboxes(task: Task):
 async def test_data_blind_audit_runs_on_dacode(tmp_path: Path) -> None:
     """With the data withheld, the scripted agent can still answer the text question (it guesses it from
     the question) but none of the file outputs: the audit reports 1 of 5 items answered blind."""
-    repo = _layout(tmp_path)
+    repo = make_dacode(tmp_path)
     tasks = list(get_benchmark("dacode").load(repo))
 
     def reply(req: dict) -> str:

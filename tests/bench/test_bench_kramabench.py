@@ -15,67 +15,11 @@ from datadojo.llm import load_backend
 from datadojo.sandbox.result import ExecResult
 from datadojo.testing.server import ScriptedLLMServer
 from datadojo.types import Task
-
-LEGAL = [
-    {
-        "id": "legal-easy-1",
-        "query": "How many fraud reports were filed in 2024?",
-        "answer": 1135291,
-        "answer_type": "numeric_exact",
-        "data_sources": ["csn-data-book-2024-csv/CSVs/2024_CSN_Report_Count.csv"],
-        "subtasks": [
-            {
-                "id": "legal-easy-1-1",
-                "query": "Which file holds the report counts?",
-                "answer": ["2024_CSN_Report_Count.csv"],
-                "answer_type": "list_exact",
-                "data_sources": "./",
-            }
-        ],
-    },
-    {
-        "id": "legal-hard-2",
-        "query": "What is the ratio of reports in 2024 to 2001?",
-        "answer": 13.16279420289855,
-        "answer_type": "numeric_approximate",
-        "data_sources": ["csn-data-book-2024-csv/CSVs/2024_CSN_Report_Count.csv"],
-    },
-    {
-        "id": "legal-hard-3",
-        "query": "Describe the trend of identity theft reports.",
-        "answer": "the reports rose every year",
-        "answer_type": "string_approximate",
-        "data_sources": ["csn-data-book-2024-csv/CSVs/2024_CSN_Report_Count.csv"],
-    },
-]
-WILDFIRE = [
-    {
-        "id": "wildfire-easy-1",
-        "query": "Which states had more than 100 fires?",
-        "answer": ["CA", "OR"],
-        "answer_type": "list_exact",
-        "accepted_answers": [["CA", "OR", "WA"]],
-        "data_sources": ["nifc_wildfires.csv"],
-    }
-]
-
-
-def _repo(tmp_path: Path) -> Path:
-    root = tmp_path / "Kramabench"
-    (root / "workload").mkdir(parents=True)
-    (root / "workload" / "legal.json").write_text(json.dumps(LEGAL), encoding="utf-8")
-    (root / "workload" / "wildfire.json").write_text(json.dumps(WILDFIRE), encoding="utf-8")
-    csvs = root / "data" / "legal" / "input" / "csn-data-book-2024-csv" / "CSVs"
-    csvs.mkdir(parents=True)
-    (csvs / "2024_CSN_Report_Count.csv").write_text("year,reports\n2001,86250\n2024,1135291\n")
-    fire = root / "data" / "wildfire" / "input"
-    fire.mkdir(parents=True)
-    (fire / "nifc_wildfires.csv").write_text("state,fires\nCA,300\nOR,120\n")
-    return root
+from helpers.kramabench import LEGAL, WILDFIRE, make_kramabench
 
 
 def test_loads_the_official_layout(tmp_path: Path) -> None:
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     tasks = list(get_benchmark("kramabench").load(root))
     assert [t.id for t in tasks] == ["legal-easy-1", "legal-hard-2", "legal-hard-3", "wildfire-easy-1"]
     first = tasks[0]
@@ -89,7 +33,7 @@ def test_loads_the_official_layout(tmp_path: Path) -> None:
 
 
 def test_options_sources_subtasks_and_domain(tmp_path: Path) -> None:
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     bench = get_benchmark("kramabench")
     tasks = list(bench.load(root, files="sources", subtasks="true", domain="legal"))
     assert [t.id for t in tasks] == ["legal-easy-1", "legal-easy-1-1", "legal-hard-2", "legal-hard-3"]
@@ -105,7 +49,7 @@ def test_layout_errors_name_the_file_and_the_expected_layout(tmp_path: Path) -> 
     bench = get_benchmark("kramabench")
     with pytest.raises(BenchmarkError, match=r"no workload/ folder.*expected the KramaBench repository"):
         list(bench.load(tmp_path))
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     bad = [dict(LEGAL[0], answer_type="numeric_fuzzy")]
     (root / "workload" / "legal.json").write_text(json.dumps(bad))
     with pytest.raises(
@@ -163,7 +107,7 @@ def _judge(req: dict) -> str:
 
 
 async def test_eval_end_to_end_with_the_loopback_model_and_a_judge(tmp_path: Path) -> None:
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     tasks = list(get_benchmark("kramabench").load(root))
     with ScriptedLLMServer(_agent(tasks)) as agent, ScriptedLLMServer(_judge) as judge:
         judge_backend = load_backend(f"openai:judge@{judge.base_url}")
@@ -186,7 +130,7 @@ async def test_eval_end_to_end_with_the_loopback_model_and_a_judge(tmp_path: Pat
 async def test_eval_without_a_judge_needs_paraphrase_rule(tmp_path: Path) -> None:
     from datadojo.eval.harness import EvalError
 
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     tasks = list(get_benchmark("kramabench").load(root))
     with ScriptedLLMServer(_agent(tasks)) as agent:
         cfg = EvalConfig(
@@ -209,7 +153,7 @@ def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
     from datadojo.jsonl import read_tasks
     from datadojo.reward.datamind import default_answer_check
 
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     out = tmp_path / "rl_tasks.jsonl"
     res = CliRunner().invoke(app, ["bench", "export", "kramabench", "--data", str(root), "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -231,7 +175,7 @@ def test_export_rl_tasks_scored_by_the_official_rule(tmp_path: Path) -> None:
 
 def test_a_repeated_id_gets_a_suffix(tmp_path: Path) -> None:
     # the release names two astronomy subtasks astronomy-easy-4-3; the second stays addressable
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     sub = {"query": "q", "answer": 1, "answer_type": "numeric_exact", "data_sources": []}
     task = dict(WILDFIRE[0], subtasks=[dict(sub, id="wildfire-easy-1-1"), dict(sub, id="wildfire-easy-1-1")])
     (root / "workload" / "wildfire.json").write_text(json.dumps([task]))
@@ -240,7 +184,7 @@ def test_a_repeated_id_gets_a_suffix(tmp_path: Path) -> None:
 
 
 def test_sources_resolve_globs_bare_names_and_fall_back_to_the_lake(tmp_path: Path) -> None:
-    root = _repo(tmp_path)
+    root = make_kramabench(tmp_path)
     lake = root / "data" / "wildfire" / "input"
     (lake / "noaa").mkdir()
     for name in ("fires_2015.csv", "fires_2016.csv", "fires_2020.csv"):
@@ -268,7 +212,7 @@ def test_sources_resolve_globs_bare_names_and_fall_back_to_the_lake(tmp_path: Pa
 
 def test_a_subtask_is_asked_with_its_main_question(tmp_path: Path) -> None:
     # the official Executor.run_task words a subtask so; the release's subtask queries assume it
-    tasks = list(get_benchmark("kramabench").load(_repo(tmp_path), domain="legal", subtasks=True))
+    tasks = list(get_benchmark("kramabench").load(make_kramabench(tmp_path), domain="legal", subtasks=True))
     sub = next(t for t in tasks if t.id == "legal-easy-1-1")
     assert sub.question == (
         "Your end goal is to answer this overall question: How many fraud reports were filed in 2024?, "

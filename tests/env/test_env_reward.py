@@ -56,3 +56,21 @@ async def test_a_wrong_answer_gets_zero_or_the_malformed_penalty() -> None:
 def test_an_unknown_reward_name_fails_when_the_environment_is_made() -> None:
     with pytest.raises(UnknownNameError, match=r"unknown reward 'nope'; known: .*datamind"):
         DataEnv(reward="nope")
+
+
+async def test_leaving_the_environment_closes_its_judge(tmp_path) -> None:
+    """A judged reward's model backend is opened for the environment's episodes; leaving the environment
+    closes it (else aiohttp warns "Unclosed client session" when the process ends)."""
+    from datadojo.reward.registry import reward_for_task, spec_for_cli
+    from datadojo.testing.server import ScriptedLLMServer
+
+    with ScriptedLLMServer(['{"score": 1, "reason": "same count"}']) as server:
+        spec = spec_for_cli(None, judge=f"openai:judge@{server.base_url}?max_retries=0", cache_dir=tmp_path)
+        env = DataEnv(EnvConfig(profile_chars=0), sandboxes=runner_factory(), reward=spec)
+        async with env, await env.reset(TASK) as episode:
+            await episode.step("<think>Done.</think>\n<answer>two hundred and forty</answer>")
+            result = await episode.reward()
+            backend = reward_for_task(TASK, spec).scorer.judge.backend  # type: ignore[attr-defined]
+            assert backend._clients
+    assert (result.reward, result.correct, result.total) == ("judge", True, 1.0)
+    assert backend._clients == {}

@@ -101,3 +101,17 @@ def test_without_inspect_ai_the_error_names_the_extra() -> None:
     for call in (lambda: inspect_task([task]), register):
         with pytest.raises(MissingExtraError, match=r"pip install 'datadojo\[inspect\]'"):
             call()
+
+
+def test_the_benchmark_task_refuses_what_its_reward_cannot_score(tmp_path: Path) -> None:
+    """``inspect eval datadojo/benchmark`` on tasks the reward cannot score fails before any sample runs, in
+    one line naming them, not at the end of each episode: KramaBench's judge-only answers without a judge,
+    DABstep's hidden test split (no public answer)."""
+    from datadojo.integrations.inspect.tasks import benchmark_task
+    from helpers.dabstep import make_dabstep
+    from helpers.kramabench import make_kramabench
+
+    with pytest.raises(ValueError, match=r"legal-hard-3: scored by an LLM judge and the reward has none"):
+        benchmark_task("kramabench", str(make_kramabench(tmp_path)))
+    with pytest.raises(ValueError, match=r"2 task\(s\) cannot be rewarded: 1: no answer to reward against"):
+        benchmark_task("dabstep", str(make_dabstep(tmp_path / "DABstep")), split="test")

@@ -19,6 +19,7 @@ from datadojo.reward.canon import canonical_rows
 from datadojo.reward.registry import (
     RewardResult,
     RewardSpec,
+    aclose_rewards,
     choose_reward_name,
     register_reward,
     reward_for_task,
@@ -221,6 +222,42 @@ async def test_the_judge_decides_the_answer_part(tmp_path: Path) -> None:
         (r,) = await score_pairs([(task, _traj("j", "The northern one"))], spec)
     assert r.reward == "judge" and r.correct and r.total == 1.0
     assert (tmp_path / "judge_cache.jsonl").is_file()
+    await aclose_rewards(spec)
+
+
+def _open_judge_clients(reward: object) -> list:
+    backend = reward.scorer.judge.backend  # type: ignore[attr-defined]
+    return [c for clients in backend._clients.values() for c in clients]
+
+
+async def test_closing_the_rewards_closes_the_judge_backend(tmp_path: Path) -> None:
+    """A judge's model backend (an HTTP client session) is opened by the registry, so the registry closes it:
+    left open, aiohttp warns "Unclosed client session" when the process ends."""
+    from datadojo.testing.server import ScriptedLLMServer
+
+    task = Task(id="j", question="Which region sells most?", answer="North")
+    with ScriptedLLMServer(['{"score": 1, "reason": "same region"}']) as server:
+        spec = spec_for_cli(None, judge=f"openai:judge@{server.base_url}?max_retries=0", cache_dir=tmp_path)
+        (r,) = await score_pairs([(task, _traj("j", "The northern one"))], spec)
+        reward = reward_for_task(task, spec)
+        clients = _open_judge_clients(reward)
+        assert r.correct and clients and not any(c.is_closed() for c in clients)
+        await aclose_rewards(spec)
+    assert all(c.is_closed() for c in clients)
+    assert reward_for_task(task, spec) is not reward  # forgotten: the next use builds a fresh one
+
+
+def test_score_pairs_sync_closes_the_judge_it_opened_on_its_own_loop(tmp_path: Path) -> None:
+    """``score_pairs_sync`` runs its own event loop; a judge session opened on it is dead once it returns,
+    so it is closed on that loop before it ends."""
+    from datadojo.testing.server import ScriptedLLMServer
+
+    task = Task(id="j", question="Which region sells most?", answer="North")
+    with ScriptedLLMServer(['{"score": 1, "reason": "same region"}']) as server:
+        spec = spec_for_cli(None, judge=f"openai:judge@{server.base_url}?max_retries=0", cache_dir=tmp_path)
+        reward = reward_for_task(task, spec)
+        (r,) = score_pairs_sync([(task, _traj("j", "The northern one"))], spec)
+    assert r.correct and reward.scorer.judge.backend._clients == {}  # type: ignore[attr-defined]
 
 
 # ---- the registry --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from datadojo.env.config import AgentConfig
 from datadojo.env.episode import CodeRunner, Episode, EventHook, stop_strings
 from datadojo.protocol import Dialect, get_dialect
-from datadojo.reward.registry import RewardSpec, reward_for_task
+from datadojo.reward.registry import RewardSpec, aclose_rewards, reward_for_task
 from datadojo.types import Provenance, Task, Trajectory, config_hash
 
 __all__ = ["DataEnv", "SandboxFactory", "default_sandboxes"]
@@ -153,11 +153,15 @@ class DataEnv:
         )
 
     async def aclose(self) -> None:
-        """Close the sandbox pool this environment made (a caller's factory is the caller's to close)."""
+        """Close the sandbox pool this environment made (a caller's factory is the caller's to close) and
+        what its reward opened (a judge's model backend: :func:`~datadojo.reward.registry.aclose_rewards`)."""
         close, self._close_pool = self._close_pool, None
-        if close is not None:
-            self._sandboxes = None
-            await close()
+        try:
+            if close is not None:
+                self._sandboxes = None
+                await close()
+        finally:
+            await aclose_rewards(self.reward_spec)
 
     async def __aenter__(self) -> DataEnv:
         return self

@@ -13,21 +13,38 @@ benchmark's rule for the answer part; a task file's EnvLunch copies resolved bes
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datadojo.bench import benchmark_names, get_benchmark
+from datadojo.bench.base import Benchmark
+from datadojo.bench.judged import JudgedBenchmark
 from datadojo.env import EnvConfig, Episode
 from datadojo.errors import DataDojoError
 from datadojo.eval.harness import EvalConfig, load_eval_tasks
 from datadojo.jsonl import read_tasks
 from datadojo.llm.base import SamplingParams
-from datadojo.reward.registry import RewardResult, RewardSpec, reward_problems, score_pairs, spec_for_cli
+from datadojo.reward.registry import (
+    RewardResult,
+    RewardSpec,
+    choose_reward_name,
+    reward_problems,
+    score_pairs,
+    spec_for_cli,
+)
 from datadojo.sandbox.config import SandboxConfig
 from datadojo.types import Task, Trajectory
 
-__all__ = ["AdapterError", "EnvSource", "episode_reward", "load_env_source", "trajectory_reward"]
+__all__ = [
+    "AdapterError",
+    "EnvSource",
+    "episode_reward",
+    "load_env_source",
+    "serving_problems",
+    "trajectory_reward",
+]
 
 
 class AdapterError(DataDojoError, ValueError):
@@ -128,7 +145,7 @@ def load_env_source(
             benchmark, bench_data, limit=limit, options=settings.loader_options, work_dir=work_dir
         )
         spec = spec.replace(benchmark=benchmark)  # as `datadojo eval` scores: by this benchmark's rule
-    problems = reward_problems(loaded, spec)
+    problems = serving_problems(benchmark, loaded, spec)
     if problems:
         raise AdapterError(
             f"{bench_data}: {len(problems)} task(s) cannot be rewarded: " + "; ".join(problems[:5])
@@ -144,6 +161,23 @@ def load_env_source(
     if isolation is not None:
         sandbox = sandbox.replace(isolation=isolation)
     return EnvSource(bench_name, by_id, settings.agent_config(benchmark), sandbox, spec)
+
+
+def serving_problems(benchmark: Benchmark, tasks: Sequence[Task], spec: RewardSpec) -> list[str]:
+    """What would stop an environment's reward from scoring each of ``benchmark``'s tasks, one line per task,
+    found before any episode runs: the registry's :func:`reward_problems` (no reference answer, …), and a
+    task only an LLM judge can score (KramaBench's ``string_approximate``) under a reward with no judge —
+    ``datadojo eval`` judges those in a batch after the episodes; an environment's reward has no verdict to
+    give, so the benchmark's scorer would fail at the end of each such episode."""
+    problems = reward_problems(tasks, spec)
+    if not isinstance(benchmark, JudgedBenchmark):
+        return problems
+    return problems + [
+        f"{task.id}: scored by an LLM judge and the reward has none (pass judge=SPEC / --judge SPEC, or a loader "
+        "option that scores it by rule: kramabench's paraphrase=rule)"
+        for task in tasks
+        if benchmark.wants_verdict(task) and choose_reward_name(task, spec) != "judge"
+    ]
 
 
 async def episode_reward(source: EnvSource, episode: Episode) -> RewardResult:

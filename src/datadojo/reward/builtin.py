@@ -112,6 +112,12 @@ class AnswerPartReward:
             rule_first=spec.rule_first,
         )
 
+    async def aclose(self) -> None:
+        """Close the judge's model backend (its HTTP session), when this reward has a judge."""
+        judge = self.scorer.judge
+        if judge is not None:
+            await judge.backend.aclose()
+
     async def score(self, pairs: Sequence[tuple[Task, Trajectory]]) -> list[RewardResult]:
         checks = await asyncio.gather(
             *(self.scorer.acheck(task, predicted_answer(task, traj)[0]) for task, traj in pairs)

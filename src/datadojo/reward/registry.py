@@ -61,6 +61,7 @@ __all__ = [
     "RewardResult",
     "RewardSpec",
     "WeightedPart",
+    "aclose_rewards",
     "choose_reward_name",
     "envlunch_records",
     "register_reward",
@@ -110,7 +111,7 @@ def choose_reward_name(task: Task, spec: RewardSpec | None = None) -> str:
 def reward_for_task(task: Task, spec: RewardSpec | None = None) -> Reward:
     """THE one place that chooses a task's reward: the registered reward :func:`choose_reward_name` names,
     built from ``spec`` (built once per spec and reused, so a judge's backend and an EnvLunch task cache
-    live as long as the process)."""
+    live until :func:`aclose_rewards` closes them)."""
     spec = spec or RewardSpec()
     name = choose_reward_name(task, spec)
     factory = _REWARDS.get(name)
@@ -120,6 +121,22 @@ def reward_for_task(task: Task, spec: RewardSpec | None = None) -> Reward:
         built = (spec.benchmark, factory(spec))
         _BUILT[key] = built
     return built[1]
+
+
+async def aclose_rewards(spec: RewardSpec | None = None) -> None:
+    """Close what the rewards built for ``spec`` opened — a judge's model backend (an HTTP client session)
+    — and forget them, so that the next use builds them afresh. Called by whoever scored under a spec when
+    it is done (:meth:`DataEnv.aclose <datadojo.env.DataEnv.aclose>`, :func:`score_pairs_sync` on its own
+    loop): a session outlives neither its event loop nor its user. Rewards that hold nothing to close
+    (no ``aclose``) stay built. A consumer still scoring under the same spec gets a fresh judge.
+    """
+    spec = spec or RewardSpec()
+    built_for = (spec.model_dump_json(), id(spec.benchmark))
+    for key in [k for k in _BUILT if k[1:] == built_for]:
+        close = getattr(_BUILT[key][1], "aclose", None)
+        if close is not None:
+            del _BUILT[key]
+            await close()
 
 
 async def score_pairs(
@@ -152,8 +169,17 @@ def score_pairs_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(score_pairs(pairs, spec))
+        return asyncio.run(_score_then_close(pairs, spec))
     raise RuntimeError("score_pairs_sync was called inside a running event loop; await score_pairs instead")
+
+
+async def _score_then_close(
+    pairs: Sequence[tuple[Task, Trajectory]], spec: RewardSpec | None
+) -> list[RewardResult]:
+    try:
+        return await score_pairs(pairs, spec)
+    finally:  # a judge session opened on this loop would be dead (and unclosed) once it ends
+        await aclose_rewards(spec)
 
 
 def reward_problems(tasks: Sequence[Task], spec: RewardSpec | None = None) -> list[str]:
