@@ -1,7 +1,7 @@
 """Rollout throughput: what one driver core sustains, with the scripted model in a separate process.
 
     python benchmarks/rollout.py [--tasks 256] [--concurrency 128] [--latency 1.0] [--skip-full]
-        [--skip-e2e] [--skip-cold-pool] [--all-levels] [--warm 128] [--cold 16]
+        [--skip-e2e] [--skip-cold-pool] [--all-levels] [--warm 128] [--cold 16] [--only-e2e]
 
 Every episode has 5 turns (four small code cells, then an answer); every completion takes exactly the
 given latency at the server, which runs in its own process (``benchmarks/_loopback.py``), so this
@@ -27,7 +27,8 @@ process's CPU time is the harness alone. Printed, all measured in this one run:
    the same loopback server with ``-j --concurrency --mode persistent`` (the library row's sandbox mode),
    its wall time from launch to exit (interpreter start-up, imports, reachability check and pool warm-up
    included; target >= 80 % of ideal), and the same command with ``?max_concurrency=64`` in the spec (what
-   every command got before its concurrency reached the model). ``--skip-e2e`` leaves both out.
+   every command got before its concurrency reached the model). ``--skip-e2e`` leaves both out;
+   ``--only-e2e`` runs the first alone (nothing else; seconds instead of minutes).
 
 4. **pool warm-up and memory** (``--warm 128 --cold 16``): CPU per sandbox of a pool started cold (today:
    one interpreter and one pandas import per sandbox; at the default level and at Landlock) and of pools
@@ -288,6 +289,18 @@ def e2e_rollout(url: str, tasks: list[Task], c: int, latency: float, isolation: 
             "in_run_s": summary["elapsed_s"], "notes": notes}  # fmt: skip
 
 
+def only_e2e(tasks: list[Task], c: int, latency: float, isolation: str) -> None:
+    """``--only-e2e``: the end-to-end row alone, with its verdict (what a change to start-up is judged by)."""
+    load0 = os.getloadavg()[0]
+    with LoopbackProcess(latency) as url:
+        e = e2e_rollout(url, tasks, c, latency, isolation)
+    ok = "met" if e["fraction"] >= 0.8 else "NOT met"
+    print(f"end to end, `datadojo rollout -j {c} --mode persistent`, {len(tasks)} tasks: {e['turns_s']:.1f} "
+          f"turns/s of ideal {e['ideal_turns_s']:.1f} = {e['fraction'] * 100:.0f} % (wall {e['wall']:.1f} s from "
+          f"launch to exit, {e['in_run_s']:.1f} s in the rollout itself; load {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f})\nverdict: end to end >= 80 % of ideal: {ok}")  # fmt: skip
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=256)
@@ -313,8 +326,16 @@ async def main() -> None:
         "--warm", type=int, default=128, help="4: sandboxes forked from the fork server (0: skip 4)"
     )
     ap.add_argument("--cold", type=int, default=16, help="4: sandboxes started cold, the baseline")
+    ap.add_argument(
+        "--only-e2e",
+        action="store_true",
+        help="only the end-to-end row of 3 (the rollout command, without the ?max_concurrency=64 run)",
+    )
     args = ap.parse_args()
     tasks = make_tasks(args.tasks)
+    if args.only_e2e:
+        only_e2e(tasks, args.concurrency, args.latency, args.isolation)
+        return
     y0 = yardstick_ms()
     print(f"rollout benchmark: {TURNS} turns per episode, cores {os.cpu_count()}, load {os.getloadavg()[0]:.1f}, "
           f"python {sys.version.split()[0]}; yardstick {y0:.3f} ms CPU")  # fmt: skip

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from datadojo.env import AgentConfig, DataEnv, EventHook, SandboxFactory, default_sandboxes, run_episode
+from datadojo.env.deferred import deferred_sessions
 from datadojo.executor import Executor, ExecutorError, LocalExecutor, Worker, WorkerSpec, require_spec
 from datadojo.jsonl import JsonlAppender, iter_jsonl, write_jsonl_atomic
 from datadojo.llm.base import ChatBackend, LLMError
@@ -225,7 +226,9 @@ class EpisodeWorker:
         closers: tuple[Callable[[], Any], ...] = (),
     ) -> None:
         self.backend = backend
-        self.env = DataEnv(config, sandboxes=sandboxes)
+        # Each episode's sandbox opens beside its first model request (datadojo.env.deferred): a pool's
+        # warm-up then runs while the model works instead of before the first request.
+        self.env = DataEnv(config, sandboxes=deferred_sessions(sandboxes))
         self.config = config
         self.seed = seed
         self.on_event = on_event
@@ -240,11 +243,17 @@ class EpisodeWorker:
                 task, sample=sample, seed=traj_seed, model=backend.model_id, on_event=self.on_event
             )
             async with episode:
-                return await run_episode(episode, backend)
+                trajectory = await run_episode(episode, backend)
         except Exception as exc:  # the sandbox could not be made (or closed): this trajectory only
             return self.env.failed_trajectory(
                 task, exc, sample=sample, seed=traj_seed, model=backend.model_id
             )
+        failure = getattr(episode.sandbox, "failure", None)
+        if failure is not None:  # its sandbox could not be made: the same record as when that is known first
+            return self.env.failed_trajectory(
+                task, failure, sample=sample, seed=traj_seed, model=backend.model_id
+            )
+        return trajectory
 
     async def close(self) -> None:
         for close in self._closers:

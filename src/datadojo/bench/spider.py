@@ -49,6 +49,7 @@ from datadojo.bench.base import Benchmark, BenchmarkDefaults, BenchmarkError, It
 from datadojo.bench.base import ScoringRule as _Rule
 from datadojo.bench.download import BenchSource, RemoteFile
 from datadojo.compare.tables import compare_tables, denotations_equal
+from datadojo.compare.text import extract_sql
 from datadojo.sandbox.sql import run_sql
 from datadojo.types import DataFile, Task
 
@@ -65,18 +66,11 @@ __all__ = [
     "remove_distinct",
 ]
 
-_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 
 #: BIRD's evaluation stops a query after 30 s (``meta_time_out``).
 DEFAULT_TIMEOUT_S = 30.0
 #: Results longer than this count as a failure rather than exhausting memory.
 DEFAULT_MAX_ROWS = 1_000_000
-
-
-def extract_sql(prediction: str) -> str:
-    """The SQL in a prediction: the content of its last fenced code block, else the stripped text."""
-    blocks = _FENCE.findall(prediction)
-    return (blocks[-1] if blocks else prediction).strip()
 
 
 @dataclass(frozen=True)

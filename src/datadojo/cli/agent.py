@@ -317,12 +317,17 @@ def _run_rollouts(
 
         if remote is None:
             backend: Any = load_backend(spec, concurrency=concurrency)
+            pool: Any = SandboxPool(sandbox_config, size=concurrency)
+            # The pool warms while the server is probed (and then while the first requests are out,
+            # datadojo.env.deferred); a failed warm-up is each episode's to report, as without this.
+            warming = asyncio.ensure_future(pool.start())
+            warming.add_done_callback(lambda t: t.cancelled() or t.exception())
             try:  # a down server or wrong URL: one line and exit 3 now, not after every task's retries
                 await backend.check_reachable()
             except BaseException:
+                await pool.close()
                 await backend.aclose()
                 raise
-            pool: Any = SandboxPool(sandbox_config, size=concurrency)
             sandboxes: Any = lambda task: pool.session(task.files)  # noqa: E731
         else:
             backend, pool, sandboxes = spec, None, None
@@ -379,9 +384,13 @@ def _run_rollouts(
             f"[red]error[/red]: {exc}\ntrajectories written so far are kept; fix the cause and rerun to resume."
         )
         raise typer.Exit(1) from None
-    from datadojo.eval.answers import answer_accuracy
+    answers = None
+    if traj_path.exists() and any(task.answer is not None for task in tasks):
+        # Imported only here: the scorers import the benchmark registry (pandas, numpy, every benchmark),
+        # half a second a run without answers need not pay before it exits.
+        from datadojo.eval.answers import answer_accuracy
 
-    answers = answer_accuracy(tasks, read_trajectories(traj_path)) if traj_path.exists() else None
+        answers = answer_accuracy(tasks, read_trajectories(traj_path))
     write_summary(answers)
     return summary, answers
 

@@ -13,6 +13,9 @@ would compare two different notions of "the same answer".
 * :func:`parse_number` reads one number written the ways analysts write them (``1,234.5``, ``$12``,
   ``45%``, ``−3``, ``1.2 million``, ``12.5 kg``) and says whether it was a percentage, so a matcher can
   accept ``45%`` for ``0.45``.
+* :func:`extract_sql` takes the query out of a prediction (Spider/BIRD scoring, and the reward's choice
+  of a SQL answer): here rather than in :mod:`datadojo.bench.spider` so that the reward path, which every
+  rollout imports, does not import the benchmark registry (pandas, numpy, every benchmark) at start-up.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ParsedNumber",
+    "extract_sql",
     "find_numbers",
     "lcs_length",
     "normalize_text",
@@ -188,3 +192,12 @@ def find_numbers(text: str) -> list[ParsedNumber]:
             continue
         out.append(_from_match(m))
     return out
+
+
+_SQL_FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_sql(prediction: str) -> str:
+    """The SQL in a prediction: the content of its last fenced code block, else the stripped text."""
+    blocks = _SQL_FENCE.findall(prediction)
+    return (blocks[-1] if blocks else prediction).strip()

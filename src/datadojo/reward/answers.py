@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from datadojo.bench.spider import extract_sql
+from datadojo.compare.text import extract_sql
 from datadojo.types import Task, Trajectory
 
 __all__ = ["SQL_ANSWER_KINDS", "predicted_answer"]
